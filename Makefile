@@ -1,0 +1,34 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO_HOME := .medallion/demo
+
+.PHONY: demo test ui java bench clean
+
+$(VENV)/installed: pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $@
+
+java:
+	@java -version 2>&1 | grep -Eq 'version "(17|21)' || { \
+	  echo "Spark needs Java 17 (or 21). Install it, e.g. 'sudo apt-get install openjdk-17-jre-headless'," \
+	       "or on macOS 'brew install openjdk@17', then set JAVA_HOME."; exit 1; }
+
+demo: java $(VENV)/installed
+	rm -rf $(DEMO_HOME)
+	MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion demo
+
+test: java $(VENV)/installed
+	$(VENV)/bin/pytest -q
+
+ui: java $(VENV)/installed
+	mkdir -p .medallion/dagster
+	DAGSTER_HOME=$(abspath .medallion/dagster) MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion ui
+
+bench: java $(VENV)/installed
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf .medallion $(VENV)

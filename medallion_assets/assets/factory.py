@@ -1,0 +1,155 @@
+"""The asset factory: catalog rows → Dagster assets and asset checks.
+
+One asset per dataset (a stage's target), keyed [layer, dataset], grouped by pipeline, with deps from the
+stage's inputs and one asset check per validation rule. Raw sources are external assets, so the lineage
+graph starts at the S3 files. Each asset is a thin wrapper over `engine.stages.StageRunner`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from dagster import (
+    AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
+    AssetSpec, Backoff, Jitter, MaterializeResult, MetadataValue, RetryPolicy, TableColumn, TableSchema, asset,
+)
+
+from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.engine.stages import BlockingRuleFailed, StageOutcome, StageRunner
+from medallion_assets.engine.validation import RuleOutcome
+from medallion_assets.naming import asset_key, dataset_name, group_name, lake_path, pool_name
+from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
+
+def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
+    target = snapshot.targets.get(input_id)
+    return asset_key(target.layer, dataset_name(target)) if target else asset_key("raw", input_id)
+
+
+def target_key(target: Target) -> AssetKey:
+    return asset_key(target.layer, dataset_name(target))
+
+
+def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
+    """Changes whenever the stage, its target or its rules change, so Dagster can flag stale data."""
+    rules = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
+    definition = [stage.model_dump(exclude={"enabled"}), target.model_dump(), rules and rules.model_dump()]
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _retry_policy(stage: Stage, snapshot: CatalogSnapshot) -> RetryPolicy | None:
+    retry_id = stage.retry_id or snapshot.pipelines[stage.pipeline_id].default_retry_id
+    policy = snapshot.retry_policies.get(retry_id) if retry_id else None
+    if policy is None or policy.max_retries == 0:
+        return None
+    return RetryPolicy(
+        max_retries=policy.max_retries, delay=policy.backoff_sec,
+        backoff=Backoff.EXPONENTIAL if policy.backoff == "exponential" else None,
+        jitter=Jitter.PLUS_MINUS if policy.jitter_sec else None,
+    )
+
+
+def _pool(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str | None:
+    """Bronze stages draw on their source system, warehouse loads on their target system."""
+    if target.layer == "bronze":
+        return pool_name("source", snapshot.sources[stage.source_id].system_id())
+    if target.type == "redshift":
+        return pool_name("target", target.system or "warehouse")
+    return None
+
+
+def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list[AssetCheckSpec]:
+    if not stage.validation_set_id:
+        return []
+    return [AssetCheckSpec(rule.name, asset=key, blocking=rule.severity == "error",
+                           description=f"{rule.type} ({rule.severity}, action {rule.action})")
+            for rule in snapshot.rule_sets[stage.validation_set_id].check_def]
+
+
+def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
+    return AssetCheckResult(
+        check_name=outcome.rule.name, passed=outcome.passed,
+        severity=AssetCheckSeverity.ERROR if outcome.rule.severity == "error" else AssetCheckSeverity.WARN,
+        metadata={**{k: v for k, v in outcome.observed.items() if isinstance(v, (int, float, str, bool))},
+                  "failing_rows": outcome.failing_rows, "message": outcome.message},
+    )
+
+
+def _materialize_result(outcome: StageOutcome) -> MaterializeResult:
+    metadata = {
+        "dagster/row_count": outcome.rows_written, "rows_read": outcome.rows_read,
+        "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(outcome.output_path),
+        "duration_sec": round(outcome.duration_sec, 3), **outcome.details,
+    }
+    if outcome.load:
+        metadata.update(warehouse_table=outcome.load.table, rows_loaded=outcome.load.rows_loaded,
+                        rows_in_table=outcome.load.rows_in_table)
+    return MaterializeResult(metadata=metadata, check_results=[_check_result(o) for o in outcome.rule_outcomes])
+
+
+def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
+    target = snapshot.targets[stage.target_id]
+    key = target_key(target)
+    pipeline = snapshot.pipelines[stage.pipeline_id]
+    metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name, "owner": target.owner or pipeline.owner,
+                "location": lake_path(lake_root, target.layer, target.target_id)}
+    if target.columns:
+        metadata["dagster/column_schema"] = TableSchema(
+            columns=[TableColumn(name, type_name) for name, type_name in target.columns.items()])
+    if target.type == "redshift":
+        metadata["dagster/table_name"] = target.location
+
+    @asset(
+        key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
+        kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
+        code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
+        metadata=metadata, check_specs=_check_specs(stage, key, snapshot),
+        retry_policy=_retry_policy(stage, snapshot), pool=_pool(stage, target, snapshot),
+    )
+    def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
+                     warehouse: WarehouseResource, catalog: CatalogResource) -> MaterializeResult:
+        store = catalog.get_store()
+        runner = StageRunner(spark.get_session(), snapshot, store, lake.root,
+                             warehouse.get_warehouse() if target.type == "redshift" else None)
+        audit = dict(run_id=context.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
+                     dataset=target.target_id, event="stage")
+        try:
+            outcome = runner.run_stage(stage)
+        except BlockingRuleFailed as error:
+            store.record_audit(**audit, status="failed", error=str(error))
+            raise
+        except Exception as error:
+            store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}")
+            raise
+        finally:
+            if runner.warehouse is not None:
+                runner.warehouse.close()
+        store.record_audit(**audit, status="success", rows_read=outcome.rows_read, rows_written=outcome.rows_written,
+                           rows_quarantined=outcome.rows_quarantined, duration_sec=outcome.duration_sec,
+                           details=outcome.details)
+        return _materialize_result(outcome)
+
+    return _stage_asset
+
+
+def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: str) -> AssetSpec:
+    source = snapshot.sources[source_id]
+    return AssetSpec(
+        key=asset_key("raw", source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
+        description=source.description or f"raw {source.file_format} files at {source.s3_path}",
+        metadata={"location": source.s3_path, "format": source.file_format, "owner": source.owner},
+    )
+
+
+def build_assets(snapshot: CatalogSnapshot, lake_root: str) -> list[AssetsDefinition | AssetSpec]:
+    """Every dataset in the catalog as an asset, and every raw source read by a stage as an external asset."""
+    assets: list[AssetsDefinition | AssetSpec] = []
+    sources_seen: set[str] = set()
+    for stage in snapshot.stages():
+        for input_id in stage.input_ids():
+            if input_id in snapshot.sources and input_id not in sources_seen:
+                sources_seen.add(input_id)
+                assets.append(build_source_spec(input_id, snapshot, stage.pipeline_id))
+        assets.append(build_stage_asset(stage, snapshot, lake_root))
+    return assets

@@ -1,0 +1,184 @@
+"""Reading catalog YAML: every problem reported at once, with file, line, table, row key and field.
+
+Validation runs against the catalog as it would be after the load (stored rows plus the files' rows), so a
+file may refer to rows loaded earlier, and nothing is written when anything is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import sqlglot
+import yaml
+from pydantic import ValidationError
+
+from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+
+
+@dataclass(frozen=True)
+class CatalogProblem:
+    file: str
+    line: int | None
+    table: str
+    key: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        subject = f"{self.table}[{self.key}]" if self.key else self.table
+        return f"{where}: {subject}{'.' + self.field if self.field else ''}: {self.message}"
+
+
+class CatalogInvalid(Exception):
+    def __init__(self, problems: list[CatalogProblem]):
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem(s) in the catalog:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@dataclass
+class LoadedRows:
+    """Rows parsed from YAML, with where each came from, so later checks can point at the file and line."""
+
+    rows: dict[str, list[Row]]
+    origins: dict[tuple[str, tuple], tuple[str, int]]
+
+
+def yaml_files(paths: list[str | Path]) -> list[Path]:
+    files = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"no such catalog file or folder: {path}")
+    return files
+
+
+def _row_key_label(table: str, raw: dict) -> str:
+    return ", ".join(str(raw.get(name, "?")) for name in LOADABLE[table].key_fields)
+
+
+def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProblem]]:
+    loaded = LoadedRows(rows={name: [] for name in LOADABLE}, origins={})
+    problems: list[CatalogProblem] = []
+    for file in yaml_files(paths):
+        text = file.read_text()
+        try:
+            document, root = yaml.safe_load(text) or {}, yaml.compose(text)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            problems.append(CatalogProblem(str(file), mark.line + 1 if mark else None, "", "", "", f"invalid YAML: {error}"))
+            continue
+        if not isinstance(document, dict):
+            problems.append(CatalogProblem(str(file), 1, "", "", "", "a catalog file is a mapping of table name → list of rows"))
+            continue
+        # Line numbers come from the composed node tree; safe_load drops them.
+        item_lines = {key.value: [item.start_mark.line + 1 for item in value.value] if hasattr(value, "value")
+                      and isinstance(value.value, list) else [] for key, value in root.value}
+        for table, items in document.items():
+            if table not in LOADABLE:
+                problems.append(CatalogProblem(str(file), None, table, "", "",
+                                               f"unknown table; tables: {', '.join(LOADABLE)}"))
+                continue
+            if not isinstance(items, list):
+                problems.append(CatalogProblem(str(file), None, table, "", "", "must be a list of rows"))
+                continue
+            for raw, line in zip(items, item_lines.get(table, [None] * len(items))):
+                problems.extend(_parse_row(loaded, file, line, table, raw))
+    return loaded, problems
+
+
+def _parse_row(loaded: LoadedRows, file: Path, line: int | None, table: str, raw) -> list[CatalogProblem]:
+    if not isinstance(raw, dict):
+        return [CatalogProblem(str(file), line, table, "", "", "a row must be a mapping of field → value")]
+    key_label = _row_key_label(table, raw)
+    try:
+        row = LOADABLE[table].model_validate(raw)
+    except ValidationError as error:
+        return [CatalogProblem(str(file), line, table, key_label, ".".join(map(str, e["loc"])), e["msg"])
+                for e in error.errors()]
+    origin_key = (table, row.key())
+    if origin_key in loaded.origins:
+        first_file, first_line = loaded.origins[origin_key]
+        return [CatalogProblem(str(file), line, table, key_label, "",
+                               f"duplicate key, first defined at {first_file}:{first_line}")]
+    loaded.origins[origin_key] = (str(file), line)
+    loaded.rows[table].append(row)
+    return []
+
+
+def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnapshot:
+    merged = CatalogSnapshot({table: dict(rows) for table, rows in stored.tables.items()})
+    for table, rows in loaded.rows.items():
+        for row in rows:
+            merged.add(table, row)
+    return merged
+
+
+def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogProblem]:
+    """Dangling references, inputs of the wrong kind, targets made twice, cycles and unparseable SQL."""
+    problems = []
+
+    def problem(table: str, row: Row, field: str, message: str) -> None:
+        file, line = origins.get((table, row.key()), ("catalog", None))
+        problems.append(CatalogProblem(file, line, table, ", ".join(map(str, row.key())), field, message))
+
+    sources, targets, pipelines = snapshot.sources, snapshot.targets, snapshot.pipelines
+    for pipeline in pipelines.values():
+        if pipeline.default_retry_id and pipeline.default_retry_id not in snapshot.retry_policies:
+            problem("pipelines", pipeline, "default_retry_id", f"unknown retry policy {pipeline.default_retry_id!r}")
+    producers: dict[str, str] = {}
+    graph = nx.DiGraph()
+    for stage in snapshot.stages():
+        if stage.pipeline_id not in pipelines:
+            problem("stages", stage, "pipeline_id", f"unknown pipeline {stage.pipeline_id!r}")
+        target = targets.get(stage.target_id)
+        if target is None:
+            problem("stages", stage, "target_id", f"unknown target {stage.target_id!r}")
+        elif stage.target_id in producers:
+            problem("stages", stage, "target_id", f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}")
+        producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
+        for field, input_id in [("source_id", stage.source_id), *[("inputs", i) for i in stage.inputs]]:
+            upstream = sources.get(input_id) or targets.get(input_id)
+            if upstream is None:
+                problem("stages", stage, field, f"unknown source or target {input_id!r}")
+            elif target is not None and (target.layer == "bronze") != isinstance(upstream, Source):
+                expected = "a raw source" if target.layer == "bronze" else "an upstream target (bronze or silver)"
+                problem("stages", stage, field, f"{input_id!r} must be {expected} for a {target.layer} stage")
+            elif isinstance(upstream, Target) and upstream.layer == "gold" and target and target.layer != "gold":
+                problem("stages", stage, field, f"{target.layer} stage cannot read gold target {input_id!r}")
+            graph.add_edge(input_id, stage.target_id)
+        for field, ref, known, what in [("validation_set_id", stage.validation_set_id, snapshot.rule_sets, "rule set"),
+                                        ("retry_id", stage.retry_id, snapshot.retry_policies, "retry policy")]:
+            if ref and ref not in known:
+                problem("stages", stage, field, f"unknown {what} {ref!r}")
+        if stage.transform_sql:
+            try:
+                sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect)
+            except (sqlglot.errors.ParseError, ValueError) as error:
+                problem("stages", stage, "transform_sql", f"does not parse as {stage.sql_dialect}: {error}")
+    try:
+        cycle = nx.find_cycle(graph)
+        first = snapshot.stage_producing(cycle[0][1])
+        problem("stages", first, "source_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
+    except nx.NetworkXNoCycle:
+        pass
+    for table in ("pipeline_profiles",):
+        for row in snapshot.tables[table].values():
+            if row.pipeline_id not in pipelines:
+                problem(table, row, "pipeline_id", f"unknown pipeline {row.pipeline_id!r}")
+    return problems
+
+
+def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:
+    """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
+    loaded, problems = parse_files(paths)
+    problems += check_references(merged_snapshot(stored, loaded), loaded.origins)
+    if problems:
+        raise CatalogInvalid(problems)
+    return loaded

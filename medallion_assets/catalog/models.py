@@ -1,0 +1,279 @@
+"""The catalog's row format, one pydantic model per table: the documentation of record for metadata_seed/.
+
+Every model forbids unknown fields, so a typo in YAML is an error that names the field, never a silent default.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from medallion_assets.naming import check_identifier, split_qualified
+
+Identifier = Annotated[str, AfterValidator(check_identifier)]
+QualifiedName = Annotated[str, AfterValidator(lambda value: ".".join(split_qualified(value)) and value)]
+
+COLUMN_TYPE = re.compile(r"^(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))$")
+Layer = Literal["bronze", "silver", "gold"]
+FileFormat = Literal["jsonl", "csv", "parquet"]
+RULE_TYPES = (
+    "row_count", "not_null", "unique", "accepted_values", "range", "regex", "schema_match", "freshness",
+    "great_expectations",
+)
+
+
+def _check_columns(columns: dict[str, str]) -> dict[str, str]:
+    for name, type_name in columns.items():
+        check_identifier(name, "column")
+        if not COLUMN_TYPE.match(type_name):
+            raise ValueError(f"column {name!r} has unknown type {type_name!r}")
+    return columns
+
+
+Columns = Annotated[dict[str, str], AfterValidator(_check_columns)]
+
+
+class Row(BaseModel):
+    """A catalog row. `key_fields` name the primary key, used for upserts and in every error message."""
+
+    model_config = ConfigDict(extra="forbid")
+    key_fields: ClassVar[tuple[str, ...]]
+
+    def key(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.key_fields)
+
+
+class Pipeline(Row):
+    key_fields = ("pipeline_id",)
+    pipeline_id: Identifier
+    description: str = ""
+    owner: str = ""
+    enabled: bool = True
+    default_retry_id: Identifier | None = None
+    criticality: Literal["critical", "high", "normal", "low"] = "normal"
+    expected_cost: float = Field(default=1.0, ge=0)
+    schedule: str | None = Field(default=None, description="cron expression for when the pipeline is due")
+
+
+class Source(Row):
+    key_fields = ("source_id",)
+    source_id: Identifier
+    s3_path: str = Field(description="s3://bucket/prefix/ or a local folder holding the raw files")
+    file_format: FileFormat
+    columns: Columns = Field(description="the raw schema: column name → type, in file order")
+    options: dict[str, Any] = Field(default_factory=dict, description="reader options, e.g. csv delimiter")
+    system: Identifier | None = Field(default=None, description="source system for throttles; default: the bucket")
+    owner: str = ""
+    description: str = ""
+
+    def system_id(self) -> str:
+        """The system throttles count against: declared, or the bucket (or folder) the files live in."""
+        if self.system:
+            return self.system
+        if not self.s3_path.startswith("s3://"):
+            return "local_files"
+        return re.sub(r"[^A-Za-z0-9_]", "_", self.s3_path.removeprefix("s3://").split("/")[0])
+
+
+class Target(Row):
+    key_fields = ("target_id",)
+    target_id: Identifier
+    layer: Layer
+    type: Literal["lake", "redshift"] = "lake"
+    location: str | None = Field(default=None, description="schema.table for warehouse targets")
+    columns: Columns | None = Field(default=None, description="declared schema; silver casts to it")
+    keys: list[Identifier] = Field(default_factory=list, description="deduplication and merge keys")
+    keep_latest_by: Identifier | None = Field(default=None, description="which duplicate survives: the latest by")
+    load_mode: Literal["replace", "merge"] = "replace"
+    system: Identifier | None = Field(default=None, description="target system for throttles")
+    owner: str = ""
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _warehouse_needs_table(self) -> Target:
+        if self.type == "redshift":
+            if not self.location:
+                raise ValueError("location (schema.table) is required for a redshift target")
+            split_qualified(self.location)
+        if self.load_mode == "merge" and not self.keys:
+            raise ValueError("load_mode merge needs keys")
+        return self
+
+
+class Stage(Row):
+    key_fields = ("pipeline_id", "stage_order")
+    pipeline_id: Identifier
+    stage_order: int = Field(ge=1)
+    stage_name: Identifier
+    source_id: Identifier = Field(description="the stage's main input: a source, or an upstream target")
+    inputs: list[Identifier] = Field(default_factory=list, description="further upstream targets, e.g. for joins")
+    target_id: Identifier
+    transform_sql: str | None = Field(default=None, description="SQL over the inputs, named by their ids")
+    sql_dialect: str = Field(default="spark", description="dialect of transform_sql; transpiled to Spark SQL")
+    validation_set_id: Identifier | None = None
+    retry_id: Identifier | None = None
+    enabled: bool = True
+
+    def input_ids(self) -> list[str]:
+        return [self.source_id, *self.inputs]
+
+
+class Rule(BaseModel):
+    """One validation rule. Severity error makes a blocking asset check; the action says what happens to rows."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal[RULE_TYPES]  # type: ignore[valid-type]
+    name: Identifier | None = None
+    column: Identifier | None = None
+    columns: list[Identifier] | None = None
+    severity: Literal["warn", "error"] = "error"
+    action: Literal["warn", "drop", "quarantine", "fail"] | None = None
+    min: float | None = None
+    max: float | None = None
+    values: list[Any] | None = None
+    pattern: str | None = None
+    max_age_hours: float | None = None
+    expected: Columns | None = None
+    expectation: str | None = Field(default=None, description="Great Expectations class, e.g. ExpectColumnValuesToBeBetween")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _complete(self) -> Rule:
+        needs = {
+            "not_null": ("column",), "accepted_values": ("column", "values"), "range": ("column",),
+            "regex": ("column", "pattern"), "schema_match": ("expected",), "freshness": ("column", "max_age_hours"),
+            "great_expectations": ("expectation",),
+        }
+        missing = [name for name in needs.get(self.type, ()) if getattr(self, name) is None]
+        if self.type == "unique" and not (self.column or self.columns):
+            missing.append("column")
+        if missing:
+            raise ValueError(f"rule type {self.type} needs {', '.join(missing)}")
+        if self.type == "regex":
+            re.compile(self.pattern)
+        if self.action is None:
+            self.action = "fail" if self.severity == "error" else "warn"
+        if self.name is None:
+            subject = self.column or "_".join(self.columns or []) or (self.expectation or "").lower()
+            self.name = check_identifier("_".join(part for part in (self.type, subject) if part), "rule name")
+        return self
+
+    def subject_columns(self) -> list[str]:
+        return [self.column] if self.column else list(self.columns or [])
+
+
+class ValidationRuleSet(Row):
+    key_fields = ("rule_set_id",)
+    rule_set_id: Identifier
+    description: str = ""
+    check_def: list[Rule]
+
+    @field_validator("check_def")
+    @classmethod
+    def _unique_names(cls, rules: list[Rule]) -> list[Rule]:
+        names = [rule.name for rule in rules]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"rule names must be unique within a set: {', '.join(duplicates)}")
+        return rules
+
+
+class RetryPolicy(Row):
+    key_fields = ("retry_id",)
+    retry_id: Identifier
+    max_retries: int = Field(ge=0)
+    backoff_sec: float = Field(ge=0)
+    backoff: Literal["fixed", "exponential"] = "fixed"
+    jitter_sec: float = Field(default=0, ge=0)
+    max_delay_sec: float | None = Field(default=None, ge=0)
+
+
+class HealingAction(Row):
+    key_fields = ("healing_id",)
+    healing_id: Identifier
+    error_code: str | None = Field(default=None, description="error code or exception class name")
+    message_pattern: str | None = None
+    layer: Layer | None = None
+    pipeline_id: Identifier | None = None
+    stage_name: Identifier | None = None
+    action: Identifier = Field(description="name of a registered healing function")
+    params: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class ControlFlag(Row):
+    key_fields = ("entity_type", "entity_id", "flag_name")
+    entity_type: Literal["global", "pipeline", "stage", "dataset", "source", "target"]
+    entity_id: str
+    flag_name: Identifier = "enabled"
+    flag_value: bool
+    reason: str = ""
+    updated_by: str = ""
+
+
+class Profile(Row):
+    key_fields = ("profile_id",)
+    profile_id: Literal["balanced", "focus"]
+    description: str = ""
+    is_default: bool = False
+
+
+class PipelineProfile(Row):
+    key_fields = ("pipeline_id",)
+    pipeline_id: Identifier
+    profile_id: Literal["balanced", "focus"]
+
+
+class ProfileSetting(Row):
+    key_fields = ("profile_id", "setting")
+    profile_id: Literal["balanced", "focus"]
+    setting: Identifier
+    value: float
+
+
+class Throttle(Row):
+    key_fields = ("system_kind", "system_id", "metric")
+    system_kind: Literal["source", "target"]
+    system_id: Identifier
+    metric: Literal["concurrency", "rows_per_minute", "bytes_per_hour"]
+    limit_value: float = Field(gt=0)
+
+
+class DatasetLineage(Row):
+    key_fields = ("upstream", "downstream", "via")
+    upstream: Identifier
+    downstream: Identifier
+    via: str = Field(description="the stage (pipeline_id.stage_name), query or alternate that makes the edge")
+    kind: Literal["stage", "sql", "alternate"] = "stage"
+    cost: float = Field(default=1.0, ge=0)
+    is_default: bool = True
+
+
+class ColumnLineage(Row):
+    key_fields = ("downstream", "downstream_column", "upstream", "upstream_column")
+    downstream: str
+    downstream_column: str
+    upstream: str
+    upstream_column: str
+    transformation: Literal["identity", "expression", "aggregate", "filter", "join_key"] = "identity"
+
+
+# The tables a YAML file may fill, in the order that upserts respect references.
+LOADABLE: dict[str, type[Row]] = {
+    "retry_policies": RetryPolicy,
+    "pipelines": Pipeline,
+    "sources": Source,
+    "targets": Target,
+    "validation_rules": ValidationRuleSet,
+    "stages": Stage,
+    "healing_actions": HealingAction,
+    "control_flags": ControlFlag,
+    "profiles": Profile,
+    "pipeline_profiles": PipelineProfile,
+    "profile_settings": ProfileSetting,
+    "throttles": Throttle,
+    "dataset_lineage": DatasetLineage,
+    "column_lineage": ColumnLineage,
+}

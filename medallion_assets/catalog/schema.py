@@ -1,0 +1,103 @@
+"""The catalog's tables (SQLAlchemy Core).
+
+Tables that YAML fills are derived from their pydantic models in `models.py`, so a field is declared once.
+The runtime tables, which only the framework writes, are declared here. Migrations under `migrations/`
+are the versioned history of this schema; `medallion catalog init` applies them.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+
+from sqlalchemy import (
+    JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, func,
+)
+
+from medallion_assets.catalog.models import LOADABLE, Row
+
+metadata = MetaData()
+
+
+def _column_type(annotation):
+    """Scalars map to their SQL type; lists, dicts and nested models are stored as JSON."""
+    options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(options) == 1:
+        annotation = options[0]
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is typing.Literal or annotation is str:
+        return Text()
+    return {bool: Boolean(), int: Integer(), float: Float()}.get(annotation, JSON())
+
+
+def _table_for(name: str, model: type[Row]) -> Table:
+    columns = [
+        Column(field, _column_type(info.annotation), primary_key=field in model.key_fields,
+               nullable=field not in model.key_fields)
+        for field, info in model.model_fields.items()
+    ]
+    return Table(name, metadata, *columns, Column("updated_at", DateTime(timezone=True), server_default=func.now()))
+
+
+LOADABLE_TABLES: dict[str, Table] = {name: _table_for(name, model) for name, model in LOADABLE.items()}
+
+audit_log = Table(
+    "audit_log", metadata,
+    Column("audit_id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64)),
+    Column("pipeline_id", Text),
+    Column("stage_name", Text),
+    Column("dataset", Text),
+    Column("event", Text, nullable=False, doc="stage, flag_change, healing, retry, reroute, halt"),
+    Column("status", Text, nullable=False),
+    Column("rows_read", Integer),
+    Column("rows_written", Integer),
+    Column("rows_quarantined", Integer),
+    Column("duration_sec", Float),
+    Column("error", Text),
+    Column("details", JSON),
+    Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+)
+
+ingestion_bookmarks = Table(
+    "ingestion_bookmarks", metadata,
+    Column("source_id", Text, primary_key=True),
+    Column("object_key", Text, primary_key=True),
+    Column("etag", Text),
+    Column("size_bytes", Integer),
+    Column("batch_id", Text, nullable=False),
+    Column("ingested_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+)
+
+control_flag_history = Table(
+    "control_flag_history", metadata,
+    Column("change_id", Integer, primary_key=True, autoincrement=True),
+    Column("entity_type", Text, nullable=False),
+    Column("entity_id", Text, nullable=False),
+    Column("flag_name", Text, nullable=False),
+    Column("old_value", Boolean),
+    Column("new_value", Boolean),
+    Column("reason", Text),
+    Column("changed_by", Text),
+    Column("changed_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+)
+
+dataset_recovery_paths = Table(
+    "dataset_recovery_paths", metadata,
+    Column("dataset", Text, primary_key=True),
+    Column("path_rank", Integer, primary_key=True),
+    Column("nodes", JSON, nullable=False),
+    Column("cost", Float, nullable=False),
+    Column("computed_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+)
+
+lineage_versions = Table(
+    "lineage_versions", metadata,
+    Column("dataset", Text, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("fingerprint", Text, nullable=False),
+    Column("inputs", JSON, nullable=False),
+    Column("transform_sql", Text),
+    Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+)

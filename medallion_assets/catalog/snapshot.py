@@ -1,0 +1,51 @@
+"""One consistent, typed read of the catalog: what the asset factory builds definitions from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from medallion_assets.catalog.models import (
+    LOADABLE, ControlFlag, Pipeline, RetryPolicy, Row, Source, Stage, Target, ValidationRuleSet,
+)
+
+
+@dataclass
+class CatalogSnapshot:
+    """Every loadable table's rows, keyed by primary key. Built by the store or from YAML before writing."""
+
+    tables: dict[str, dict[tuple, Row]] = field(default_factory=lambda: {name: {} for name in LOADABLE})
+
+    def add(self, table: str, row: Row) -> None:
+        self.tables[table][row.key()] = row
+
+    @property
+    def pipelines(self) -> dict[str, Pipeline]:
+        return {key[0]: row for key, row in self.tables["pipelines"].items()}
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return {key[0]: row for key, row in self.tables["sources"].items()}
+
+    @property
+    def targets(self) -> dict[str, Target]:
+        return {key[0]: row for key, row in self.tables["targets"].items()}
+
+    @property
+    def rule_sets(self) -> dict[str, ValidationRuleSet]:
+        return {key[0]: row for key, row in self.tables["validation_rules"].items()}
+
+    @property
+    def retry_policies(self) -> dict[str, RetryPolicy]:
+        return {key[0]: row for key, row in self.tables["retry_policies"].items()}
+
+    @property
+    def control_flags(self) -> list[ControlFlag]:
+        return list(self.tables["control_flags"].values())
+
+    def stages(self, pipeline_id: str | None = None) -> list[Stage]:
+        """Stages in run order, of one pipeline or of all."""
+        rows = [s for s in self.tables["stages"].values() if pipeline_id in (None, s.pipeline_id)]
+        return sorted(rows, key=lambda s: (s.pipeline_id, s.stage_order))
+
+    def stage_producing(self, target_id: str) -> Stage | None:
+        return next((s for s in self.stages() if s.target_id == target_id), None)

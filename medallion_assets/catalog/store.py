@@ -1,0 +1,104 @@
+"""The catalog database: migrations, idempotent upserts, snapshots, bookmarks and the audit log.
+
+SQLite by default, PostgreSQL in production: the SQL here stays within what both speak.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, delete, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from medallion_assets.catalog.models import LOADABLE, Row
+from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class CatalogStore:
+    """A handle on one catalog database. Cheap to create; the engine pools connections."""
+
+    def __init__(self, url: str):
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.url = url
+        self.engine: Engine = create_engine(url, future=True)
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration; a no-op when it is there already."""
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def upsert(self, rows: Mapping[str, Iterable[Row]]) -> dict[str, int]:
+        """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table."""
+        written = {}
+        with self.engine.begin() as connection:
+            for table_name in LOADABLE:
+                batch = [row.model_dump(mode="json") for row in rows.get(table_name, ())]
+                if not batch:
+                    continue
+                table = LOADABLE_TABLES[table_name]
+                dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+                statement = dialect_insert(table)
+                key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
+                updates = {c.name: statement.excluded[c.name] for c in table.columns if c not in key_columns}
+                connection.execute(statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch)
+                written[table_name] = len(batch)
+        return written
+
+    def snapshot(self) -> CatalogSnapshot:
+        snapshot = CatalogSnapshot()
+        with self.engine.connect() as connection:
+            for table_name, model in LOADABLE.items():
+                for record in connection.execute(select(LOADABLE_TABLES[table_name])).mappings():
+                    values = {k: v for k, v in record.items() if k in model.model_fields and v is not None}
+                    snapshot.add(table_name, model.model_validate(values))
+        return snapshot
+
+    def table_rows(self, table_name: str) -> list[dict[str, Any]]:
+        if table_name not in metadata.tables:
+            raise KeyError(f"unknown catalog table {table_name!r}; tables: {', '.join(sorted(metadata.tables))}")
+        with self.engine.connect() as connection:
+            return [dict(r) for r in connection.execute(select(metadata.tables[table_name])).mappings()]
+
+    def processed_objects(self, source_id: str) -> dict[str, str]:
+        """Bookmark of a source: object url → etag of every object already ingested."""
+        query = select(ingestion_bookmarks.c.object_key, ingestion_bookmarks.c.etag).where(
+            ingestion_bookmarks.c.source_id == source_id)
+        with self.engine.connect() as connection:
+            return dict(connection.execute(query).all())
+
+    def record_bookmarks(self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str) -> None:
+        """Mark objects (url, etag, size) as ingested; an object re-ingested after a change is re-marked."""
+        records = [dict(source_id=source_id, object_key=url, etag=etag, size_bytes=size, batch_id=batch_id)
+                   for url, etag, size in objects]
+        if not records:
+            return
+        with self.engine.begin() as connection:
+            connection.execute(delete(ingestion_bookmarks).where(
+                ingestion_bookmarks.c.source_id == source_id,
+                ingestion_bookmarks.c.object_key.in_([r["object_key"] for r in records])))
+            connection.execute(insert(ingestion_bookmarks), records)
+
+    def record_audit(self, **entry: Any) -> None:
+        """One audit_log row. `details` must be JSON-serialisable; it is checked here, not at read time."""
+        json.dumps(entry.get("details"))
+        with self.engine.begin() as connection:
+            connection.execute(insert(audit_log).values(**entry))
+
+    def audit_entries(self, **where: Any) -> list[dict[str, Any]]:
+        query = select(audit_log).order_by(audit_log.c.audit_id)
+        for column, value in where.items():
+            query = query.where(audit_log.c[column] == value)
+        with self.engine.connect() as connection:
+            return [dict(r) for r in connection.execute(query).mappings()]

@@ -1,0 +1,151 @@
+"""The `medallion` command: catalog management, pipeline runs, sample data and the demo."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from medallion_assets import config
+
+SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
+EXIT_INVALID_CATALOG = 2
+
+
+def _store():
+    from medallion_assets.catalog.store import CatalogStore
+
+    store = CatalogStore(config.catalog_url())
+    store.migrate()
+    return store
+
+
+@click.group()
+def main() -> None:
+    """Medallion: metadata-driven pipelines, S3 → bronze → silver → gold → warehouse."""
+
+
+@main.group()
+def catalog() -> None:
+    """Create, fill and inspect the metadata catalog (MEDALLION_CATALOG_URL)."""
+
+
+@catalog.command("init")
+def catalog_init() -> None:
+    """Create the catalog's tables, or migrate them to the newest version."""
+    _store()
+    click.echo(f"catalog ready at {config.catalog_url()}")
+
+
+def _validated(store, paths):
+    from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+
+    try:
+        return validate_files(store.snapshot(), list(paths))
+    except (CatalogInvalid, FileNotFoundError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_INVALID_CATALOG)
+
+
+@catalog.command("validate")
+@click.argument("paths", nargs=-1, required=True)
+def catalog_validate(paths) -> None:
+    """Check YAML files or folders against the catalog; lists every problem, writes nothing."""
+    loaded = _validated(_store(), paths)
+    click.echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
+
+
+@catalog.command("load")
+@click.argument("paths", nargs=-1, required=True)
+def catalog_load(paths) -> None:
+    """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
+    store = _store()
+    written = store.upsert(_validated(store, paths).rows)
+    click.echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing"))
+
+
+@catalog.command("show")
+@click.argument("table")
+@click.option("--json", "as_json", is_flag=True, help="print rows as JSON")
+def catalog_show(table, as_json) -> None:
+    """Print the rows of a catalog table."""
+    try:
+        rows = _store().table_rows(table)
+    except KeyError as error:
+        click.echo(error.args[0], err=True)
+        sys.exit(EXIT_INVALID_CATALOG)
+    if as_json:
+        click.echo(json.dumps(rows, default=str, indent=2))
+        return
+    for row in rows:
+        click.echo("  ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "", [], {})))
+
+
+@main.command("sample-data")
+@click.option("--rows", default=20_000, show_default=True, help="number of user events")
+@click.option("--to", "to_url", required=True, help="s3://bucket/prefix or a local folder")
+@click.option("--seed", default=7, show_default=True)
+def sample_data(rows, to_url, seed) -> None:
+    """Write deterministic raw sample data, with a small known share of malformed records."""
+    from medallion_assets.sample_data import write_sample_data
+
+    click.echo(str(write_sample_data(to_url, rows, seed)))
+
+
+def _run(pipeline_id: str, as_json: bool) -> str:
+    from medallion_assets.definitions import build_definitions
+    from medallion_assets.runner import instance, run_pipeline
+
+    store = _store()
+    snapshot = store.snapshot()
+    if pipeline_id not in snapshot.pipelines:
+        click.echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
+        sys.exit(EXIT_INVALID_CATALOG)
+    report = run_pipeline(build_definitions(), snapshot, pipeline_id, instance())
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), default=str))
+    else:
+        click.echo(f"{report.pipeline}: {report.status}")
+        for asset in report.assets:
+            checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
+            click.echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}")
+    return report.status
+
+
+@main.command("run")
+@click.argument("pipeline_id")
+@click.option("--json", "as_json", is_flag=True, help="print the run report as JSON")
+def run(pipeline_id, as_json) -> None:
+    """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance)."""
+    if _run(pipeline_id, as_json) != "success":
+        sys.exit(1)
+
+
+@main.command("demo")
+@click.option("--rows", default=20_000, show_default=True, help="number of user events to generate")
+def demo(rows) -> None:
+    """Sample data on a loopback S3 server, the seed catalog, every seed pipeline run, and the gold rows."""
+    from medallion_assets.local_s3 import local_s3
+    from medallion_assets.naming import quote_qualified
+    from medallion_assets.sample_data import write_sample_data
+    from medallion_assets.storage.warehouse import warehouse_from_url
+
+    with local_s3(buckets=("medallion-raw",)) as endpoint:
+        click.echo(f"S3 API on {endpoint}; writing {rows} sample events to s3://medallion-raw/")
+        click.echo(str(write_sample_data("s3://medallion-raw", rows)))
+        store = _store()
+        store.upsert(_validated(store, [SEED]).rows)
+        statuses = {pipeline_id: _run(pipeline_id, as_json=False) for pipeline_id in sorted(store.snapshot().pipelines)}
+    warehouse = warehouse_from_url(config.warehouse_url())
+    try:
+        for target in store.snapshot().targets.values():
+            if target.type == "redshift":
+                click.echo(f"\n{target.location}:")
+                for row in warehouse.query(f"SELECT * FROM {quote_qualified(target.location)} ORDER BY 1, 2"):
+                    click.echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+    finally:
+        warehouse.close()
+    if any(status != "success" for status in statuses.values()):
+        sys.exit(1)

@@ -1,0 +1,27 @@
+"""Settings from the environment, with embedded defaults so that a new user needs none."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def home() -> Path:
+    """Where the embedded defaults keep their files: MEDALLION_HOME, or .medallion in the working folder."""
+    return Path(os.environ.get("MEDALLION_HOME", ".medallion")).resolve()
+
+
+def catalog_url() -> str:
+    return os.environ.get("MEDALLION_CATALOG_URL", f"sqlite:///{home() / 'catalog.db'}")
+
+
+def lake_url() -> str:
+    return os.environ.get("MEDALLION_LAKE_URL", str(home() / "lake"))
+
+
+def warehouse_url() -> str:
+    return os.environ.get("MEDALLION_WAREHOUSE_URL", f"duckdb:///{home() / 'warehouse.duckdb'}")
+
+
+def spark_master() -> str:
+    return os.environ.get("SPARK_MASTER", "local[2]")

@@ -1,0 +1,141 @@
+"""Running one stage end to end, without Dagster: read inputs, transform, apply row rules, write, validate, load.
+
+The asset factory wraps `run_stage`; the CLI, benchmarks and tests can call it directly.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion_assets.catalog.models import Rule, Source, Stage, Target
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.engine.ingest import INGESTION_COLUMNS, ingest
+from medallion_assets.engine.transform import conform, deduplicate, run_sql
+from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, row_violation
+from medallion_assets.naming import lake_path, quarantine_path
+from medallion_assets.storage.objects import list_objects
+from medallion_assets.storage.warehouse import LoadResult, Warehouse
+
+
+class BlockingRuleFailed(Exception):
+    """A rule of severity error failed: the data stays out of the warehouse and downstream stages do not run."""
+
+
+@dataclass
+class StageOutcome:
+    rows_read: int = 0
+    rows_written: int = 0
+    rows_quarantined: int = 0
+    rule_outcomes: list[RuleOutcome] = field(default_factory=list)
+    load: LoadResult | None = None
+    output_path: str = ""
+    columns: dict[str, str] = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+    duration_sec: float = 0.0
+
+    def blocking_failures(self) -> list[RuleOutcome]:
+        return [o for o in self.rule_outcomes if not o.passed and o.rule.severity == "error"]
+
+
+@dataclass
+class StageRunner:
+    """What a stage needs from the outside world; one per run, shared by its stages."""
+
+    spark: SparkSession
+    snapshot: CatalogSnapshot
+    store: CatalogStore
+    lake_root: str
+    warehouse: Warehouse | None = None
+
+    def read_dataset(self, target_id: str) -> DataFrame:
+        target = self.snapshot.targets[target_id]
+        return self.spark.read.parquet(lake_path(self.lake_root, target.layer, target_id))
+
+    def rules(self, stage: Stage) -> list[Rule]:
+        if not stage.validation_set_id:
+            return []
+        return self.snapshot.rule_sets[stage.validation_set_id].check_def
+
+    def run_stage(self, stage: Stage) -> StageOutcome:
+        started = time.perf_counter()
+        target = self.snapshot.targets[stage.target_id]
+        output = lake_path(self.lake_root, target.layer, target.target_id)
+        if target.layer == "bronze":
+            outcome = self._ingest(stage, self.snapshot.sources[stage.source_id], output)
+        else:
+            outcome = self._transform(stage, target, output)
+        outcome.output_path = output
+        written = self.spark.read.parquet(output)
+        outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
+        outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
+        failures = outcome.blocking_failures()
+        if failures:
+            raise BlockingRuleFailed(
+                f"{stage.pipeline_id}.{stage.stage_name}: blocking rule(s) failed on {target.target_id}: "
+                + "; ".join(o.message for o in failures))
+        if target.type == "redshift":
+            outcome.load = self._load(target, written)
+        outcome.duration_sec = time.perf_counter() - started
+        return outcome
+
+    def _ingest(self, stage: Stage, source: Source, output: str) -> StageOutcome:
+        objects = list_objects(source.s3_path, source.source_id)
+        processed = self.store.processed_objects(source.source_id)
+        new = [o for o in objects if processed.get(o.url) != o.etag]
+        batch_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        result = ingest(self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id)
+        self.store.record_bookmarks(source.source_id, [(o.url, o.etag, o.size) for o in new], batch_id)
+        return StageOutcome(result.rows_read, result.rows_written, result.rows_quarantined,
+                            details={"batch_id": batch_id, "objects_new": len(new), "objects_seen": len(objects)})
+
+    def _transform(self, stage: Stage, target: Target, output: str) -> StageOutcome:
+        inputs = {input_id: self.read_dataset(input_id) for input_id in stage.input_ids()}
+        source_frame = (run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect) if stage.transform_sql
+                        else inputs[stage.source_id]).cache()
+        try:
+            rows_read = source_frame.count()
+            frame = source_frame
+            rejected = []
+            if target.columns:
+                conformed = conform(frame, target.columns)
+                frame, rejected = conformed.valid, [conformed.rejected]
+            frame = deduplicate(frame, target.keys, target.keep_latest_by)
+            for rule in self.rules(stage):
+                violation = row_violation(rule)
+                if violation is None or rule.action not in ("drop", "quarantine"):
+                    continue
+                if rule.action == "quarantine":
+                    rejected.append(frame.where(violation).select(
+                        *[c for c in INGESTION_COLUMNS if c in frame.columns],
+                        F.lit(f"rule {rule.name} failed").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")))
+                frame = frame.where(~violation)
+            frame.drop(*INGESTION_COLUMNS).write.mode("overwrite").parquet(output)
+            quarantined = self._write_rejected(target.target_id, rejected)
+        finally:
+            source_frame.unpersist()
+        written = self.spark.read.parquet(output).count()
+        return StageOutcome(rows_read, written, quarantined,
+                            details={"rows_removed": rows_read - written - quarantined})
+
+    def _write_rejected(self, target_id: str, rejected: list[DataFrame]) -> int:
+        """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole)."""
+        path = quarantine_path(self.lake_root, target_id)
+        if not rejected:
+            return 0
+        combined = rejected[0]
+        for more in rejected[1:]:
+            combined = combined.unionByName(more, allowMissingColumns=True)
+        combined.write.mode("overwrite").parquet(path)
+        return self.spark.read.parquet(path).count()
+
+    def _load(self, target: Target, written: DataFrame) -> LoadResult:
+        if self.warehouse is None:
+            raise RuntimeError(f"target {target.target_id} loads into the warehouse, but no warehouse is configured")
+        return self.warehouse.load(target.location, written.toArrow(), target.load_mode, target.keys)

@@ -1,0 +1,62 @@
+"""Silver and gold transformations over Spark DataFrames: SQL, casts to the declared schema, deduplication."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from medallion_assets.engine.ingest import INGESTION_COLUMNS
+
+
+@dataclass(frozen=True)
+class Conformed:
+    """Rows that fit the declared schema, and the rows that did not, each with its reason."""
+
+    valid: DataFrame
+    rejected: DataFrame
+
+
+def to_spark_sql(sql: str, dialect: str) -> str:
+    """SQL written for another engine (Redshift, say) runs on Spark after sqlglot transpiles it."""
+    return sql if dialect == "spark" else sqlglot.transpile(sql, read=dialect, write="spark")[0]
+
+
+def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dialect: str) -> DataFrame:
+    """Run SQL in which each input is a table named by its catalog id."""
+    for name, frame in inputs.items():
+        frame.createOrReplaceTempView(name)
+    return spark.sql(to_spark_sql(sql, dialect))
+
+
+def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
+    """Cast to the declared schema. A value that is present but does not cast rejects its row, with the reason."""
+    failures = [
+        F.when(F.col(name).isNotNull() & F.try_cast(F.col(name), type_name).isNull(),
+               F.concat(F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")))
+        for name, type_name in columns.items()
+    ]
+    lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
+    checked = frame.withColumn("_reason", F.concat_ws("; ", *failures))
+    valid = checked.where(F.col("_reason") == "").select(
+        *[F.try_cast(F.col(name), type_name).alias(name) for name, type_name in columns.items()], *lineage)
+    rejected = checked.where(F.col("_reason") != "").select(
+        *lineage, F.col("_reason").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw"))
+    return Conformed(valid, rejected)
+
+
+def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -> DataFrame:
+    """One row per key: the latest by `keep_latest_by` when given, else the earliest ingested."""
+    if not keys:
+        return frame
+    if keep_latest_by:
+        order = [F.col(keep_latest_by).desc_nulls_last()]
+    elif "_source_file" in frame.columns:
+        order = [F.col(c) for c in ("_ingested_at", "_source_file", "_source_line") if c in frame.columns]
+    else:
+        return frame.dropDuplicates(keys)
+    ranked = frame.withColumn("_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
+    return ranked.where(F.col("_rank") == 1).drop("_rank")

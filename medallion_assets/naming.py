@@ -1,0 +1,75 @@
+"""Every naming rule in one place: identifiers, asset keys, groups, pools and storage paths.
+
+Catalog values become SQL identifiers, file paths and Dagster names, so they are checked here once,
+against one pattern, and quoted wherever they reach SQL.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dagster import AssetKey
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,126}$")
+LAYERS = ("raw", "bronze", "silver", "gold")
+
+
+class InvalidIdentifier(ValueError):
+    """A catalog value meant as a name contains quotes, semicolons, spaces or other non-name characters."""
+
+
+def check_identifier(value: str, what: str = "identifier") -> str:
+    if not isinstance(value, str) or not IDENTIFIER.match(value):
+        raise InvalidIdentifier(
+            f"{what} {value!r} is not a plain name (letters, digits and underscores, not starting with a digit)"
+        )
+    return value
+
+
+def quote_identifier(value: str) -> str:
+    """Double-quoted identifier, for PostgreSQL, Redshift and DuckDB."""
+    return '"' + check_identifier(value) + '"'
+
+
+def spark_identifier(value: str) -> str:
+    """Back-quoted identifier, for Spark SQL and Spark schema strings."""
+    return "`" + check_identifier(value) + "`"
+
+
+def quote_qualified(qualified_name: str) -> str:
+    """`schema.table` → `"schema"."table"`, each part checked."""
+    return ".".join(quote_identifier(part) for part in split_qualified(qualified_name))
+
+
+def split_qualified(qualified_name: str) -> list[str]:
+    parts = qualified_name.split(".")
+    if not 1 <= len(parts) <= 2:
+        raise InvalidIdentifier(f"table name {qualified_name!r} must be 'table' or 'schema.table'")
+    return [check_identifier(part, "table name part") for part in parts]
+
+
+def asset_key(layer: str, dataset: str) -> AssetKey:
+    return AssetKey([layer, dataset])
+
+
+def dataset_name(target) -> str:
+    """A target's dataset name: its id without a leading layer prefix, so keys read [silver, user_events]."""
+    prefix = f"{target.layer}_"
+    return target.target_id.removeprefix(prefix) if target.target_id != prefix else target.target_id
+
+
+def group_name(pipeline_id: str) -> str:
+    return pipeline_id
+
+
+def pool_name(system_kind: str, system_id: str) -> str:
+    """One Dagster concurrency pool per source or target system."""
+    return f"{system_kind}_{system_id}"
+
+
+def lake_path(lake_root: str, layer: str, dataset: str) -> str:
+    return f"{lake_root.rstrip('/')}/{layer}/{dataset}"
+
+
+def quarantine_path(lake_root: str, dataset: str) -> str:
+    return f"{lake_root.rstrip('/')}/_quarantine/{dataset}"

@@ -1,0 +1,48 @@
+"""The resources every generated asset uses. Fields default to the environment's settings (config.py)."""
+
+from __future__ import annotations
+
+from dagster import ConfigurableResource
+from pydantic import Field
+from pyspark.sql import SparkSession
+
+from medallion_assets import config
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.engine.spark import spark_session
+from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
+
+
+class SparkResource(ConfigurableResource):
+    """Spark session, created lazily on first use and shared by every step of an in-process run."""
+
+    master: str = Field(default_factory=config.spark_master, description="Spark master URL (SPARK_MASTER)")
+    app_name: str = Field(default="medallion", description="application name shown in the Spark UI")
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.driver.memory")
+
+    def get_session(self) -> SparkSession:
+        return spark_session(self.master, self.app_name, self.conf)
+
+
+class LakeResource(ConfigurableResource):
+    """Root of the lake where bronze, silver, gold and quarantine parquet live (MEDALLION_LAKE_URL)."""
+
+    root: str = Field(default_factory=config.lake_url, description="local folder, or s3:// on a cluster with s3a")
+
+
+class WarehouseResource(ConfigurableResource):
+    """The warehouse gold is loaded into: DuckDB file, PostgreSQL or Redshift (MEDALLION_WAREHOUSE_URL)."""
+
+    url: str = Field(default_factory=config.warehouse_url,
+                     description="duckdb:///file, postgresql://…, or redshift://…?s3_staging=…; secrets via env")
+
+    def get_warehouse(self) -> Warehouse:
+        return warehouse_from_url(self.url)
+
+
+class CatalogResource(ConfigurableResource):
+    """The metadata catalog (MEDALLION_CATALOG_URL): runtime controls, bookmarks and the audit log."""
+
+    url: str = Field(default_factory=config.catalog_url, description="SQLAlchemy URL of the catalog")
+
+    def get_store(self) -> CatalogStore:
+        return CatalogStore(self.url)

@@ -1,0 +1,92 @@
+"""Real parts for every test: an S3 API server on loopback, the PostgreSQL server, one local Spark session.
+
+A part that cannot be started fails the test run loudly; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import boto3
+import psycopg2
+import pytest
+from moto.server import ThreadedMotoServer
+
+from medallion_assets.engine.spark import spark_session
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO / "metadata_seed"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """moto in server mode on 127.0.0.1, reached through plain boto3 with an endpoint URL, as AWS would be."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = dict(os.environ)
+    os.environ.update(AWS_ENDPOINT_URL_S3=endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                      AWS_DEFAULT_REGION="us-east-1")
+    yield endpoint
+    server.stop()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def bucket(s3_endpoint) -> str:
+    """A fresh, empty bucket for one test."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+def _start_throwaway_postgres(tmp_root: Path) -> str:
+    """No server answered: start one from the local PostgreSQL binaries, as pytest-postgresql does."""
+    from pytest_postgresql.executor import PostgreSQLExecutor
+
+    pg_ctl = shutil.which("pg_ctl") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))), None)
+    if pg_ctl is None:
+        pytest.fail("no PostgreSQL server at 127.0.0.1:5432 and no pg_ctl to start one: "
+                    "install PostgreSQL or set MEDALLION_TEST_PG_URL")
+    executor = PostgreSQLExecutor(executable=str(pg_ctl), host="127.0.0.1", port=55432, user="postgres",
+                                  dbname="postgres", options="", startparams="", unixsocketdir=str(tmp_root),
+                                  datadir=str(tmp_root / "data"), password="", postgres_options="")
+    executor.start()
+    return "postgresql://postgres@127.0.0.1:55432/postgres"
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory) -> str:
+    url = os.environ.get("MEDALLION_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        psycopg2.connect(url, connect_timeout=3).close()
+        return url
+    except psycopg2.OperationalError:
+        if "MEDALLION_TEST_PG_URL" in os.environ:
+            pytest.fail(f"MEDALLION_TEST_PG_URL={url} does not answer")
+        return _start_throwaway_postgres(tmp_path_factory.mktemp("pg"))
+
+
+@pytest.fixture
+def pg_database(pg_url) -> str:
+    """A fresh database on the PostgreSQL server for one test, dropped afterwards."""
+    name = f"medallion_test_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(pg_url)
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    yield pg_url.rsplit("/", 1)[0] + f"/{name}"
+    admin.cursor().execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole test run (a session costs seconds to start)."""
+    session = spark_session("local[2]", "medallion-tests", {"spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()
