@@ -28,6 +28,7 @@ INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
 REJECTION_REASON = {
     "jsonl": "malformed JSON, not a JSON object, or a value that does not fit the declared schema",
     "csv": "wrong number of fields or a value that does not fit the declared schema",
+    "parquet": "a value that does not fit the declared schema",
 }
 
 

@@ -35,14 +35,14 @@ def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dial
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     """Cast to the declared schema. A value that is present but does not cast rejects its row, with the reason."""
     failures = [
-        F.when(F.col(name).isNotNull() & F.try_cast(F.col(name), type_name).isNull(),
+        F.when(F.col(name).isNotNull() & F.col(name).try_cast(type_name).isNull(),
                F.concat(F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")))
         for name, type_name in columns.items()
     ]
     lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
     checked = frame.withColumn("_reason", F.concat_ws("; ", *failures))
     valid = checked.where(F.col("_reason") == "").select(
-        *[F.try_cast(F.col(name), type_name).alias(name) for name, type_name in columns.items()], *lineage)
+        *[F.col(name).try_cast(type_name).alias(name) for name, type_name in columns.items()], *lineage)
     rejected = checked.where(F.col("_reason") != "").select(
         *lineage, F.col("_reason").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw"))
     return Conformed(valid, rejected)

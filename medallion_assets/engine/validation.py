@@ -1,0 +1,341 @@
+"""The validation engine: evaluates catalog rules over a Spark DataFrame and says, in words, what it found.
+
+Native rules become aggregate expressions that run together in a single `df.agg`, so a dataset is scanned
+once however many rules it has; `observe_rules` attaches the same expressions to the write instead, so most
+rules cost no scan at all. schema_match reads only the schema, and great_expectations rules run afterwards
+through Great Expectations' Spark datasource, which computes its own metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import reduce
+from operator import and_, or_
+from typing import Any, Callable, Sequence
+
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from medallion_assets.catalog.models import Rule
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# Spark's simpleString spells a 64-bit integer "bigint"; catalogs written by hand often say "long".
+TYPE_SYNONYMS = {"long": "bigint"}
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What one rule found: whether it passed, the values it observed and a sentence for people."""
+
+    rule: Rule
+    passed: bool
+    observed: dict
+    failing_rows: int
+    message: str
+
+
+def row_violation(rule: Rule) -> Column | None:
+    """A boolean Column, true exactly where a row breaks a row-level rule; None for dataset-level rules.
+
+    Nulls break only not_null: the other rules leave them to a not_null rule, as Great Expectations does.
+    The Column is never null, so `df.filter(~violation)` keeps every row that does not break the rule.
+    """
+    if rule.type not in ("not_null", "accepted_values", "range", "regex"):
+        return None
+    column = F.col(rule.column)
+    if rule.type == "not_null":
+        return column.isNull()
+    if rule.type == "accepted_values":
+        breaks = ~column.isin(rule.values)
+    elif rule.type == "regex":
+        breaks = ~column.cast("string").rlike(rule.pattern)
+    else:
+        bounds = [column < rule.min] if rule.min is not None else []
+        bounds += [column > rule.max] if rule.max is not None else []
+        breaks = reduce(or_, bounds, F.lit(False))
+    return column.isNotNull() & breaks
+
+
+def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = None) -> list[RuleOutcome]:
+    """Evaluate `rules` over `df` and return one outcome per rule, in the rules' order.
+
+    All native rules share one aggregation, a single Spark job; schema_match reads only the schema;
+    great_expectations rules run afterwards. `now` is the reference time of freshness rules (default: the
+    current time; a naive datetime is local time, as `datetime.timestamp` takes it). A rule naming a column
+    that `df` lacks fails with a message naming the column. Raises ValueError when a great_expectations
+    rule names an unknown expectation or gives it invalid arguments, before any data is read.
+    """
+    now = now or datetime.now(timezone.utc)
+    expectations = _expectations(rules)
+    outcomes, runnable = _screen(df, rules)
+    expectations = {index: expectation for index, expectation in expectations.items() if index in runnable}
+    native = {index: rule for index, rule in runnable.items() if index not in expectations}
+    if native:
+        values = df.agg(*_aggregates(native)).collect()[0].asDict()
+        outcomes.update(_judge(native, values, now))
+    if expectations:
+        outcomes.update(_run_expectations(df, rules, expectations))
+    return [outcomes[index] for index in range(len(rules))]
+
+
+def observe_rules(
+    df: DataFrame, rules: Sequence[Rule], now: datetime | None = None
+) -> tuple[DataFrame, Callable[[DataFrame], list[RuleOutcome]]]:
+    """Evaluate rules while another action, typically the write, runs over `df`, rather than in a scan of their own.
+
+    Returns `df` with a Spark observation attached, and `finish(written)`, to call once an action on that
+    DataFrame has succeeded. The observation computes every native rule except unique, whose distinct count
+    Spark cannot observe, during that action; `finish` judges them, evaluates unique and great_expectations
+    rules over `written` (e.g. the files just written, read back) with `evaluate_rules`, and returns one
+    outcome per rule in the rules' order. Observed rules see the rows at the point of `df` in the plan: attach
+    the observation before a filter to count the rows it drops, after it to judge the rows that are kept.
+    """
+    now = now or datetime.now(timezone.utc)
+    _expectations(rules)  # an unknown expectation is an error now, not after the write
+    outcomes, runnable = _screen(df, rules)
+    observed = {index: rule for index, rule in runnable.items() if rule.type not in ("unique", "great_expectations")}
+    observation = Observation()
+    if observed:
+        df = df.observe(observation, *_aggregates(observed))
+
+    def finish(written: DataFrame) -> list[RuleOutcome]:
+        result = dict(outcomes)
+        if observed:
+            result.update(_judge(observed, observation.get, now))
+        rest = [index for index in runnable if index not in observed]
+        result.update(zip(rest, evaluate_rules(written, [rules[index] for index in rest], now)))
+        return [result[index] for index in range(len(rules))]
+
+    return df, finish
+
+
+def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome], dict[int, Rule]]:
+    """Outcomes known from the schema alone (missing columns, schema_match), and the rules that need the data."""
+    outcomes: dict[int, RuleOutcome] = {}
+    runnable: dict[int, Rule] = {}
+    for index, rule in enumerate(rules):
+        missing = [name for name in _referenced_columns(rule) if name not in df.columns]
+        if missing:
+            outcomes[index] = _missing_columns(rule, missing, df.columns)
+        elif rule.type == "schema_match":
+            outcomes[index] = _schema_match(rule, df.schema)
+        else:
+            runnable[index] = rule
+    return outcomes, runnable
+
+
+def _aggregates(rules: dict[int, Rule]) -> list[Column]:
+    """One list of aggregate expressions for all the rules, each named `index:key` so `_judge` can split them."""
+    aggregates = [F.count(F.lit(1)).alias("row_count")]
+    for index, rule in rules.items():
+        aggregates += [value.alias(f"{index}:{key}") for key, value in _AGGREGATES[rule.type](rule).items()]
+    return aggregates
+
+
+def _judge(rules: dict[int, Rule], values: dict, now: datetime) -> dict[int, RuleOutcome]:
+    own: dict[int, dict] = {index: {} for index in rules}
+    for name, value in values.items():
+        if name != "row_count":
+            index, key = name.split(":", 1)
+            own[int(index)][key] = value
+    return {index: _JUDGES[rule.type](rule, own[index], values["row_count"], now) for index, rule in rules.items()}
+
+
+def _referenced_columns(rule: Rule) -> list[str]:
+    columns = rule.subject_columns()
+    if rule.type == "great_expectations" and "column" in rule.kwargs:
+        columns.append(rule.kwargs["column"])
+    return columns
+
+
+def _missing_columns(rule: Rule, missing: list[str], present: list[str]) -> RuleOutcome:
+    noun = "column" if len(missing) == 1 else "columns"
+    return RuleOutcome(
+        rule, False, {"missing_columns": missing}, 0,
+        f"{rule.name}: {noun} {', '.join(missing)} not found; the data has {', '.join(present) or 'no columns'}",
+    )
+
+
+def _schema_match(rule: Rule, schema: StructType) -> RuleOutcome:
+    """Missing columns and other types fail; extra columns (e.g. ingestion columns) are only reported."""
+    actual = {field.name: field.dataType.simpleString() for field in schema.fields}
+    expected = {name: _type_name(type_name) for name, type_name in rule.expected.items()}
+    missing = [name for name in expected if name not in actual]
+    mismatched = {name: actual[name] for name, type_name in expected.items()
+                  if name in actual and actual[name] != type_name}
+    extra = [name for name in actual if name not in expected]
+    problems = [f"{name} is missing" for name in missing]
+    problems += [f"{name} is {type_name}, expected {expected[name]}" for name, type_name in mismatched.items()]
+    message = "; ".join(problems) or f"all {len(expected)} expected columns have the expected types"
+    observed = {"missing": missing, "mismatched": mismatched, "extra": extra}
+    return RuleOutcome(rule, not problems, observed, 0, f"{rule.name}: {message}")
+
+
+def _type_name(type_name: str) -> str:
+    name = type_name.replace(" ", "").lower()
+    return TYPE_SYNONYMS.get(name, name)
+
+
+def _count_violations(rule: Rule) -> Column:
+    return F.count(F.when(row_violation(rule), 1))
+
+
+def _unique_aggregates(rule: Rule) -> dict[str, Column]:
+    # count(DISTINCT a, b) skips rows where any key is null, so nulls are compared with non-null keys only.
+    columns = [F.col(name) for name in rule.subject_columns()]
+    return {
+        "keyed_rows": F.count(F.when(reduce(and_, [column.isNotNull() for column in columns]), 1)),
+        "distinct_count": F.count_distinct(*columns),
+    }
+
+
+def _freshness_aggregates(rule: Rule) -> dict[str, Column]:
+    # Epoch microseconds are absolute, so the age does not depend on the session or Python time zone.
+    return {"newest_micros": F.max(F.unix_micros(F.col(rule.column).cast("timestamp")))}
+
+
+_AGGREGATES: dict[str, Callable[[Rule], dict[str, Column]]] = {
+    "row_count": lambda rule: {},
+    "not_null": lambda rule: {"null_count": _count_violations(rule)},
+    "accepted_values": lambda rule: {"unexpected_count": _count_violations(rule)},
+    "regex": lambda rule: {"unexpected_count": _count_violations(rule)},
+    "range": lambda rule: {
+        "unexpected_count": _count_violations(rule),
+        "min": F.min(F.col(rule.column)).cast("double"),
+        "max": F.max(F.col(rule.column)).cast("double"),
+    },
+    "unique": _unique_aggregates,
+    "freshness": _freshness_aggregates,
+}
+
+
+def _judge_row_count(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+    passed = (rule.min is None or rows >= rule.min) and (rule.max is None or rows <= rule.max)
+    if rule.min is not None and rule.max is not None:
+        expected = f"between {rule.min:g} and {rule.max:g}"
+    elif rule.min is not None:
+        expected = f"at least {rule.min:g}"
+    elif rule.max is not None:
+        expected = f"at most {rule.max:g}"
+    else:
+        expected = "any number"
+    return RuleOutcome(rule, passed, {"row_count": rows}, 0, f"{rule.name}: {rows} rows, expected {expected}")
+
+
+def _judge_row_level(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+    failing = values["null_count"] if rule.type == "not_null" else values["unexpected_count"]
+    if rule.type == "not_null":
+        breach = "null"
+    elif rule.type == "accepted_values":
+        breach = f"not in {rule.values!r}"
+    elif rule.type == "regex":
+        breach = f"not matching '{rule.pattern}'"
+    else:
+        breach = _range_breach(rule)
+        if values["min"] is not None:
+            breach += f" (observed {values['min']:g} to {values['max']:g})"
+    message = f"{rule.name}: {failing} of {rows} rows have {rule.column} {breach}"
+    return RuleOutcome(rule, failing == 0, {**values, "row_count": rows}, failing, message)
+
+
+def _range_breach(rule: Rule) -> str:
+    if rule.min is not None and rule.max is not None:
+        return f"outside [{rule.min:g}, {rule.max:g}]"
+    if rule.min is not None:
+        return f"below {rule.min:g}"
+    if rule.max is not None:
+        return f"above {rule.max:g}"
+    return "outside an unbounded range"
+
+
+def _judge_unique(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+    duplicates = values["keyed_rows"] - values["distinct_count"]
+    key = rule.column or f"({', '.join(rule.columns)})"
+    observed = {"duplicate_count": duplicates, "distinct_count": values["distinct_count"], "row_count": rows}
+    message = f"{rule.name}: {duplicates} of {rows} rows repeat a value of {key}"
+    return RuleOutcome(rule, duplicates == 0, observed, 0, message)
+
+
+def _judge_freshness(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+    if values["newest_micros"] is None:
+        message = f"{rule.name}: {rule.column} has no values, expected one at most {rule.max_age_hours:g} hours old"
+        return RuleOutcome(rule, False, {"newest": None, "age_hours": None}, 0, message)
+    newest = EPOCH + timedelta(microseconds=values["newest_micros"])
+    age_hours = (now.timestamp() - newest.timestamp()) / 3600
+    message = (f"{rule.name}: newest {rule.column} is {newest.isoformat()}, {age_hours:.1f} hours old, "
+               f"expected at most {rule.max_age_hours:g}")
+    observed = {"newest": newest.isoformat(), "age_hours": age_hours}
+    return RuleOutcome(rule, age_hours <= rule.max_age_hours, observed, 0, message)
+
+
+_JUDGES: dict[str, Callable[[Rule, dict, int, datetime], RuleOutcome]] = {
+    "row_count": _judge_row_count,
+    "not_null": _judge_row_level,
+    "accepted_values": _judge_row_level,
+    "regex": _judge_row_level,
+    "range": _judge_row_level,
+    "unique": _judge_unique,
+    "freshness": _judge_freshness,
+}
+
+
+def _expectations(rules: Sequence[Rule]) -> dict[int, Any]:
+    return {index: _expectation(rule, index) for index, rule in enumerate(rules) if rule.type == "great_expectations"}
+
+
+def _expectation(rule: Rule, index: int) -> Any:
+    """The Great Expectations expectation a rule names; `meta` carries the rule's index back from the results."""
+    import great_expectations as gx  # imported on first use: it is slow to import and most rule sets do without
+
+    expectation_class = getattr(gx.expectations, rule.expectation, None)
+    if not (isinstance(expectation_class, type) and issubclass(expectation_class, gx.expectations.Expectation)):
+        raise ValueError(f"rule {rule.name}: unknown Great Expectations expectation {rule.expectation!r}")
+    kwargs = {"column": rule.column, **rule.kwargs} if rule.column else dict(rule.kwargs)
+    try:
+        return expectation_class(**kwargs, meta={"medallion_rule_index": index})
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"rule {rule.name}: invalid arguments for {rule.expectation}: {error}") from error
+
+
+def _run_expectations(df: DataFrame, rules: Sequence[Rule], expectations: dict[int, Any]) -> dict[int, RuleOutcome]:
+    """Run the expectations as one suite on one batch, so Great Expectations can share metrics between them."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)  # no progress bars in the run's logs
+    # persist=False: Great Expectations would otherwise cache the caller's DataFrame and never release it.
+    batch = (
+        context.data_sources.add_spark("medallion", persist=False)
+        .add_dataframe_asset("dataframe")
+        .add_batch_definition_whole_dataframe("whole_dataframe")
+        .get_batch(batch_parameters={"dataframe": df})
+    )
+    suite = gx.ExpectationSuite(name="medallion", expectations=list(expectations.values()))
+    outcomes = {}
+    for result in batch.validate(suite).results:
+        index = result.expectation_config.meta["medallion_rule_index"]
+        outcomes[index] = _expectation_outcome(rules[index], result.to_json_dict())
+    return outcomes
+
+
+def _expectation_outcome(rule: Rule, result: dict) -> RuleOutcome:
+    observed = result["result"]
+    errors = _exception_messages(result["exception_info"])
+    if errors:
+        message = f"could not run: {'; '.join(errors)}"
+    elif "unexpected_count" in observed:
+        verdict = "passed" if result["success"] else "failed"
+        message = f"{verdict}: {observed['unexpected_count']} of {observed['element_count']} rows unexpected"
+    else:
+        verdict = "passed" if result["success"] else "failed"
+        message = f"{verdict} with observed value {observed.get('observed_value')!r}"
+    return RuleOutcome(rule, bool(result["success"]), observed, 0, f"{rule.name}: {rule.expectation} {message}")
+
+
+def _exception_messages(info: dict) -> list[str]:
+    # A result that raised keys its exception details by the metric that failed; one that did not is flat.
+    details = [info] if "raised_exception" in info else list(info.values())
+    return list(dict.fromkeys(detail["exception_message"] for detail in details if detail.get("raised_exception")))
