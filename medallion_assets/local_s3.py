@@ -5,6 +5,7 @@ The framework reaches it exactly as it reaches AWS: plain boto3, with AWS_ENDPOI
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from moto.server import ThreadedMotoServer
 @contextmanager
 def local_s3(buckets: tuple[str, ...] = ()) -> Iterator[str]:
     """Start the server, point this process's boto3 at it, create `buckets`; yields the endpoint URL."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per S3 request drowns the output
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

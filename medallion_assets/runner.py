@@ -42,6 +42,8 @@ def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, pipeline_id: str,
     result = materialize(
         assets=list(defs.assets), resources=defs.resources, instance=dagster_instance,
         selection=AssetSelection.assets(*keys), raise_on_error=False, tags={"medallion/pipeline": pipeline_id},
+        # The report below says what happened; Dagster's per-event debug log stays in the instance.
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
     materialized = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
     checks: dict = {}

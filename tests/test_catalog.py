@@ -1,0 +1,139 @@
+"""The catalog: migrations, idempotent loading, and invalid YAML reported in full with nothing written."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.cli import main
+from tests.conftest import SEED
+
+
+def counts(store: CatalogStore) -> dict[str, int]:
+    return {name: len(rows) for name, rows in store.snapshot().tables.items()}
+
+
+@pytest.fixture
+def store(tmp_path) -> CatalogStore:
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    return store
+
+
+def test_seed_loads_idempotently(store):
+    first = store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    after_first = counts(store)
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    assert counts(store) == after_first
+    assert first == {"retry_policies": 2, "pipelines": 2, "sources": 3, "targets": 7, "validation_rules": 5,
+                     "stages": 7, "profiles": 2}
+    stages = store.snapshot().stages("orders_etl")
+    assert [s.stage_name for s in stages] == ["bronze_orders_ingest", "bronze_customers_ingest",
+                                             "silver_orders_enrich", "gold_daily_revenue"]
+    assert stages[2].input_ids() == ["bronze_orders", "bronze_customers"]
+
+
+def test_postgres_catalog_holds_the_same_seed(store, pg_database):
+    postgres = CatalogStore(pg_database)
+    postgres.migrate()
+    postgres.migrate()
+    for target in (store, postgres):
+        target.upsert(validate_files(target.snapshot(), [SEED]).rows)
+    assert postgres.snapshot().tables == store.snapshot().tables
+    postgres.engine.dispose()
+
+
+def test_update_of_a_row_replaces_it(store, tmp_path):
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    change = tmp_path / "change.yaml"
+    change.write_text("retry_policies:\n  - {retry_id: std_retry, max_retries: 5, backoff_sec: 1}\n")
+    store.upsert(validate_files(store.snapshot(), [change]).rows)
+    policy = store.snapshot().retry_policies["std_retry"]
+    assert (policy.max_retries, policy.backoff_sec, policy.backoff) == (5, 1, "fixed")
+
+
+BAD = textwrap.dedent("""\
+    pipelines:
+      - {pipeline_id: p1, default_retry_id: missing_retry}
+      - {pipeline_id: "p1; DROP TABLE pipelines"}
+    sources:
+      - {source_id: raw_a, s3_path: "s3://b/a/", file_format: xml, columns: {a: string}}
+      - {source_id: raw_b, s3_path: "s3://b/b/", file_format: jsonl, columns: {"bad col": string}}
+      - {source_id: raw_c, s3_path: "s3://b/c/", file_format: jsonl, columns: {a: string}}
+    targets:
+      - {target_id: bronze_c, layer: bronze}
+      - {target_id: bronze_c, layer: bronze}
+      - {target_id: silver_x, layer: silver}
+      - {target_id: silver_y, layer: silver}
+    validation_rules:
+      - {rule_set_id: rs, check_def: [{type: telepathy}]}
+    stages:
+      - {pipeline_id: p1, stage_order: 1, stage_name: ingest, source_id: raw_c, target_id: bronze_c}
+      - {pipeline_id: p1, stage_order: 2, stage_name: x, source_id: silver_y, target_id: silver_x}
+      - {pipeline_id: p1, stage_order: 3, stage_name: y, source_id: silver_x, target_id: silver_y}
+      - {pipeline_id: p1, stage_order: 4, stage_name: z, source_id: nowhere, target_id: silver_z}
+    """)
+
+
+def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    before = counts(store)
+    with pytest.raises(CatalogInvalid) as raised:
+        validate_files(store.snapshot(), [bad])
+    messages = [str(p).replace(str(tmp_path) + "/", "") for p in raised.value.problems]
+    assert messages == [
+        "bad.yaml:3: pipelines[p1; DROP TABLE pipelines].pipeline_id: Value error, identifier "
+        "'p1; DROP TABLE pipelines' is not a plain name (letters, digits and underscores, not starting with a digit)",
+        "bad.yaml:5: sources[raw_a].file_format: Input should be 'jsonl', 'csv' or 'parquet'",
+        "bad.yaml:6: sources[raw_b].columns: Value error, column 'bad col' is not a plain name "
+        "(letters, digits and underscores, not starting with a digit)",
+        "bad.yaml:10: targets[bronze_c]: duplicate key, first defined at bad.yaml:9",
+        "bad.yaml:14: validation_rules[rs].check_def.0.type: Input should be 'row_count', 'not_null', 'unique', "
+        "'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'",
+        "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
+        "bad.yaml:19: stages[p1, 4].target_id: unknown target 'silver_z'",
+        "bad.yaml:19: stages[p1, 4].source_id: unknown source or target 'nowhere'",
+        "bad.yaml:17: stages[p1, 2].source_id: cycle between stages: silver_y → silver_x → silver_y",
+    ]
+    assert counts(store) == before
+
+
+def test_cli_exit_code_2_and_problems_on_stderr(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    result = CliRunner().invoke(main, ["catalog", "load", str(bad)])
+    assert result.exit_code == 2
+    assert "9 problem(s) in the catalog" in result.stderr
+    assert "unknown source or target 'nowhere'" in result.stderr
+    shown = CliRunner().invoke(main, ["catalog", "show", "pipelines", "--json"])
+    assert shown.exit_code == 0 and shown.stdout.strip() == "[]"
+
+
+def test_cli_load_then_show(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    runner = CliRunner()
+    assert runner.invoke(main, ["catalog", "init"]).exit_code == 0
+    validated = runner.invoke(main, ["catalog", "validate", str(SEED)])
+    assert validated.exit_code == 0 and validated.stdout == "valid: 28 rows\n"
+    loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
+    assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 3, targets 7")
+    shown = runner.invoke(main, ["catalog", "show", "sources"])
+    assert "source_id=customers_raw" in shown.stdout and "file_format=parquet" in shown.stdout
+    unknown = runner.invoke(main, ["catalog", "show", "nope"])
+    assert unknown.exit_code == 2 and "unknown catalog table 'nope'" in unknown.stderr
+
+
+def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
+    bad = tmp_path / "sql.yaml"
+    bad.write_text((SEED / "user_events_etl.yaml").read_text().replace("GROUP BY 1", "GROUP BY (((1"))
+    with pytest.raises(CatalogInvalid) as raised:
+        validate_files(store.snapshot(), [SEED / "common.yaml", bad])
+    [problem] = raised.value.problems
+    assert (problem.table, problem.key, problem.field) == ("stages", "user_events_etl, 3", "transform_sql")
+    assert problem.message.startswith("does not parse as redshift")

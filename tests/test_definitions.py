@@ -1,0 +1,104 @@
+"""The asset factory: the generated definitions for the seed catalog, and pipelines added by rows alone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from dagster import AssetSpec, Definitions
+
+from medallion_assets.catalog.loader import validate_files
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.definitions import build_definitions
+from tests.conftest import SEED
+
+SNAPSHOT = Path(__file__).with_name("snapshots") / "seed_definitions.json"
+
+
+@pytest.fixture
+def catalog_url(tmp_path) -> str:
+    url = f"sqlite:///{tmp_path}/catalog.db"
+    store = CatalogStore(url)
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    return url
+
+
+def describe(defs: Definitions) -> dict:
+    """What a user sees in the Dagster UI: keys, deps, groups, kinds, pools, checks and whether they block."""
+    graph = defs.resolve_asset_graph()
+    described = {}
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        checks = sorted((check.name, graph.get_check_spec(check).blocking)
+                        for check in graph.get_check_keys_for_assets({key}))
+        described[key.to_user_string()] = {
+            "group": node.group_name,
+            "deps": sorted(k.to_user_string() for k in node.parent_keys),
+            "kinds": sorted(node.kinds),
+            "materializable": node.is_materializable,
+            "pools": sorted(node.pools or []),
+            "checks": [list(check) for check in checks],
+            "code_version": bool(node.code_version),
+        }
+    return described
+
+
+def test_seed_definitions_match_the_snapshot(catalog_url, tmp_path):
+    defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    Definitions.validate_loadable(defs)
+    described = describe(defs)
+    if os.environ.get("MEDALLION_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(described, indent=2) + "\n")
+    assert described == json.loads(SNAPSHOT.read_text())
+
+
+def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
+    defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    spec = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["gold", "daily_user_events"])
+    assert spec.metadata["dagster/table_name"] == "analytics.daily_user_events"
+    assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["event_date", "total_events",
+                                                                               "unique_users"]
+    assert spec.metadata["owner"] == "team:growth-data"
+    assert spec.description == "Events and distinct users per day"
+
+
+def test_a_pipeline_added_to_the_catalog_appears_after_reload(catalog_url, tmp_path):
+    lake, warehouse = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
+    before = {s.key.to_user_string() for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()}
+    added = tmp_path / "clicks.yaml"
+    added.write_text("""
+pipelines: [{pipeline_id: clicks_etl}]
+sources: [{source_id: clicks_raw, s3_path: "s3://medallion-raw/clicks/", file_format: jsonl, columns: {id: string}}]
+targets: [{target_id: bronze_clicks, layer: bronze}]
+stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, source_id: clicks_raw, target_id: bronze_clicks}]
+""")
+    store = CatalogStore(catalog_url)
+    store.upsert(validate_files(store.snapshot(), [added]).rows)
+    after = {s.key.to_user_string(): s for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()}
+    assert set(after) - before == {"raw/clicks_raw", "bronze/clicks"}
+    assert after["bronze/clicks"].group_name == "clicks_etl"
+
+
+def test_changing_a_stage_changes_its_code_version_only(catalog_url, tmp_path):
+    lake, warehouse = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
+    versions = lambda: {s.key.to_user_string(): s.code_version  # noqa: E731
+                        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()}
+    before = versions()
+    changed = tmp_path / "changed.yaml"
+    changed.write_text((SEED / "user_events_etl.yaml").read_text().replace("COUNT(*) AS total_events",
+                                                                          "COUNT(1) AS total_events"))
+    store = CatalogStore(catalog_url)
+    store.upsert(validate_files(store.snapshot(), [changed]).rows)
+    after = versions()
+    assert {k for k in before if before[k] != after[k]} == {"gold/daily_user_events"}
+
+
+def test_hand_written_specs_and_generated_assets_agree_on_keys(catalog_url, tmp_path):
+    defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    keys = {s.key for s in defs.resolve_all_asset_specs()}
+    assert all(isinstance(key.path, list) and len(key.path) == 2 for key in keys)
+    assert {key.path[0] for key in keys} == {"raw", "bronze", "silver", "gold"}
+    assert AssetSpec(key=["gold", "daily_revenue"]).key in keys
