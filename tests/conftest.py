@@ -5,6 +5,7 @@ A part that cannot be started fails the test run loudly; nothing is skipped.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import uuid
@@ -24,6 +25,7 @@ SEED = REPO / "metadata_seed"
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """moto in server mode on 127.0.0.1, reached through plain boto3 with an endpoint URL, as AWS would be."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

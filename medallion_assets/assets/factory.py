@@ -5,7 +5,6 @@ stage's inputs and one asset check per validation rule. Raw sources are external
 graph starts at the S3 files. Each asset is a thin wrapper over `engine.stages.StageRunner`.
 """
 
-from __future__ import annotations
 
 import hashlib
 import json
@@ -17,7 +16,7 @@ from dagster import (
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.engine.stages import BlockingRuleFailed, StageOutcome, StageRunner
+from medallion_assets.engine.stages import StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.naming import asset_key, dataset_name, group_name, lake_path, pool_name
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
@@ -116,18 +115,17 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                      dataset=target.target_id, event="stage")
         try:
             outcome = runner.run_stage(stage)
-        except BlockingRuleFailed as error:
-            store.record_audit(**audit, status="failed", error=str(error))
-            raise
         except Exception as error:
             store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}")
             raise
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()
-        store.record_audit(**audit, status="success", rows_read=outcome.rows_read, rows_written=outcome.rows_written,
-                           rows_quarantined=outcome.rows_quarantined, duration_sec=outcome.duration_sec,
-                           details=outcome.details)
+        # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
+        store.record_audit(**audit, status="failed" if outcome.blocking_error() else "success",
+                           error=outcome.blocking_error(), rows_read=outcome.rows_read,
+                           rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
+                           duration_sec=outcome.duration_sec, details=outcome.details)
         return _materialize_result(outcome)
 
     return _stage_asset

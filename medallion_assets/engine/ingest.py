@@ -24,6 +24,7 @@ from medallion_assets.naming import spark_identifier
 from medallion_assets.storage.objects import ObjectInfo, read_bytes
 
 CORRUPT = "_corrupt_record"
+BATCH_PARTITION = "medallion_batch"
 INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
 REJECTION_REASON = {
     "jsonl": "malformed JSON, not a JSON object, or a value that does not fit the declared schema",
@@ -84,7 +85,10 @@ def _read_parquet(spark: SparkSession, source: Source, staged: Path, urls: list[
 
 def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronze_path: str,
            quarantine_path: str, batch_id: str) -> IngestResult:
-    """Ingest `objects` (the ones not yet bookmarked) as one batch, written to `_batch_id=<batch_id>`."""
+    """Ingest `objects` (the ones not yet bookmarked) as one batch, a partition `medallion_batch=<batch_id>`.
+
+    The partition name has no leading underscore: pyarrow, DuckDB and Spark treat such folders as hidden.
+    """
     if not objects:
         return IngestResult(batch_id, [], 0, 0, 0)
     staging = Path(tempfile.mkdtemp(prefix=f"medallion-{source.source_id}-"))
@@ -106,10 +110,10 @@ def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronz
                 "_source_file", "_source_line",
                 F.lit(REJECTION_REASON[source.file_format]).alias("reason"),
                 F.col(CORRUPT).alias("raw"), "_ingested_at")
-            good.write.mode("overwrite").parquet(f"{bronze_path}/_batch_id={batch_id}")
+            good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
             quarantined = bad.count()
             if quarantined:
-                bad.write.mode("overwrite").parquet(f"{quarantine_path}/_batch_id={batch_id}")
+                bad.write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
             rows_read = records.count()
         finally:
             records.unpersist()

@@ -24,10 +24,6 @@ from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import LoadResult, Warehouse
 
 
-class BlockingRuleFailed(Exception):
-    """A rule of severity error failed: the data stays out of the warehouse and downstream stages do not run."""
-
-
 @dataclass
 class StageOutcome:
     rows_read: int = 0
@@ -42,6 +38,10 @@ class StageOutcome:
 
     def blocking_failures(self) -> list[RuleOutcome]:
         return [o for o in self.rule_outcomes if not o.passed and o.rule.severity == "error"]
+
+    def blocking_error(self) -> str | None:
+        failures = self.blocking_failures()
+        return "blocking rule(s) failed: " + "; ".join(o.message for o in failures) if failures else None
 
 
 @dataclass
@@ -75,12 +75,8 @@ class StageRunner:
         written = self.spark.read.parquet(output)
         outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
         outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
-        failures = outcome.blocking_failures()
-        if failures:
-            raise BlockingRuleFailed(
-                f"{stage.pipeline_id}.{stage.stage_name}: blocking rule(s) failed on {target.target_id}: "
-                + "; ".join(o.message for o in failures))
-        if target.type == "redshift":
+        # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
+        if target.type == "redshift" and not outcome.blocking_failures():
             outcome.load = self._load(target, written)
         outcome.duration_sec = time.perf_counter() - started
         return outcome

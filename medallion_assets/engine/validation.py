@@ -168,7 +168,8 @@ def _schema_match(rule: Rule, schema: StructType) -> RuleOutcome:
     extra = [name for name in actual if name not in expected]
     problems = [f"{name} is missing" for name in missing]
     problems += [f"{name} is {type_name}, expected {expected[name]}" for name, type_name in mismatched.items()]
-    message = "; ".join(problems) or f"all {len(expected)} expected columns have the expected types"
+    plural = "s" if len(expected) != 1 else ""
+    message = "; ".join(problems) or f"{len(expected)} expected column{plural} present with the expected types"
     observed = {"missing": missing, "mismatched": mismatched, "extra": extra}
     return RuleOutcome(rule, not problems, observed, 0, f"{rule.name}: {message}")
 
