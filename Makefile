@@ -25,7 +25,7 @@ test: java $(VENV)/installed
 
 ui: java $(VENV)/installed
 	mkdir -p .medallion/dagster
-	DAGSTER_HOME=$(abspath .medallion/dagster) MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion ui
+	DAGSTER_HOME=$(abspath .medallion/dagster) MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion ui --local-s3
 
 bench: java $(VENV)/installed
 	$(PY) bench/run_all.py

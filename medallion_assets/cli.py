@@ -123,6 +123,27 @@ def run(pipeline_id, as_json) -> None:
         sys.exit(1)
 
 
+@main.command("ui")
+@click.option("--local-s3", is_flag=True, help="serve the seed's sample data from an S3 API server on loopback")
+@click.option("--rows", default=20_000, show_default=True, help="sample events to serve with --local-s3")
+@click.option("--port", default=3000, show_default=True)
+def ui(local_s3, rows, port) -> None:
+    """Open the Dagster UI (dagster dev) on the catalog's assets."""
+    import contextlib
+    import subprocess
+
+    from medallion_assets.local_s3 import local_s3 as start_local_s3
+    from medallion_assets.sample_data import write_sample_data
+
+    workspace = Path(__file__).resolve().parents[1] / "workspace.yaml"
+    with start_local_s3(buckets=("medallion-raw",)) if local_s3 else contextlib.nullcontext():
+        if local_s3:
+            write_sample_data("s3://medallion-raw", rows)
+            store = _store()
+            store.upsert(_validated(store, [SEED]).rows)
+        subprocess.run(["dagster", "dev", "-w", str(workspace), "-p", str(port)], check=False)
+
+
 @main.command("demo")
 @click.option("--rows", default=20_000, show_default=True, help="number of user events to generate")
 def demo(rows) -> None:
