@@ -170,3 +170,5 @@ def demo(rows) -> None:
         warehouse.close()
     if any(status != "success" for status in statuses.values()):
         sys.exit(1)
+if __name__ == "__main__":
+    main()
