@@ -11,7 +11,9 @@ import click
 from medallion_assets import config
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
+EXIT_FAILED = 1
 EXIT_INVALID_CATALOG = 2
+EXIT_HALTED = 3
 
 
 def _store():
@@ -83,6 +85,39 @@ def catalog_show(table, as_json) -> None:
         click.echo("  ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "", [], {})))
 
 
+def _flip(kind: str, entity_id: str, enabled: bool, reason: str) -> None:
+    from medallion_assets.control.flags import UnknownEntity, set_flag
+
+    try:
+        flag = set_flag(_store(), kind, entity_id, enabled, reason)
+    except UnknownEntity as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_INVALID_CATALOG)
+    state = "enabled" if enabled else "disabled"
+    click.echo(f"{kind} {flag.entity_id} {state} by {flag.updated_by}" + (f": {reason}" if reason else ""))
+
+
+KIND = click.Choice(["global", "pipeline", "stage", "dataset", "source", "target"])
+
+
+@main.command("disable")
+@click.argument("kind", type=KIND)
+@click.argument("entity_id", metavar="ID", default="*")
+@click.option("--reason", required=True, help="why; kept in the flag's history")
+def disable(kind, entity_id, reason) -> None:
+    """Kill switch: stop KIND ID (a stage is PIPELINE.STAGE; a source or target may be a system)."""
+    _flip(kind, entity_id, False, reason)
+
+
+@main.command("enable")
+@click.argument("kind", type=KIND)
+@click.argument("entity_id", metavar="ID", default="*")
+@click.option("--reason", default="", help="why; kept in the flag's history")
+def enable(kind, entity_id, reason) -> None:
+    """Lift a kill switch on KIND ID."""
+    _flip(kind, entity_id, True, reason)
+
+
 @main.command("sample-data")
 @click.option("--rows", default=20_000, show_default=True, help="number of user events")
 @click.option("--to", "to_url", required=True, help="s3://bucket/prefix or a local folder")
@@ -103,14 +138,15 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     if pipeline_id not in snapshot.pipelines:
         click.echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
         sys.exit(EXIT_INVALID_CATALOG)
-    report = run_pipeline(build_definitions(), snapshot, pipeline_id, instance())
+    report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, instance())
     if as_json:
         click.echo(json.dumps(report.as_dict(), default=str))
     else:
         click.echo(f"{report.pipeline}: {report.status}")
         for asset in report.assets:
             checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
-            click.echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}")
+            click.echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}"
+                       + (f"  ({asset.reason})" if asset.reason else ""))
     return report.status
 
 
@@ -118,9 +154,13 @@ def _run(pipeline_id: str, as_json: bool) -> str:
 @click.argument("pipeline_id")
 @click.option("--json", "as_json", is_flag=True, help="print the run report as JSON")
 def run(pipeline_id, as_json) -> None:
-    """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance)."""
-    if _run(pipeline_id, as_json) != "success":
-        sys.exit(1)
+    """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
+
+    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch.
+    """
+    status = _run(pipeline_id, as_json)
+    if status != "success":
+        sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 
 
 @main.command("ui")
@@ -169,6 +209,6 @@ def demo(rows) -> None:
     finally:
         warehouse.close()
     if any(status != "success" for status in statuses.values()):
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
 if __name__ == "__main__":
     main()

@@ -12,6 +12,7 @@ from medallion_assets import config
 from medallion_assets.assets import build_assets
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
+from medallion_assets.sensors import build_control_sensor
 
 
 def build_definitions(catalog_url: str | None = None, lake_root: str | None = None,
@@ -20,8 +21,10 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     lake_root = lake_root or config.lake_url()
     store = CatalogStore(catalog_url)
     store.migrate()
+    snapshot = store.snapshot()
     return Definitions(
-        assets=build_assets(store.snapshot(), lake_root),
+        assets=build_assets(snapshot, lake_root),
+        sensors=[build_control_sensor(snapshot, store)],
         resources={
             "spark": SparkResource(),
             "lake": LakeResource(root=lake_root),

@@ -9,20 +9,23 @@ from dagster import AssetSelection, DagsterInstance, Definitions, materialize
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.flags import disabled_reason, read_control_state
 
 
 @dataclass
 class AssetReport:
     key: str
-    status: str
+    status: str  # success | failed | halted (kill switch) | skipped (upstream did not materialize)
     rows: int | None = None
     checks: list[dict] = field(default_factory=list)
+    reason: str | None = None
 
 
 @dataclass
 class PipelineReport:
     pipeline: str
-    status: str
+    status: str  # success | failed | halted
     assets: list[AssetReport]
 
     def as_dict(self) -> dict:
@@ -34,14 +37,30 @@ def instance() -> DagsterInstance:
     return DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
 
 
-def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, pipeline_id: str,
+def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, store: CatalogStore, pipeline_id: str,
                  dagster_instance: DagsterInstance) -> PipelineReport:
-    """Materialize every enabled stage of a pipeline in one in-process run."""
-    stages = [s for s in snapshot.stages(pipeline_id) if s.enabled]
-    keys = [target_key(snapshot.targets[s.target_id]) for s in stages]
+    """Materialize every stage of a pipeline that no kill switch disables, in one in-process run."""
+    state = read_control_state(store)
+    stages = snapshot.stages(pipeline_id)
+    reasons = {target_key(snapshot.targets[s.target_id]): disabled_reason(snapshot, state, s) for s in stages}
+    datasets = {target_key(snapshot.targets[s.target_id]): s.target_id for s in stages}
+    runnable = {key: datasets[key] for key, reason in reasons.items() if reason is None}
+    reports = {key: AssetReport(key.to_user_string(), "halted", reason=reason)
+               for key, reason in reasons.items() if reason}
+    if runnable:
+        reports.update(_materialize(defs, store, pipeline_id, runnable, dagster_instance))
+    ordered = [reports[key] for key in reasons]
+    statuses = {report.status for report in ordered}
+    status = "failed" if "failed" in statuses else "halted" if "halted" in statuses else "success"
+    return PipelineReport(pipeline_id, status, ordered)
+
+
+def _materialize(defs: Definitions, store: CatalogStore, pipeline_id: str, datasets: dict,
+                 dagster_instance: DagsterInstance) -> dict:
+    """Run the assets `datasets` maps (asset key → target id) and report each one."""
     result = materialize(
         assets=list(defs.assets), resources=defs.resources, instance=dagster_instance,
-        selection=AssetSelection.assets(*keys), raise_on_error=False, tags={"medallion/pipeline": pipeline_id},
+        selection=AssetSelection.assets(*datasets), raise_on_error=False, tags={"medallion/pipeline": pipeline_id},
         # The report below says what happened; Dagster's per-event debug log stays in the instance.
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
@@ -51,14 +70,18 @@ def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, pipeline_id: str,
         checks.setdefault(evaluation.asset_key, []).append(
             {"name": evaluation.check_name, "passed": evaluation.passed, "severity": evaluation.severity.value.lower()})
     failed_steps = {event.step_key for event in result.get_step_failure_events()}
-    reports = []
-    for key in keys:
+    halted = {entry["dataset"]: entry["error"] for entry in store.audit_entries(run_id=result.run_id, status="halted")}
+    reports = {}
+    for key, dataset in datasets.items():
         row_count = materialized.get(key, {}).get("dagster/row_count")
+        reason = halted.get(dataset)
         # The op of an asset keyed [layer, dataset] is named layer__dataset; its step key is that name.
         if key.to_python_identifier() in failed_steps:
             status = "failed"
+        elif key in materialized:
+            status = "success"
         else:
-            status = "success" if key in materialized else "skipped"
-        reports.append(AssetReport(key.to_user_string(), status, row_count.value if row_count else None,
-                                   checks.get(key, [])))
-    return PipelineReport(pipeline_id, "success" if result.success else "failed", reports)
+            status = "halted" if reason else "skipped"
+        reports[key] = AssetReport(key.to_user_string(), status, row_count.value if row_count else None,
+                                   checks.get(key, []), reason)
+    return reports

@@ -39,7 +39,7 @@ class Medallion:
     def run(self, pipeline_id: str) -> PipelineReport:
         defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
         with instance_for_test() as instance:
-            return run_pipeline(defs, self.store.snapshot(), pipeline_id, instance)
+            return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance)
 
     def load(self, *paths) -> None:
         self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)

@@ -11,12 +11,13 @@ import json
 
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
-    AssetSpec, Backoff, Jitter, MaterializeResult, MetadataValue, RetryPolicy, TableColumn, TableSchema, asset,
+    AssetSpec, Backoff, Jitter, MaterializeResult, MetadataValue, RetryPolicy, TableColumn, TableSchema, multi_asset,
 )
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.engine.stages import StageOutcome, StageRunner
+from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.engine.stages import StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.naming import asset_key, dataset_name, group_name, lake_path, pool_name
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
@@ -99,22 +100,43 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     if target.type == "redshift":
         metadata["dagster/table_name"] = target.location
 
-    @asset(
+    spec = AssetSpec(
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
         kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
-        metadata=metadata, check_specs=_check_specs(stage, key, snapshot),
-        retry_policy=_retry_policy(stage, snapshot), pool=_pool(stage, target, snapshot),
+        metadata=metadata,
+        # A halted stage yields no materialization; Dagster then skips everything downstream.
+        skippable=True,
+    )
+
+    # A one-asset multi_asset, because only there are check outputs optional too (can_subset): a halted
+    # stage evaluates none of its checks.
+    @multi_asset(
+        name=key.to_python_identifier(), specs=[spec], check_specs=_check_specs(stage, key, snapshot),
+        can_subset=True, retry_policy=_retry_policy(stage, snapshot), pool=_pool(stage, target, snapshot),
     )
     def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
-                     warehouse: WarehouseResource, catalog: CatalogResource) -> MaterializeResult:
+                     warehouse: WarehouseResource, catalog: CatalogResource):
         store = catalog.get_store()
-        runner = StageRunner(spark.get_session(), snapshot, store, lake.root,
-                             warehouse.get_warehouse() if target.type == "redshift" else None)
         audit = dict(run_id=context.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
                      dataset=target.target_id, event="stage")
+
+        def halt_reason(current: Stage) -> str | None:
+            return disabled_reason(snapshot, read_control_state(store), current)
+
+        reason = halt_reason(stage)
+        if reason:
+            context.log.warning(f"halted before start: {reason}")
+            store.record_audit(**audit, status="halted", error=reason)
+            return
+        runner = StageRunner(spark.get_session(), snapshot, store, lake.root,
+                             warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason)
         try:
             outcome = runner.run_stage(stage)
+        except StageHalted as halted:
+            context.log.warning(f"halted before the load: {halted}")
+            store.record_audit(**audit, status="halted", error=str(halted))
+            return
         except Exception as error:
             store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}")
             raise
@@ -126,7 +148,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                            error=outcome.blocking_error(), rows_read=outcome.rows_read,
                            rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
                            duration_sec=outcome.duration_sec, details=outcome.details)
-        return _materialize_result(outcome)
+        yield _materialize_result(outcome)
 
     return _stage_asset
 

@@ -6,6 +6,7 @@ SQLite by default, PostgreSQL in production: the SQL here stays within what both
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,11 @@ class CatalogStore:
     def upsert(self, rows: Mapping[str, Iterable[Row]]) -> dict[str, int]:
         """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table."""
         written = {}
+        # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
+        stamp = datetime.now(timezone.utc)
         with self.engine.begin() as connection:
             for table_name in LOADABLE:
-                batch = [row.model_dump(mode="json") for row in rows.get(table_name, ())]
+                batch = [{**row.model_dump(mode="json"), "updated_at": stamp} for row in rows.get(table_name, ())]
                 if not batch:
                     continue
                 table = LOADABLE_TABLES[table_name]
@@ -56,13 +59,19 @@ class CatalogStore:
                 written[table_name] = len(batch)
         return written
 
+    def read_table(self, table_name: str) -> list[Row]:
+        """The rows of one loadable table as models, read now (runtime controls use this, never a snapshot)."""
+        model = LOADABLE[table_name]
+        with self.engine.connect() as connection:
+            records = connection.execute(select(LOADABLE_TABLES[table_name])).mappings()
+            return [model.model_validate({k: v for k, v in r.items() if k in model.model_fields and v is not None})
+                    for r in records]
+
     def snapshot(self) -> CatalogSnapshot:
         snapshot = CatalogSnapshot()
-        with self.engine.connect() as connection:
-            for table_name, model in LOADABLE.items():
-                for record in connection.execute(select(LOADABLE_TABLES[table_name])).mappings():
-                    values = {k: v for k, v in record.items() if k in model.model_fields and v is not None}
-                    snapshot.add(table_name, model.model_validate(values))
+        for table_name in LOADABLE:
+            for row in self.read_table(table_name):
+                snapshot.add(table_name, row)
         return snapshot
 
     def table_rows(self, table_name: str) -> list[dict[str, Any]]:

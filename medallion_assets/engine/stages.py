@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -22,6 +23,10 @@ from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, row_
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import LoadResult, Warehouse
+
+
+class StageHalted(Exception):
+    """A kill switch was flipped while the stage ran; it stopped before committing its load."""
 
 
 @dataclass
@@ -53,6 +58,7 @@ class StageRunner:
     store: CatalogStore
     lake_root: str
     warehouse: Warehouse | None = None
+    halt_reason: Callable[[Stage], str | None] = lambda stage: None
 
     def read_dataset(self, target_id: str) -> DataFrame:
         target = self.snapshot.targets[target_id]
@@ -77,6 +83,9 @@ class StageRunner:
         outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
         if target.type == "redshift" and not outcome.blocking_failures():
+            reason = self.halt_reason(stage)
+            if reason:
+                raise StageHalted(reason)
             outcome.load = self._load(target, written)
         outcome.duration_sec = time.perf_counter() - started
         return outcome

@@ -1,0 +1,56 @@
+"""The control sensor: queued runs that touch work a kill switch disabled are cancelled on the next tick.
+
+Running runs need no help: every asset checks the switches when it starts and before it commits a load.
+"""
+
+from __future__ import annotations
+
+from dagster import (
+    DagsterRunStatus, DefaultSensorStatus, RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
+)
+
+from medallion_assets.assets.factory import target_key
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.flags import disabled_reason, read_control_state
+
+DEFAULT_INTERVAL_SECONDS = 5
+
+
+def cancel_disabled_queued_runs(context: SensorEvaluationContext, snapshot: CatalogSnapshot,
+                                store: CatalogStore) -> list[str]:
+    """Cancel every queued run whose selection includes a disabled asset; returns the run ids cancelled."""
+    state = read_control_state(store)
+    disabled = {}
+    for stage in snapshot.stages():
+        reason = disabled_reason(snapshot, state, stage)
+        if reason:
+            disabled[target_key(snapshot.targets[stage.target_id])] = (stage, reason)
+    if not disabled:
+        return []
+    cancelled = []
+    for run in context.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
+        touched = [key for key in run.asset_selection or () if key in disabled]
+        if not touched:
+            continue
+        stage, reason = disabled[touched[0]]
+        context.instance.run_coordinator.cancel_run(run.run_id)
+        store.record_audit(run_id=run.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
+                           dataset=stage.target_id, event="cancel", status="cancelled", error=reason)
+        context.log.info(f"cancelled queued run {run.run_id}: {reason}")
+        cancelled.append(run.run_id)
+    return cancelled
+
+
+def build_control_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
+                         interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
+    """The kill-switch sensor, running by default, reading control_flags fresh on every tick."""
+
+    @sensor(name="medallion_control", minimum_interval_seconds=interval_seconds,
+            default_status=DefaultSensorStatus.RUNNING,
+            description="Cancels queued runs that touch work disabled by a kill switch (control_flags).")
+    def medallion_control(context: SensorEvaluationContext):
+        cancelled = cancel_disabled_queued_runs(context, snapshot, store)
+        return SkipReason(f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel")
+
+    return medallion_control
