@@ -124,10 +124,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         def halt_reason(current: Stage) -> str | None:
             return disabled_reason(snapshot, read_control_state(store), current)
 
-        halted_upstream = [e["dataset"] for e in store.audit_entries(run_id=context.run_id, status="halted")
-                           if e["dataset"] in stage.input_ids()]
-        # Dagster does not skip a downstream asset whose upstream yielded nothing; a halted run stops here.
-        reason = f"upstream {', '.join(halted_upstream)} halted in this run" if halted_upstream else halt_reason(stage)
+        reason = halt_reason(stage)
         if reason:
             context.log.warning(f"halted before start: {reason}")
             store.record_audit(**audit, status="halted", error=reason)
