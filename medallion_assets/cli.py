@@ -118,6 +118,24 @@ def enable(kind, entity_id, reason) -> None:
     _flip(kind, entity_id, True, reason)
 
 
+@main.command("audit")
+@click.option("--pipeline", "pipeline_id", help="only this pipeline")
+@click.option("--run", "run_id", help="only this Dagster run")
+@click.option("--json", "as_json", is_flag=True, help="print entries as JSON")
+def audit(pipeline_id, run_id, as_json) -> None:
+    """Show the audit log: stage executions, retries, halts, cancellations."""
+    where = {k: v for k, v in (("pipeline_id", pipeline_id), ("run_id", run_id)) if v}
+    entries = _store().audit_entries(**where)
+    if as_json:
+        click.echo(json.dumps(entries, default=str, indent=2))
+        return
+    for e in entries:
+        counts = (f" read={e['rows_read']} written={e['rows_written']} quarantined={e['rows_quarantined']}"
+                  if e["rows_read"] is not None else "")
+        click.echo(f"{e['created_at']}  {e['pipeline_id']}.{e['stage_name']}  {e['event']}:{e['status']}{counts}"
+                   + (f"  {e['error']}" if e["error"] else ""))
+
+
 @main.command("sample-data")
 @click.option("--rows", default=20_000, show_default=True, help="number of user events")
 @click.option("--to", "to_url", required=True, help="s3://bucket/prefix or a local folder")
@@ -210,5 +228,10 @@ def demo(rows) -> None:
         warehouse.close()
     if any(status != "success" for status in statuses.values()):
         sys.exit(EXIT_FAILED)
+from medallion_assets.lineage.cli import lineage, paths  # noqa: E402
+main.add_command(lineage)
+main.add_command(paths)
+from medallion_assets.onboarding.cli import onboard  # noqa: E402
+main.add_command(onboard)
 if __name__ == "__main__":
     main()

@@ -11,15 +11,25 @@ import shutil
 import uuid
 from pathlib import Path
 
+from dataclasses import dataclass
+
 import boto3
 import psycopg2
 import pytest
+from dagster import instance_for_test
 from moto.server import ThreadedMotoServer
 
+from medallion_assets.catalog.loader import validate_files
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session
+from medallion_assets.runner import PipelineReport, run_pipeline
+from medallion_assets.sample_data import SampleSummary, write_sample_data
+from medallion_assets.storage.warehouse import warehouse_from_url
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "metadata_seed"
+RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +102,52 @@ def spark():
     session = spark_session("local[2]", "medallion-tests", {"spark.sql.shuffle.partitions": "4"})
     yield session
     session.stop()
+
+
+
+
+@dataclass
+class Medallion:
+    """One isolated Medallion installation: its own catalog, lake and warehouse."""
+
+    store: CatalogStore
+    lake: Path
+    warehouse_url: str
+
+    def run(self, pipeline_id: str) -> PipelineReport:
+        defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
+        with instance_for_test() as instance:
+            return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance)
+
+    def load(self, *paths) -> None:
+        self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)
+
+    def gold(self, table: str) -> list[dict]:
+        warehouse = warehouse_from_url(self.warehouse_url)
+        try:
+            return warehouse.query(f"SELECT * FROM {table} ORDER BY 1, 2")
+        finally:
+            warehouse.close()
+
+    def stage_audit(self, stage_name: str) -> list[dict]:
+        return self.store.audit_entries(stage_name=stage_name, event="stage")
+
+
+@pytest.fixture
+def raw_data(s3_endpoint) -> SampleSummary:
+    """The seed's bucket, emptied and filled with 3,000 events (and their orders and customers)."""
+    s3 = boto3.resource("s3")
+    bucket = s3.Bucket("medallion-raw")
+    if bucket.creation_date is None:
+        bucket.create()
+    bucket.objects.all().delete()
+    return write_sample_data(RAW, rows=3000, lines_per_file=1000)
+
+
+@pytest.fixture
+def medallion(tmp_path, raw_data) -> Medallion:
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    installation = Medallion(store, tmp_path / "lake", f"duckdb:///{tmp_path}/warehouse.duckdb")
+    installation.load(SEED)
+    return installation

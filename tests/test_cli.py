@@ -41,6 +41,12 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     assert assets["gold/daily_user_events"]["rows"] == len(expected_daily_user_events("s3://medallion-raw"))
     assert {"name": "unique_event_id", "passed": True, "severity": "error"} in assets["silver/user_events"]["checks"]
 
+    audit = medallion("audit", "--pipeline", "user_events_etl", "--json", env=env)
+    entries = [(e["stage_name"], e["event"], e["status"], e["rows_read"]) for e in json.loads(audit.stdout)]
+    assert entries == [("bronze_ingest", "stage", "success", summary.event_lines),
+                       ("silver_clean", "stage", "success", summary.event_lines - summary.malformed_events),
+                       ("gold_daily_aggregate", "stage", "success", assets["silver/user_events"]["rows"])]
+
     unknown = medallion("run", "no_such_pipeline", env=env)
     assert unknown.returncode == 2
     assert unknown.stderr.strip() == "unknown pipeline 'no_such_pipeline'; pipelines: orders_etl, user_events_etl"

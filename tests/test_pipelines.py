@@ -7,73 +7,14 @@ in the audit log reconcile: rows read = rows written + rows quarantined, at ever
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 
-import boto3
 import pyarrow.parquet as pq
 import pytest
-from dagster import instance_for_test
 
-from medallion_assets.catalog.loader import validate_files
-from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.definitions import build_definitions
-from medallion_assets.runner import PipelineReport, run_pipeline
-from medallion_assets.sample_data import SampleSummary, write_sample_data
+from medallion_assets.runner import PipelineReport
 from medallion_assets.storage.objects import read_bytes
-from medallion_assets.storage.warehouse import warehouse_from_url
-from tests.conftest import SEED
+from tests.conftest import RAW
 from tests.reference import expected_daily_revenue, expected_daily_user_events
-
-RAW = "s3://medallion-raw"
-
-
-@dataclass
-class Medallion:
-    """One isolated Medallion installation: its own catalog, lake and warehouse."""
-
-    store: CatalogStore
-    lake: Path
-    warehouse_url: str
-
-    def run(self, pipeline_id: str) -> PipelineReport:
-        defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
-        with instance_for_test() as instance:
-            return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance)
-
-    def load(self, *paths) -> None:
-        self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)
-
-    def gold(self, table: str) -> list[dict]:
-        warehouse = warehouse_from_url(self.warehouse_url)
-        try:
-            return warehouse.query(f"SELECT * FROM {table} ORDER BY 1, 2")
-        finally:
-            warehouse.close()
-
-    def stage_audit(self, stage_name: str) -> list[dict]:
-        return self.store.audit_entries(stage_name=stage_name, event="stage")
-
-
-@pytest.fixture
-def raw_data(s3_endpoint) -> SampleSummary:
-    """The seed's bucket, emptied and filled with 3,000 events (and their orders and customers)."""
-    s3 = boto3.resource("s3")
-    bucket = s3.Bucket("medallion-raw")
-    if bucket.creation_date is None:
-        bucket.create()
-    bucket.objects.all().delete()
-    return write_sample_data(RAW, rows=3000, lines_per_file=1000)
-
-
-@pytest.fixture
-def medallion(tmp_path, raw_data) -> Medallion:
-    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
-    store.migrate()
-    installation = Medallion(store, tmp_path / "lake", f"duckdb:///{tmp_path}/warehouse.duckdb")
-    installation.load(SEED)
-    return installation
-
 
 def statuses(report: PipelineReport) -> dict[str, str]:
     return {asset.key: asset.status for asset in report.assets}

@@ -11,12 +11,13 @@ import json
 
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
-    AssetSpec, Backoff, Jitter, MaterializeResult, MetadataValue, RetryPolicy, TableColumn, TableSchema, multi_asset,
+    AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
 )
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.retries import retry_or_fail
 from medallion_assets.engine.stages import StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.naming import asset_key, dataset_name, group_name, lake_path, pool_name
@@ -36,18 +37,6 @@ def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str
     rules = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
     definition = [stage.model_dump(exclude={"enabled"}), target.model_dump(), rules and rules.model_dump()]
     return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _retry_policy(stage: Stage, snapshot: CatalogSnapshot) -> RetryPolicy | None:
-    retry_id = stage.retry_id or snapshot.pipelines[stage.pipeline_id].default_retry_id
-    policy = snapshot.retry_policies.get(retry_id) if retry_id else None
-    if policy is None or policy.max_retries == 0:
-        return None
-    return RetryPolicy(
-        max_retries=policy.max_retries, delay=policy.backoff_sec,
-        backoff=Backoff.EXPONENTIAL if policy.backoff == "exponential" else None,
-        jitter=Jitter.PLUS_MINUS if policy.jitter_sec else None,
-    )
 
 
 def _pool(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str | None:
@@ -113,7 +102,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     # stage evaluates none of its checks.
     @multi_asset(
         name=key.to_python_identifier(), specs=[spec], check_specs=_check_specs(stage, key, snapshot),
-        can_subset=True, retry_policy=_retry_policy(stage, snapshot), pool=_pool(stage, target, snapshot),
+        can_subset=True, pool=_pool(stage, target, snapshot),
     )
     def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                      warehouse: WarehouseResource, catalog: CatalogResource):
@@ -138,8 +127,9 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
             store.record_audit(**audit, status="halted", error=str(halted))
             return
         except Exception as error:
-            store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}")
-            raise
+            store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}",
+                               details={"attempt": context.retry_number + 1})
+            raise retry_or_fail(store, stage, error, context.retry_number) from error
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()

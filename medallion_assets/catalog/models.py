@@ -183,11 +183,11 @@ class ValidationRuleSet(Row):
 class RetryPolicy(Row):
     key_fields = ("retry_id",)
     retry_id: Identifier
-    max_retries: int = Field(ge=0)
-    backoff_sec: float = Field(ge=0)
+    max_retries: int = Field(ge=0, le=100)
+    backoff_sec: float = Field(ge=0, le=86_400, description="seconds; at most a day")
     backoff: Literal["fixed", "exponential"] = "fixed"
-    jitter_sec: float = Field(default=0, ge=0)
-    max_delay_sec: float | None = Field(default=None, ge=0)
+    jitter_sec: float = Field(default=0, ge=0, le=3_600)
+    max_delay_sec: float | None = Field(default=None, ge=0, le=86_400)
 
 
 class HealingAction(Row):
