@@ -105,7 +105,7 @@ class StageRunner:
         source_frame = (run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect) if stage.transform_sql
                         else inputs[stage.source_id]).cache()
         try:
-            rows_read = source_frame.count()
+            rows_in = source_frame.count()
             frame = source_frame
             rejected = []
             if target.columns:
@@ -126,8 +126,11 @@ class StageRunner:
         finally:
             source_frame.unpersist()
         written = self.spark.read.parquet(output).count()
+        # Rows read are the inputs' rows; rows in are what the SQL (if any) made of them, which the
+        # written, quarantined and removed (duplicate or dropped) rows account for.
+        rows_read = sum(input_frame.count() for input_frame in inputs.values())
         return StageOutcome(rows_read, written, quarantined,
-                            details={"rows_removed": rows_read - written - quarantined})
+                            details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined})
 
     def _write_rejected(self, target_id: str, rejected: list[DataFrame]) -> int:
         """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole)."""
