@@ -20,6 +20,7 @@ from dagster import instance_for_test
 from moto.server import ThreadedMotoServer
 
 from medallion_assets.catalog.loader import validate_files
+from medallion_assets.catalog.models import RetryPolicy
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session
@@ -121,6 +122,16 @@ class Medallion:
 
     def load(self, *paths) -> None:
         self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)
+
+    def move_source(self, source_id: str, s3_path: str) -> None:
+        """Point a source somewhere else, as an operator's catalog update would."""
+        source = self.store.snapshot().sources[source_id]
+        self.store.upsert({"sources": [source.model_copy(update={"s3_path": s3_path})]})
+
+    def set_retries(self, max_retries: int, backoff_sec: float = 1) -> None:
+        """Replace the seed's std_retry policy."""
+        self.store.upsert({"retry_policies": [RetryPolicy(retry_id="std_retry", max_retries=max_retries,
+                                                          backoff_sec=backoff_sec)]})
 
     def gold(self, table: str) -> list[dict]:
         warehouse = warehouse_from_url(self.warehouse_url)

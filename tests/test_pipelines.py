@@ -104,16 +104,9 @@ validation_rules:
     assert not (medallion.lake / "gold").exists()
 
 
-def test_a_missing_bucket_names_the_source_and_path(medallion, tmp_path):
-    moved = tmp_path / "moved.yaml"
-    moved.write_text("""
-sources:
-  - {source_id: user_events_raw, s3_path: "s3://no-such-bucket/user_events/", file_format: jsonl,
-     columns: {event_id: string, user_id: string, event_type: string, event_ts: string, value: double}}
-retry_policies:
-  - {retry_id: std_retry, max_retries: 0, backoff_sec: 0}
-""")
-    medallion.load(moved)
+def test_a_missing_bucket_names_the_source_and_path(medallion):
+    medallion.move_source("user_events_raw", "s3://no-such-bucket/user_events/")
+    medallion.set_retries(0)
     report = medallion.run("user_events_etl")
     assert report.status == "failed"
     [bronze] = medallion.stage_audit("bronze_ingest")

@@ -35,22 +35,10 @@ def test_absurd_policies_are_refused_with_the_allowed_range(medallion, tmp_path)
                                                           "Input should be less than or equal to 86400"]
 
 
-def write_policy(medallion: Medallion, tmp_path, max_retries: int) -> None:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(f"retry_policies:\n  - {{retry_id: std_retry, max_retries: {max_retries}, backoff_sec: 1}}\n")
-    medallion.load(policy)
-
-
-def test_data_that_arrives_late_is_picked_up_by_a_retry(medallion, tmp_path):
+def test_data_that_arrives_late_is_picked_up_by_a_retry(medallion):
     """The bucket is missing on the first attempt and appears before the second: the run succeeds."""
-    late = tmp_path / "late.yaml"
-    late.write_text("""
-sources:
-  - {source_id: user_events_raw, s3_path: "s3://late-bucket/user_events/", file_format: jsonl,
-     columns: {event_id: string, user_id: string, event_type: string, event_ts: string, value: double}}
-""")
-    medallion.load(late)
-    write_policy(medallion, tmp_path, max_retries=2)
+    medallion.move_source("user_events_raw", "s3://late-bucket/user_events/")
+    medallion.set_retries(2)
 
     def deliver_after_first_failure():
         while not medallion.store.audit_entries(event="retry"):
@@ -69,19 +57,13 @@ sources:
     assert retry["details"] == {"attempt": 1, "delay_sec": 1.0, "retry_id": "std_retry"}
 
 
-def test_retries_spent_fail_visibly_and_an_updated_policy_applies_next_time(medallion, tmp_path):
-    gone = tmp_path / "gone.yaml"
-    gone.write_text("""
-sources:
-  - {source_id: user_events_raw, s3_path: "s3://never-there/user_events/", file_format: jsonl,
-     columns: {event_id: string, user_id: string, event_type: string, event_ts: string, value: double}}
-""")
-    medallion.load(gone)
-    write_policy(medallion, tmp_path, max_retries=1)
+def test_retries_spent_fail_visibly_and_an_updated_policy_applies_next_time(medallion):
+    medallion.move_source("user_events_raw", "s3://never-there/user_events/")
+    medallion.set_retries(1)
     assert medallion.run("user_events_etl").status == "failed"
     assert [e["status"] for e in medallion.store.audit_entries(stage_name="bronze_ingest", event="stage")] == [
         "failed", "failed"]
-    write_policy(medallion, tmp_path, max_retries=2)
+    medallion.set_retries(2)
     medallion.run("user_events_etl")
     assert len(medallion.store.audit_entries(stage_name="bronze_ingest", event="stage")) == 2 + 3
 
@@ -95,7 +77,7 @@ stages:
      transform_sql: "SELECT no_such_column AS event_date, 1 AS total_events, 1 AS unique_users FROM silver_user_events"}
 """)
     medallion.load(broken)
-    write_policy(medallion, tmp_path, max_retries=3)
+    medallion.set_retries(3)
     report = medallion.run("user_events_etl")
     assert report.status == "failed"
     gold = medallion.store.audit_entries(stage_name="gold_daily_aggregate")
