@@ -231,7 +231,5 @@ def demo(rows) -> None:
 from medallion_assets.lineage.cli import lineage, paths  # noqa: E402
 main.add_command(lineage)
 main.add_command(paths)
-from medallion_assets.onboarding.cli import onboard  # noqa: E402
-main.add_command(onboard)
 if __name__ == "__main__":
     main()

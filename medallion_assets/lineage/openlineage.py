@@ -1,0 +1,562 @@
+"""OpenLineage events for Medallion runs, and the emitter that sends them without slowing or breaking a run.
+
+Runs nest three deep, tied together by the parent run facet (the run one level up) and its root (the Dagster run):
+
+    Dagster run    job <pipeline>                         runId: the Dagster run id
+    └─ asset run   job <pipeline>.<dataset>               one per materialization attempt
+       ├─ query    job <pipeline>.<dataset>.query_<n>     each SQL statement the asset runs
+       └─ checks   job <pipeline>.<dataset>.checks        the asset checks, reading the written data back
+
+Jobs live in the namespace `OPENLINEAGE_NAMESPACE` (default "medallion"). Datasets are named by the OpenLineage
+naming conventions through the client's `openlineage.client.naming.dataset` helpers: S3 objects, local files,
+PostgreSQL and Redshift tables; DuckDB, which has no convention, as `duckdb://<file>` and
+`<catalog>.<schema>.<table>` like the other warehouses. Check results become `dataQualityAssertions`, which the
+specification defines as an input facet: the facet of the dataset the checks run reads.
+
+Free text that leaves the process (SQL, the stage definition, error messages) is scrubbed of credentials:
+passwords in URLs, the values of secret-looking environment variables, and COPY credentials.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import logging
+import os
+import queue
+import re
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote, urlsplit
+
+import yaml
+from botocore.exceptions import BotoCoreError, ClientError
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    column_lineage_dataset, data_quality_assertions_dataset, error_message_run, job_type_job,
+    output_statistics_output_dataset, parent_run, processing_engine_run, schema_dataset, source_code_job, sql_job,
+)
+from openlineage.client.naming.dataset import S3, LocalFileSystem, Postgres, Redshift
+from openlineage.client.transport.file import FileConfig, FileTransport
+from openlineage.client.transport.noop import NoopConfig, NoopTransport
+from openlineage.client.uuid import generate_new_uuid
+
+from medallion_assets import config
+from medallion_assets.catalog.models import ColumnLineage, Stage
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.naming import check_identifier, lake_path, split_qualified
+from medallion_assets.storage.objects import SourceNotFound, list_objects
+
+if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
+    from medallion_assets.engine.stages import StageOutcome
+
+log = logging.getLogger(__name__)
+
+NAMESPACE_ENV, DEFAULT_NAMESPACE = "OPENLINEAGE_NAMESPACE", "medallion"
+FLUSH_ENV, DEFAULT_FLUSH_SEC = "MEDALLION_OPENLINEAGE_FLUSH_SEC", 2.0
+PRODUCER = f"urn:medallion:{importlib.metadata.version('medallion')}"
+INTEGRATION = "DAGSTER"
+End = Literal["COMPLETE", "FAIL", "ABORT"]
+
+# The catalog's column transformations in the terms of the column lineage facet (type, subtype).
+_TRANSFORMATIONS = {
+    "identity": ("DIRECT", "IDENTITY"), "expression": ("DIRECT", "TRANSFORMATION"),
+    "aggregate": ("DIRECT", "AGGREGATION"), "filter": ("INDIRECT", "FILTER"), "join_key": ("INDIRECT", "JOIN"),
+}
+_URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@", re.IGNORECASE)
+_SQL_CREDENTIALS = re.compile(
+    r"\b(IAM_ROLE|CREDENTIALS|ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|PASSWORD)(\s+)'[^']*'", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"SECRET|PASSWORD|TOKEN|API_?KEY|CREDENTIAL", re.IGNORECASE)
+# Shorter values (a "1", a "true") would mask ordinary words all over the text.
+_MIN_SECRET_LENGTH = 6
+
+
+def scrub(text: str) -> str:
+    """`text` without credentials: URL passwords, secret environment values and COPY/IAM credentials masked."""
+    text = _SQL_CREDENTIALS.sub(r"\1\2'***'", _URL_CREDENTIALS.sub(r"\1:***@", text))
+    for name, value in os.environ.items():
+        if len(value) >= _MIN_SECRET_LENGTH and _SECRET_NAME.search(name):
+            text = text.replace(value, "***")
+    return text
+
+
+def namespace() -> str:
+    """The job namespace: OPENLINEAGE_NAMESPACE, read at each event so a deployment can change it."""
+    return os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
+
+
+def job_name(pipeline_id: str, dataset: str | None = None, part: str | None = None) -> str:
+    """`pipeline`, `pipeline.dataset` or `pipeline.dataset.part`, each piece a checked identifier."""
+    pieces = [pipeline_id, dataset, part]
+    return ".".join(check_identifier(piece, "job name part") for piece in pieces if piece is not None)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# ---------------------------------------------------------------------------------------------------- datasets
+
+@dataclass(frozen=True)
+class DatasetLocation:
+    """Where a dataset lives: a lake or raw url (s3://…, a local path), or a warehouse url and its table."""
+
+    dataset_id: str
+    url: str
+    table: str | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+    def naming(self) -> tuple[str, str]:
+        """(namespace, name) per the OpenLineage naming conventions; never carries credentials."""
+        if self.table is None:
+            return _file_naming(self.url)
+        return _table_naming(self.url, self.table)
+
+
+def _file_naming(url: str) -> tuple[str, str]:
+    if url.startswith("s3://"):
+        bucket, _, key = url.removeprefix("s3://").partition("/")
+        # A prefix names a folder of objects; the convention names it without the trailing slash.
+        naming = S3(bucket_name=bucket, object_key=key.rstrip("/") or "/")
+    else:
+        path = unquote(urlsplit(url).path) if url.startswith("file://") else url
+        naming = LocalFileSystem(path=str(Path(path).absolute()))
+    return naming.get_namespace(), naming.get_name()
+
+
+def _table_naming(url: str, table: str) -> tuple[str, str]:
+    scheme = url.partition("://")[0]
+    *schema_part, table_name = split_qualified(table)
+    if scheme == "duckdb":
+        file = Path(url.partition("://")[2].removeprefix("/")).absolute()
+        # DuckDB names a file's catalog after the file, and its default schema "main".
+        return f"duckdb://{file}", f"{file.stem}.{(schema_part or ['main'])[0]}.{table_name}"
+    parts = urlsplit(url)
+    # Parts missing from the URL are libpq's to fill from the environment, as the warehouse connection does.
+    host = parts.hostname or os.environ.get("PGHOST", "localhost")
+    database = unquote(parts.path.lstrip("/")) or os.environ.get("PGDATABASE", "postgres")
+    schema_name = (schema_part or ["public"])[0]
+    if scheme == "redshift":
+        cluster, region = _redshift_cluster(host)
+        naming = Redshift(cluster_identifier=cluster, region=region, port=str(parts.port or 5439),
+                          database=database, schema=schema_name, table=table_name)
+    else:
+        naming = Postgres(host=host, port=str(parts.port or 5432), database=database, schema=schema_name,
+                          table=table_name)
+    return naming.get_namespace(), naming.get_name()
+
+
+_REDSHIFT_HOST = re.compile(
+    r"^(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com$")
+
+
+def _redshift_cluster(host: str) -> tuple[str, str]:
+    """(cluster or workgroup, region) from an AWS endpoint; other hosts (a CNAME) fall back on the AWS region."""
+    if match := _REDSHIFT_HOST.match(host):
+        return match["cluster"], match["region"]
+    return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "unknown"
+
+
+def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake_root: str) -> DatasetLocation:
+    """A source's raw prefix, or a target's folder in the lake, with the columns the catalog declares."""
+    if source := snapshot.sources.get(dataset_id):
+        return DatasetLocation(dataset_id, source.s3_path, columns=source.columns)
+    target = snapshot.targets[dataset_id]
+    return DatasetLocation(dataset_id, lake_path(lake_root, target.layer, dataset_id), columns=target.columns or {})
+
+
+# ------------------------------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One asset check's result, as `dataQualityAssertions` reports it."""
+
+    name: str
+    assertion: str
+    passed: bool
+    severity: str
+    column: str | None = None
+    description: str | None = None
+    params: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AssetResult:
+    """What a materialization wrote: the lake output's rows, bytes, files and columns, the rows loaded into the
+    warehouse, and the check results."""
+
+    rows: int | None = None
+    bytes: int | None = None
+    files: int | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+    loaded_rows: int | None = None
+    checks: Sequence[CheckResult] = ()
+
+
+def _written_size(url: str) -> tuple[int | None, int | None]:
+    """Bytes and files of a written dataset; Spark's markers (_SUCCESS, .crc files) are not data."""
+    try:
+        objects = list_objects(url)
+    except (SourceNotFound, BotoCoreError, ClientError, OSError):
+        return None, None
+    data = [o for o in objects if not o.url.rsplit("/", 1)[-1].startswith(("_", "."))]
+    return sum(o.size for o in data), len(data)
+
+
+def asset_result(outcome: StageOutcome) -> AssetResult:
+    """The AssetResult of a stage's outcome: rows, bytes and files written, columns, check results, rows loaded."""
+    size, files = _written_size(outcome.output_path)
+    checks = [
+        CheckResult(name=o.rule.name, assertion=o.rule.type, passed=o.passed, severity=o.rule.severity,
+                    column=",".join(o.rule.subject_columns()) or None, description=o.message,
+                    params={"failing_rows": o.failing_rows,
+                            **{k: v for k, v in o.observed.items() if isinstance(v, (int, float, str, bool))}})
+        for o in outcome.rule_outcomes
+    ]
+    return AssetResult(rows=outcome.rows_written, bytes=size, files=files, columns=dict(outcome.columns),
+                       loaded_rows=outcome.load.rows_loaded if outcome.load else None, checks=checks)
+
+
+# -------------------------------------------------------------------------------------------------- events
+
+def _job_type(job_type: str) -> job_type_job.JobTypeJobFacet:
+    return job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType=job_type,
+                                        producer=PRODUCER)
+
+
+def _parent(run_id: str, job: str, root_run_id: str, root_job: str) -> parent_run.ParentRunFacet:
+    return parent_run.ParentRunFacet(
+        run=parent_run.Run(runId=run_id), job=parent_run.Job(namespace=namespace(), name=job),
+        root=parent_run.Root(run=parent_run.RootRun(runId=root_run_id),
+                             job=parent_run.RootJob(namespace=namespace(), name=root_job)),
+        producer=PRODUCER)
+
+
+def _sql_facet(sql: str, dialect: str) -> sql_job.SQLJobFacet:
+    return sql_job.SQLJobFacet(query=scrub(sql), dialect=dialect, producer=PRODUCER)
+
+
+def _error_facet(error: BaseException | str) -> error_message_run.ErrorMessageRunFacet:
+    if isinstance(error, BaseException):
+        message = f"{type(error).__name__}: {error}"
+        stack = "".join(traceback.format_exception(error))
+    else:
+        message, stack = error, None
+    return error_message_run.ErrorMessageRunFacet(
+        message=scrub(message), programmingLanguage="python", stackTrace=scrub(stack) if stack else None,
+        producer=PRODUCER)
+
+
+def _schema(columns: Mapping[str, str]) -> dict:
+    if not columns:
+        return {}
+    fields = [schema_dataset.SchemaDatasetFacetFields(name=name, type=type_name, ordinal_position=position)
+              for position, (name, type_name) in enumerate(columns.items(), 1)]
+    return {"schema": schema_dataset.SchemaDatasetFacet(fields=fields, producer=PRODUCER)}
+
+
+def _event(state: str, run_id: str, job: str, job_facets: dict, run_facets: dict, when: datetime,
+           inputs: Sequence[InputDataset] = (), outputs: Sequence[OutputDataset] = ()) -> RunEvent:
+    return RunEvent(eventType=RunState(state), eventTime=when.isoformat(), producer=PRODUCER,
+                    run=Run(runId=run_id, facets=run_facets),
+                    job=Job(namespace=namespace(), name=job, facets=job_facets),
+                    inputs=list(inputs), outputs=list(outputs))
+
+
+def pipeline_run_event(pipeline_id: str, dagster_run_id: str, state: Literal["START", End],
+                       error: BaseException | str | None = None, when: datetime | None = None) -> RunEvent:
+    """An event of the Dagster run itself (job `<pipeline>`): the root every asset run points at."""
+    run_facets = {"errorMessage": _error_facet(error)} if error is not None and state == "FAIL" else {}
+    return _event(state, dagster_run_id, job_name(pipeline_id), {"jobType": _job_type("JOB")}, run_facets,
+                  when or _now())
+
+
+@dataclass
+class AssetRun:
+    """One materialization of one asset, as OpenLineage sees it: `start()` at the beginning, `finish()` at the end.
+
+    `inputs` are the datasets actually read (after any re-route), `outputs` what the asset writes (its lake folder
+    and, for a warehouse target, the table). `queries` are (sql, dialect) in the order the asset runs them.
+    """
+
+    pipeline_id: str
+    dataset: str
+    dagster_run_id: str
+    inputs: Sequence[DatasetLocation]
+    outputs: Sequence[DatasetLocation]
+    queries: Sequence[tuple[str, str]] = ()
+    source_code: str = ""
+    column_lineage: Sequence[ColumnLineage] = ()
+    run_id: str = field(default_factory=lambda: str(generate_new_uuid()))
+    started_at: datetime = field(default_factory=_now)
+
+    @property
+    def job(self) -> str:
+        """The asset's job name: pipeline.dataset."""
+        return job_name(self.pipeline_id, self.dataset)
+
+    def _job_facets(self) -> dict:
+        facets = {"jobType": _job_type("ASSET")}
+        if self.queries:
+            facets["sql"] = _sql_facet(*self.queries[0])
+        if self.source_code:
+            # A metadata-driven stage's source code is its catalog row.
+            facets["sourceCode"] = source_code_job.SourceCodeJobFacet(
+                language="yaml", sourceCode=scrub(self.source_code), producer=PRODUCER)
+        return facets
+
+    def _run_facets(self) -> dict:
+        engine = processing_engine_run.ProcessingEngineRunFacet(
+            version=importlib.metadata.version("dagster"), name="dagster",
+            openlineageAdapterVersion=importlib.metadata.version("medallion"), producer=PRODUCER)
+        root = job_name(self.pipeline_id)
+        return {"parent": _parent(self.dagster_run_id, root, self.dagster_run_id, root), "processing_engine": engine}
+
+    def _inputs(self) -> list[InputDataset]:
+        return [InputDataset(*location.naming(), facets=_schema(location.columns)) for location in self.inputs]
+
+    def _outputs(self, result: AssetResult | None) -> list[OutputDataset]:
+        outputs = []
+        for location in self.outputs:
+            columns = (result.columns if result and result.columns else None) or location.columns
+            facets = {**_schema(columns), **self._column_lineage()}
+            output_facets = {}
+            rows = (result.loaded_rows if location.table else result.rows) if result else None
+            if rows is not None:
+                lake = location.table is None
+                output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                    rowCount=rows, size=result.bytes if lake else None, fileCount=result.files if lake else None,
+                    producer=PRODUCER)
+            outputs.append(OutputDataset(*location.naming(), facets=facets, outputFacets=output_facets))
+        return outputs
+
+    def _column_lineage(self) -> dict:
+        named = {location.dataset_id: location.naming() for location in self.inputs}
+        fields: dict[str, list] = {}
+        for row in self.column_lineage:
+            if row.downstream != self.dataset or row.upstream not in named:
+                continue
+            kind, subtype = _TRANSFORMATIONS[row.transformation]
+            fields.setdefault(row.downstream_column, []).append(column_lineage_dataset.InputField(
+                *named[row.upstream], field=row.upstream_column,
+                transformations=[column_lineage_dataset.Transformation(type=kind, subtype=subtype)]))
+        if not fields:
+            return {}
+        return {"columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(
+            fields={column: column_lineage_dataset.Fields(inputFields=inputs) for column, inputs in fields.items()},
+            producer=PRODUCER)}
+
+    def start(self) -> list[RunEvent]:
+        """The asset run's START event."""
+        return [_event("START", self.run_id, self.job, self._job_facets(), self._run_facets(), self.started_at,
+                       self._inputs(), self._outputs(None))]
+
+    def finish(self, result: AssetResult | None = None, error: BaseException | str | None = None,
+               aborted: bool = False) -> list[RunEvent]:
+        """The events that close the asset run, in emission order: each query's child run, the checks' child run
+        (when there are check results), then the asset's COMPLETE, FAIL (with `error`) or ABORT (`aborted`:
+        halted by a kill switch or cancelled).
+
+        The engine does not time queries one by one: a query run spans the asset run, and ends as the asset
+        did, or COMPLETE when the asset produced a result (the queries did their part).
+        """
+        state: End = "ABORT" if aborted else "FAIL" if error is not None else "COMPLETE"
+        ended = _now()
+        events = []
+        for number, (sql, dialect) in enumerate(self.queries, 1):
+            events += self._child(f"query_{number}", "QUERY", "COMPLETE" if result else state, ended,
+                                  {"sql": _sql_facet(sql, dialect)})
+        if result and result.checks:
+            events += self._child("checks", "ASSET_CHECK", "COMPLETE", ended, {}, inputs=[self._checked(result)])
+        run_facets = self._run_facets()
+        if state == "FAIL":
+            run_facets["errorMessage"] = _error_facet(error)
+        events.append(_event(state, self.run_id, self.job, self._job_facets(), run_facets, ended,
+                             self._inputs(), self._outputs(result)))
+        return events
+
+    def _checked(self, result: AssetResult) -> InputDataset:
+        """The lake output as the checks read it, carrying their assertions."""
+        lake = next(location for location in self.outputs if location.table is None)
+        assertions = [data_quality_assertions_dataset.Assertion(
+            assertion=c.assertion, success=c.passed, column=c.column, severity=c.severity, name=c.name,
+            description=c.description, params=dict(c.params)) for c in result.checks]
+        return InputDataset(*lake.naming(), inputFacets={
+            "dataQualityAssertions": data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+                assertions=assertions, producer=PRODUCER)})
+
+    def _child(self, part: str, job_type: str, state: str, ended: datetime, job_facets: dict,
+               inputs: Sequence[InputDataset] = ()) -> list[RunEvent]:
+        child_run_id, job = str(generate_new_uuid()), job_name(self.pipeline_id, self.dataset, part)
+        run_facets = {"parent": _parent(self.run_id, self.job, self.dagster_run_id, job_name(self.pipeline_id))}
+        job_facets = {"jobType": _job_type(job_type), **job_facets}
+        return [_event("START", child_run_id, job, job_facets, run_facets, self.started_at, inputs),
+                _event(state, child_run_id, job, job_facets, run_facets, ended, inputs)]
+
+
+def stage_asset_run(snapshot: CatalogSnapshot, stage: Stage, dagster_run_id: str, lake_root: str,
+                    warehouse_url: str, inputs: Sequence[str] | None = None) -> AssetRun:
+    """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced the
+    stage's own; the warehouse url only names the table (its credentials never reach an event)."""
+    target = snapshot.targets[stage.target_id]
+    outputs = [dataset_location(snapshot, stage.target_id, lake_root)]
+    if target.type == "redshift":
+        outputs.append(DatasetLocation(stage.target_id, warehouse_url, target.location, target.columns or {}))
+    return AssetRun(
+        pipeline_id=stage.pipeline_id, dataset=stage.target_id, dagster_run_id=dagster_run_id,
+        inputs=[dataset_location(snapshot, i, lake_root) for i in (inputs or stage.input_ids())], outputs=outputs,
+        queries=[(stage.transform_sql, stage.sql_dialect)] if stage.transform_sql else [],
+        source_code=yaml.dump(stage.model_dump(mode="json", exclude_none=True), Dumper=_StageDumper, sort_keys=False),
+        column_lineage=[r for r in snapshot.tables["column_lineage"].values() if r.downstream == stage.target_id],
+    )
+
+
+class _StageDumper(yaml.SafeDumper):
+    """Writes a stage row as it reads in metadata_seed/: multi-line SQL as a block, not an escaped string."""
+
+
+_StageDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
+
+
+# ------------------------------------------------------------------------------------------------- emitter
+
+def events_folder() -> Path:
+    """Where events go when nothing is configured: next to the Dagster storage, or in the Medallion home."""
+    dagster_home = os.environ.get("DAGSTER_HOME")
+    return (Path(dagster_home) if dagster_home else config.home()) / "openlineage"
+
+
+def configured_client() -> OpenLineageClient:
+    """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone, …);
+    with no configuration at all, a file transport writing one JSON file per event into `events_folder()`."""
+    # A client given a transport reads the configuration without resolving (and warning about) a transport.
+    settings = OpenLineageClient(transport=NoopTransport(NoopConfig())).config
+    if (settings.transport or {}).get("type") or os.environ.get("OPENLINEAGE_URL") or \
+            os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+        return OpenLineageClient()
+    folder = events_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    return OpenLineageClient(transport=FileTransport(FileConfig(log_file_path=str(folder / "ol"), debug_mode=True)))
+
+
+_STOP = object()
+# How often an idle sending thread looks whether it was closed while the queue was too full to say so.
+_POLL_SEC = 0.5
+
+
+class Emitter:
+    """Sends events from a background thread through a bounded queue.
+
+    `emit` never blocks and never raises: when the queue is full the event is dropped with a warning, and a
+    transport error (an endpoint that hangs or answers 500) is logged by the thread, which moves on. `close`
+    waits for the queue at most `timeout` seconds and drops what is left.
+    """
+
+    def __init__(self, max_queue: int = 1000):
+        self.sent = self.failed = self.dropped = 0
+        self._counts_lock = threading.Lock()
+        self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._deadline: float | None = None
+        self._flush_sec = 0.0
+        self._closed = False
+        try:
+            self._client = configured_client()
+        except Exception as error:  # a broken configuration must not break the run that emits
+            log.warning("OpenLineage disabled: its configuration could not be read: %s", error)
+            self._client = OpenLineageClient(transport=NoopTransport(NoopConfig()))
+        self._thread = threading.Thread(target=self._run, name="openlineage-emitter", daemon=True)
+        self._thread.start()
+
+    @property
+    def transport(self) -> str:
+        """The kind of transport events go through: http, file, console, amazon_datazone, …"""
+        return self._client.transport.kind
+
+    def emit(self, *events: RunEvent) -> None:
+        """Queue events for sending, in order; returns at once."""
+        for event in events:
+            if self._closed:
+                self._drop("the emitter is closed")
+                continue
+            try:
+                self._queue.put_nowait(event)
+            except queue.Full:
+                self._drop(f"the queue of {self._queue.maxsize} events is full")
+
+    def _count(self, counter: str) -> int:
+        with self._counts_lock:
+            setattr(self, counter, getattr(self, counter) + 1)
+            return getattr(self, counter)
+
+    def _drop(self, why: str) -> None:
+        dropped = self._count("dropped")
+        if _worth_a_warning(dropped):
+            log.warning("OpenLineage event dropped (%d so far): %s", dropped, why)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                event = self._queue.get(timeout=_POLL_SEC)
+            except queue.Empty:
+                if self._closed:
+                    return
+                continue
+            if event is _STOP:
+                return
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                self._drop("closing, and the flush time is over")
+                continue
+            try:
+                self._client.emit(event)
+                self._count("sent")
+            except Exception as error:  # the thread must survive anything a transport raises
+                failed = self._count("failed")
+                if _worth_a_warning(failed):
+                    log.warning("OpenLineage event not delivered (%d failures so far): %s",
+                                failed, scrub(f"{type(error).__name__}: {error}"))
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and stop.
+        True when every queued event was handed to the transport in time; idempotent."""
+        if not self._closed:
+            self._flush_sec = float(os.environ.get(FLUSH_ENV, DEFAULT_FLUSH_SEC)) if timeout is None else timeout
+            self._deadline = time.monotonic() + self._flush_sec
+            self._closed = True
+            try:
+                self._queue.put_nowait(_STOP)
+            except queue.Full:
+                pass  # the thread drains the queue, dropping what is late, and notices the close when idle
+        self._thread.join(max(0.0, self._deadline - time.monotonic()))
+        if self._thread.is_alive():
+            log.warning("OpenLineage: flush gave up after %g s; undelivered events are dropped", self._flush_sec)
+            return False
+        return True
+
+
+def _worth_a_warning(count: int) -> bool:
+    # The first problem, then every hundredth: a dead endpoint must not flood the run's log.
+    return count == 1 or count % 100 == 0
+
+
+_emitter: Emitter | None = None
+_emitter_pid: int | None = None
+_emitter_lock = threading.Lock()
+
+
+def emitter() -> Emitter:
+    """This process's emitter, created on first use and flushed (within the flush time) when the process exits."""
+    global _emitter, _emitter_pid
+    with _emitter_lock:
+        # A forked child inherits the object but not its thread: it needs an emitter of its own.
+        if _emitter is None or _emitter_pid != os.getpid():
+            _emitter, _emitter_pid = Emitter(), os.getpid()
+            atexit.register(_emitter.close)
+        return _emitter
