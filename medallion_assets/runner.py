@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field
 
 from dagster import AssetSelection, DagsterInstance, Definitions, materialize
@@ -11,6 +12,7 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.lineage.openlineage import emitter, pipeline_run_event
 
 
 @dataclass
@@ -58,12 +60,17 @@ def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, store: CatalogSto
 def _materialize(defs: Definitions, store: CatalogStore, pipeline_id: str, datasets: dict,
                  dagster_instance: DagsterInstance) -> dict:
     """Run the assets `datasets` maps (asset key → target id) and report each one."""
+    started = datetime.now(timezone.utc)
     result = materialize(
         assets=list(defs.assets), resources=defs.resources, instance=dagster_instance,
         selection=AssetSelection.assets(*datasets), raise_on_error=False, tags={"medallion/pipeline": pipeline_id},
         # The report below says what happened; Dagster's per-event debug log stays in the instance.
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
+    # The Dagster run is the root of every asset run's OpenLineage events; its id is known only now.
+    emitter().emit(pipeline_run_event(pipeline_id, result.run_id, "START", when=started),
+                   pipeline_run_event(pipeline_id, result.run_id, "COMPLETE" if result.success else "FAIL",
+                                      error=None if result.success else "a stage failed"))
     materialized = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
     checks: dict = {}
     for evaluation in result.get_asset_check_evaluations():

@@ -5,6 +5,7 @@ A part that cannot be started fails the test run loudly; nothing is skipped.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -31,6 +32,30 @@ from medallion_assets.storage.warehouse import warehouse_from_url
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "metadata_seed"
 RAW = "s3://medallion-raw"  # where the seed catalog's sources live
+
+
+@pytest.fixture(scope="session", autouse=True)
+def medallion_home(tmp_path_factory):
+    """Everything the framework writes by default (OpenLineage event files included) goes to one folder; at
+    the end every event the suite emitted there must validate against the OpenLineage JSON schemas."""
+    from medallion_assets.lineage.openlineage import emitter
+    from tests.openlineage_schema import validate
+
+    home = tmp_path_factory.mktemp("medallion-home")
+    previous = dict(os.environ)
+    # The client's own variables; without them events would follow DAGSTER_HOME, which each
+    # instance_for_test points at a folder deleted with the instance.
+    os.environ.update(MEDALLION_HOME=str(home), OPENLINEAGE__TRANSPORT__TYPE="file",
+                      OPENLINEAGE__TRANSPORT__LOG_FILE_PATH=str(home / "openlineage" / "event"))
+    (home / "openlineage").mkdir()
+    yield home
+    emitter().close(timeout=10)
+    events = [json.loads(line) for path in sorted((home / "openlineage").rglob("*")) if path.is_file()
+              for line in path.read_text().splitlines() if line.strip()]
+    for event in events:
+        validate(event)
+    os.environ.clear()
+    os.environ.update(previous)
 
 
 @pytest.fixture(scope="session")

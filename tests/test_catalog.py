@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -123,6 +124,9 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     assert validated.exit_code == 0 and validated.stdout == "valid: 28 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 3, targets 7")
+    assert loaded.stdout.endswith("; recovery paths refreshed for 10 dataset(s)\n")
+    paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
+    assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
     shown = runner.invoke(main, ["catalog", "show", "sources"])
     assert "source_id=customers_raw" in shown.stdout and "file_format=parquet" in shown.stdout
     unknown = runner.invoke(main, ["catalog", "show", "nope"])

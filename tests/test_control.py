@@ -18,7 +18,6 @@ from medallion_assets.cli import main
 from medallion_assets.control.flags import UnknownEntity, disabled_reason, read_control_state, set_flag
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.stages import StageHalted, StageRunner
-from medallion_assets.runner import run_pipeline
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED

@@ -15,13 +15,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
 
 import boto3
 import pytest
-from jsonschema import Draft202012Validator, FormatChecker
 from openlineage.client.serde import Serde
-from referencing import Registry, Resource
 
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
@@ -31,45 +28,11 @@ from medallion_assets.lineage.openlineage import (
 )
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
-from tests.conftest import REPO, SEED
-
-SPEC = REPO.parent / "shared" / "openlineage-spec"
-SCHEMAS = {schema["$id"]: schema for schema in (
-    json.loads(path.read_text()) for path in [SPEC / "OpenLineage.json", *sorted((SPEC / "facets").glob("*.json"))])}
-REGISTRY = Registry().with_resources((uri, Resource.from_contents(schema)) for uri, schema in SCHEMAS.items())
-FORMATS = FormatChecker()
-# jsonschema checks "uri" only with an optional package; a scheme is what the producer and schema URLs need.
-FORMATS.checks("uri")(lambda value: not isinstance(value, str) or bool(urlsplit(value).scheme))
-CORE = Draft202012Validator(SCHEMAS["https://openlineage.io/spec/2-0-2/OpenLineage.json"], registry=REGISTRY,
-                            format_checker=FORMATS)
-FACET_BASE = {"run": "RunFacet", "job": "JobFacet", "facets": "DatasetFacet", "inputFacets": "InputDatasetFacet",
-              "outputFacets": "OutputDatasetFacet"}
+from tests.conftest import SEED
+from tests.openlineage_schema import validate
 
 RUN_ID = "0b0ed1c6-7a57-4a3c-9a43-6c1f1f0c2b51"
 GOLD = "gold_daily_revenue"
-
-
-def _facets(event: dict) -> Iterator[tuple[str, str, dict]]:
-    for group in ("run", "job"):
-        for key, facet in event[group].get("facets", {}).items():
-            yield group, key, facet
-    for dataset in [*event.get("inputs", []), *event.get("outputs", [])]:
-        for group in ("facets", "inputFacets", "outputFacets"):
-            for key, facet in dataset.get(group, {}).items():
-                yield group, key, facet
-
-
-def validate(event: dict) -> dict:
-    """The event against the core schema, and each facet against its own schema, in the place its kind belongs."""
-    CORE.validate(event)
-    for group, key, facet in _facets(event):
-        document, _, pointer = facet["_schemaURL"].partition("#")
-        schema = SCHEMAS[document]
-        assert key in schema["properties"], f"{key} is not the name {document} gives its facet"
-        base = schema["$defs"][pointer.rsplit("/", 1)[-1]]["allOf"][0]["$ref"]
-        assert base.endswith(f"/{FACET_BASE[group]}"), f"{key} ({base}) does not belong in {group}"
-        Draft202012Validator(schema, registry=REGISTRY, format_checker=FORMATS).validate({key: facet})
-    return event
 
 
 def as_dicts(events) -> list[dict]:

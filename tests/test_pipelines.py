@@ -7,6 +7,7 @@ in the audit log reconcile: rows read = rows written + rows quarantined, at ever
 from __future__ import annotations
 
 import json
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -40,6 +41,28 @@ def test_user_events_gold_equals_an_independent_computation(medallion, raw_data)
     assert silver["rows_read"] - silver["rows_quarantined"] - silver["rows_written"] == raw_data.duplicate_events
     checks = {c["name"]: c["passed"] for a in report.assets for c in a.checks}
     assert checks["unique_event_id"] and checks["schema_match"] and all(checks.values())
+
+
+def test_every_stage_reports_openlineage_events_under_the_pipeline_run(medallion, medallion_home):
+    folder = medallion_home / "openlineage"
+    earlier = set(folder.iterdir())  # the folder is shared by the whole session
+    report = medallion.run("user_events_etl")
+    assert report.status == "success"
+    deadline = time.monotonic() + 20
+    last = {("COMPLETE", "user_events_etl.gold_daily_user_events"), ("COMPLETE", "user_events_etl")}
+    while True:  # the emitter is asynchronous: wait for the last events of the gold asset and of the run
+        ours = [json.loads(path.read_text()) for path in set(folder.iterdir()) - earlier]
+        if last <= {(e["eventType"], e["job"]["name"]) for e in ours}:
+            break
+        assert time.monotonic() < deadline, "no COMPLETE event for the gold asset or the run"
+        time.sleep(0.1)
+    [pipeline_run] = {e["run"]["runId"] for e in ours if e["job"]["name"] == "user_events_etl"}
+    for layer_job in ("bronze_user_events", "silver_user_events", "gold_daily_user_events"):
+        [start] = [e for e in ours if e["job"]["name"] == f"user_events_etl.{layer_job}" and e["eventType"] == "START"]
+        assert start["run"]["facets"]["parent"]["run"]["runId"] == pipeline_run
+    query = next(e for e in ours if e["job"]["name"] == "user_events_etl.gold_daily_user_events.query_1")
+    assert query["run"]["facets"]["parent"]["job"]["name"] == "user_events_etl.gold_daily_user_events"
+    assert query["run"]["facets"]["parent"]["root"]["run"]["runId"] == pipeline_run
 
 
 def test_quarantined_records_name_their_file_and_line(medallion, raw_data):

@@ -13,7 +13,6 @@ from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import RetryPolicy
 from medallion_assets.control.retries import retry_delay
 from medallion_assets.sample_data import write_sample_data
-from tests.conftest import Medallion
 
 
 def test_backoff_is_fixed_or_doubling_with_jitter_and_a_cap():

@@ -20,6 +20,7 @@ from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.retries import retry_or_fail
 from medallion_assets.engine.stages import StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
+from medallion_assets.lineage.openlineage import asset_result, emitter, stage_asset_run
 from medallion_assets.naming import asset_key, dataset_name, group_name, lake_path, pool_name
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
@@ -109,26 +110,32 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         store = catalog.get_store()
         audit = dict(run_id=context.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
                      dataset=target.target_id, event="stage")
+        lineage = stage_asset_run(snapshot, stage, context.run_id, lake.root, warehouse.url)
+        emitter().emit(*lineage.start())
 
         def halt_reason(current: Stage) -> str | None:
             return disabled_reason(snapshot, read_control_state(store), current)
 
+        def halt(reason: str, when: str) -> None:
+            context.log.warning(f"halted {when}: {reason}")
+            store.record_audit(**audit, status="halted", error=reason)
+            emitter().emit(*lineage.finish(aborted=True))
+
         reason = halt_reason(stage)
         if reason:
-            context.log.warning(f"halted before start: {reason}")
-            store.record_audit(**audit, status="halted", error=reason)
+            halt(reason, "before start")
             return
         runner = StageRunner(spark.get_session(), snapshot, store, lake.root,
                              warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason)
         try:
             outcome = runner.run_stage(stage)
         except StageHalted as halted:
-            context.log.warning(f"halted before the load: {halted}")
-            store.record_audit(**audit, status="halted", error=str(halted))
+            halt(str(halted), "before the load")
             return
         except Exception as error:
             store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}",
                                details={"attempt": context.retry_number + 1})
+            emitter().emit(*lineage.finish(error=error))
             raise retry_or_fail(store, stage, error, context.retry_number) from error
         finally:
             if runner.warehouse is not None:
@@ -138,6 +145,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                            error=outcome.blocking_error(), rows_read=outcome.rows_read,
                            rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
                            duration_sec=outcome.duration_sec, details=outcome.details)
+        emitter().emit(*lineage.finish(asset_result(outcome), error=outcome.blocking_error()))
         yield _materialize_result(outcome)
 
     return _stage_asset

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.lineage.graph import check_lineage
 
 
 @dataclass(frozen=True)
@@ -168,10 +169,11 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
         problem("stages", first, "source_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
     except nx.NetworkXNoCycle:
         pass
-    for table in ("pipeline_profiles",):
-        for row in snapshot.tables[table].values():
-            if row.pipeline_id not in pipelines:
-                problem(table, row, "pipeline_id", f"unknown pipeline {row.pipeline_id!r}")
+    for row in snapshot.tables["pipeline_profiles"].values():
+        if row.pipeline_id not in pipelines:
+            problem("pipeline_profiles", row, "pipeline_id", f"unknown pipeline {row.pipeline_id!r}")
+    for lineage_problem in check_lineage(snapshot):
+        problem(*lineage_problem)
     return problems
 
 

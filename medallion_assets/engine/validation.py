@@ -64,8 +64,9 @@ def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = 
     All native rules share one aggregation, a single Spark job; schema_match reads only the schema;
     great_expectations rules run afterwards. `now` is the reference time of freshness rules (default: the
     current time; a naive datetime is local time, as `datetime.timestamp` takes it). A rule naming a column
-    that `df` lacks fails with a message naming the column. Raises ValueError when a great_expectations
-    rule names an unknown expectation or gives it invalid arguments, before any data is read.
+    that `df` lacks fails with a message naming the column. A great_expectations rule's `column`, if any, is
+    the expectation's `column` argument. Raises ValueError when a great_expectations rule names an unknown
+    expectation or gives it invalid arguments, before any data is read.
     """
     now = now or datetime.now(timezone.utc)
     expectations = _expectations(rules)
@@ -83,28 +84,29 @@ def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = 
 def observe_rules(
     df: DataFrame, rules: Sequence[Rule], now: datetime | None = None
 ) -> tuple[DataFrame, Callable[[DataFrame], list[RuleOutcome]]]:
-    """Evaluate rules while another action, typically the write, runs over `df`, rather than in a scan of their own.
+    """Evaluate rules during another action on `df`, typically its write, instead of in a scan of their own.
 
-    Returns `df` with a Spark observation attached, and `finish(written)`, to call once an action on that
-    DataFrame has succeeded. The observation computes every native rule except unique, whose distinct count
-    Spark cannot observe, during that action; `finish` judges them, evaluates unique and great_expectations
-    rules over `written` (e.g. the files just written, read back) with `evaluate_rules`, and returns one
-    outcome per rule in the rules' order. Observed rules see the rows at the point of `df` in the plan: attach
-    the observation before a filter to count the rows it drops, after it to judge the rows that are kept.
+    Returns `df` with a Spark observation attached, and `finish(written)`, to call once the first action on
+    that DataFrame has succeeded (the observation blocks until then). The action computes every native rule
+    except unique, whose distinct count Spark cannot observe; `finish` judges them, evaluates unique and
+    great_expectations rules over `written` (e.g. the files just written, read back) with `evaluate_rules`,
+    and returns one outcome per rule in the rules' order. Observed rules see the rows at the point of `df` in
+    the plan: attach the observation before a filter to count the rows it drops, after it to judge the rows
+    that are kept.
     """
     now = now or datetime.now(timezone.utc)
     _expectations(rules)  # an unknown expectation is an error now, not after the write
     outcomes, runnable = _screen(df, rules)
-    observed = {index: rule for index, rule in runnable.items() if rule.type not in ("unique", "great_expectations")}
+    observable = {index: rule for index, rule in runnable.items() if rule.type not in ("unique", "great_expectations")}
     observation = Observation()
-    if observed:
-        df = df.observe(observation, *_aggregates(observed))
+    if observable:
+        df = df.observe(observation, *_aggregates(observable))
 
     def finish(written: DataFrame) -> list[RuleOutcome]:
         result = dict(outcomes)
-        if observed:
-            result.update(_judge(observed, observation.get, now))
-        rest = [index for index in runnable if index not in observed]
+        if observable:
+            result.update(_judge(observable, observation.get, now))
+        rest = [index for index in runnable if index not in observable]
         result.update(zip(rest, evaluate_rules(written, [rules[index] for index in rest], now)))
         return [result[index] for index in range(len(rules))]
 

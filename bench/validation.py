@@ -1,0 +1,179 @@
+"""Benchmark: the cost of validation on a silver transform, and Medallion's rules against Great Expectations.
+
+(a)  a silver transform alone: casts, dropDuplicates on the key, parquet write;
+(b)  the same transform, then the 10 rules through `evaluate_rules` on the written parquet read back: what the
+     asset wrapper has in hand after a write (validating the unwritten DataFrame would recompute the whole
+     transform, shuffle included);
+(b') the same transform with the rules attached to the write by `observe_rules`: all but unique are computed
+     while the rows are written, and unique reads the key column back;
+(c)  Great Expectations 1.x running the same 10 expectations as one suite on the same parquet, validation only,
+     with its Spark datasource's defaults (it persists the batch: that cost is inside its time).
+
+Nothing is cached across steps: each computes from the generated data or the written files. Prints medians of
+`--repeats` runs and the ratios (b)/(a) and (b')/(a) (goal <= 1.15) and GE / rules (goal >= 5).
+
+    python bench/validation.py --rows 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import great_expectations as gx
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion_assets.catalog.models import Rule
+from medallion_assets.engine.validation import evaluate_rules, observe_rules
+
+SILVER_TYPES = {
+    "event_id": "bigint", "user_id": "bigint", "status": "string", "amount": "decimal(12,2)", "age": "int",
+    "email": "string", "event_ts": "timestamp",
+}
+STATUSES = ["active", "inactive", "pending"]
+EMAIL = r"^[^@\s]+@[^@\s]+\.[a-z]+$"
+
+RULES = [
+    Rule(type="row_count", min=1),
+    Rule(type="not_null", column="event_id"),
+    Rule(type="not_null", column="user_id"),
+    Rule(type="not_null", column="event_ts"),
+    Rule(type="unique", column="event_id"),
+    Rule(type="accepted_values", column="status", values=STATUSES),
+    Rule(type="range", column="amount", min=0, max=10000),
+    Rule(type="range", column="age", min=0, max=120),
+    Rule(type="regex", column="email", pattern=EMAIL),
+    Rule(type="schema_match", expected=SILVER_TYPES),
+]
+
+
+def expectations() -> list:
+    """The 10 rules as Great Expectations 1.x expectations; schema_match becomes a check of the column names."""
+    E = gx.expectations
+    return [
+        E.ExpectTableRowCountToBeBetween(min_value=1),
+        E.ExpectColumnValuesToNotBeNull(column="event_id"),
+        E.ExpectColumnValuesToNotBeNull(column="user_id"),
+        E.ExpectColumnValuesToNotBeNull(column="event_ts"),
+        E.ExpectColumnValuesToBeUnique(column="event_id"),
+        E.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES),
+        E.ExpectColumnValuesToBeBetween(column="amount", min_value=0, max_value=10000),
+        E.ExpectColumnValuesToBeBetween(column="age", min_value=0, max_value=120),
+        E.ExpectColumnValuesToMatchRegex(column="email", regex=EMAIL),
+        E.ExpectTableColumnsToMatchSet(column_set=list(SILVER_TYPES), exact_match=True),
+    ]
+
+
+def bronze(spark: SparkSession, rows: int) -> DataFrame:
+    """Bronze-like rows, all strings, with known defects: 1% duplicate keys, nulls, bad statuses, ranges, emails."""
+    return spark.range(rows).selectExpr(
+        f"CAST(id % {rows - rows // 100} AS STRING) AS event_id",
+        "IF(id % 1000 = 0, NULL, CAST(id * 7919 % 100000 AS STRING)) AS user_id",
+        "IF(id % 50 = 0, 'bogus', array('active', 'inactive', 'pending')[CAST(id % 3 AS INT)]) AS status",
+        "CAST(id % 2000500 / 190 AS STRING) AS amount",
+        "CAST(id % 125 AS STRING) AS age",
+        "IF(id % 97 = 0, concat('user', id), concat('user', id, '@example.com')) AS email",
+        "from_unixtime(1700000000 + id) AS event_ts",
+    )
+
+
+def silver(bronze_rows: DataFrame) -> DataFrame:
+    """A typical silver transform: cast to the declared types, keep one row per key."""
+    typed = bronze_rows.select(*(F.col(name).cast(type_name).alias(name) for name, type_name in SILVER_TYPES.items()))
+    return typed.dropDuplicates(["event_id"])
+
+
+def timed(action) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = action()
+    return time.perf_counter() - start, result
+
+
+def run_ge(df: DataFrame) -> object:
+    """The suite in one validation run, with the Spark datasource's defaults (it persists the batch)."""
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch = (
+        context.data_sources.add_spark("bench")
+        .add_dataframe_asset("silver")
+        .add_batch_definition_whole_dataframe("whole")
+        .get_batch(batch_parameters={"dataframe": df})
+    )
+    result = batch.validate(gx.ExpectationSuite(name="silver", expectations=expectations()))
+    df.unpersist()  # so that the next repeat starts cold
+    return result
+
+
+def transform_and_write(spark: SparkSession, rows: int, path: str) -> None:
+    silver(bronze(spark, rows)).write.parquet(path)
+
+
+def transform_write_and_evaluate(spark: SparkSession, rows: int, path: str) -> tuple[float, list]:
+    """(b): write, then `evaluate_rules` on the files read back; returns the validation's own seconds too."""
+    silver(bronze(spark, rows)).write.parquet(path)
+    return timed(lambda: evaluate_rules(read_back(spark, path), RULES))
+
+
+def transform_write_and_observe(spark: SparkSession, rows: int, path: str) -> list:
+    """(b'): the rules observed during the write; only unique still reads the files back."""
+    observed, finish = observe_rules(silver(bronze(spark, rows)), RULES)
+    observed.write.parquet(path)
+    return finish(read_back(spark, path))
+
+
+def read_back(spark: SparkSession, path: str) -> DataFrame:
+    # The wrapper knows the declared schema, so reading back starts no job to infer it.
+    return spark.read.schema(", ".join(f"{name} {type_name}" for name, type_name in SILVER_TYPES.items())).parquet(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    spark = (
+        SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    figures: dict[str, list[float]] = {"a": [], "b": [], "b_observe": [], "rules": [], "ge": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        # One small untimed round first, so JVM start-up and code generation are not billed to run 1.
+        transform_write_and_evaluate(spark, 10_000, f"{tmp}/warm")
+        transform_write_and_observe(spark, 10_000, f"{tmp}/warm_observe")
+        run_ge(read_back(spark, f"{tmp}/warm"))
+        for repeat in range(args.repeats):
+            figures["a"].append(timed(lambda: transform_and_write(spark, args.rows, f"{tmp}/a{repeat}"))[0])
+            seconds, (rules_seconds, outcomes) = timed(
+                lambda: transform_write_and_evaluate(spark, args.rows, f"{tmp}/b{repeat}"))
+            figures["b"].append(seconds)
+            figures["rules"].append(rules_seconds)
+            seconds, observed_outcomes = timed(
+                lambda: transform_write_and_observe(spark, args.rows, f"{tmp}/o{repeat}"))
+            figures["b_observe"].append(seconds)
+            seconds, ge_result = timed(lambda: run_ge(read_back(spark, f"{tmp}/b{repeat}")))
+            figures["ge"].append(seconds)
+            print(f"run {repeat + 1}: " + ", ".join(f"{key} {values[-1]:.2f}s" for key, values in figures.items()))
+    assert [o.message for o in observed_outcomes] == [o.message for o in outcomes], "both paths must agree"
+    for outcome in outcomes:
+        print(f"  {'pass' if outcome.passed else 'FAIL'}  {outcome.message}")
+    ge_failed = sorted(result.expectation_config.type for result in ge_result.results if not result.success)
+    print(f"  Great Expectations failed: {', '.join(ge_failed)}")
+    median = {key: statistics.median(values) for key, values in figures.items()}
+    print(f"rows {args.rows:,}, medians of {args.repeats}: " + ", ".join(f"{k} {v:.2f}s" for k, v in median.items()))
+    print(f"(b)/(a) = {median['b'] / median['a']:.3f}, observed during the write (b')/(a) = "
+          f"{median['b_observe'] / median['a']:.3f}  (goal <= 1.15)")
+    print(f"GE / rules = {median['ge'] / median['rules']:.1f}, GE / what observed rules add to the write = "
+          f"{median['ge'] / (median['b_observe'] - median['a']):.1f}  (goal >= 5)")
+
+
+if __name__ == "__main__":
+    main()
