@@ -63,9 +63,13 @@ def catalog_validate(paths) -> None:
 @click.argument("paths", nargs=-1, required=True)
 def catalog_load(paths) -> None:
     """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
+    from medallion_assets.lineage.paths import refresh_recovery_paths
+
     store = _store()
     written = store.upsert(_validated(store, paths).rows)
-    click.echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing"))
+    changed = refresh_recovery_paths(store, store.snapshot())
+    click.echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
+               + f"; recovery paths refreshed for {len(changed)} dataset(s)")
 
 
 @catalog.command("show")
@@ -231,5 +235,7 @@ def demo(rows) -> None:
 from medallion_assets.lineage.cli import lineage, paths  # noqa: E402
 main.add_command(lineage)
 main.add_command(paths)
+from medallion_assets.onboarding.cli import onboard  # noqa: E402
+main.add_command(onboard)
 if __name__ == "__main__":
     main()

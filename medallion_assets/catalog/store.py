@@ -40,12 +40,21 @@ class CatalogStore:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
-    def upsert(self, rows: Mapping[str, Iterable[Row]]) -> dict[str, int]:
-        """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table."""
+    def upsert(self, rows: Mapping[str, Iterable[Row]],
+               remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
+        """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table.
+
+        `remove` names rows by primary key, per table, to delete in the same transaction, first.
+        """
         written = {}
         # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
         stamp = datetime.now(timezone.utc)
         with self.engine.begin() as connection:
+            for table_name, keys in (remove or {}).items():
+                table = LOADABLE_TABLES[table_name]
+                key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
+                for key in keys:
+                    connection.execute(delete(table).where(*[c == v for c, v in zip(key_columns, key)]))
             for table_name in LOADABLE:
                 batch = [{**row.model_dump(mode="json"), "updated_at": stamp} for row in rows.get(table_name, ())]
                 if not batch:

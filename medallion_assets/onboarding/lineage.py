@@ -1,0 +1,617 @@
+"""Table and column lineage of parsed statements, collapsed through temporary tables onto permanent ones.
+
+Every query is qualified by sqlglot against one `MappingSchema` shared by the whole onboarding run (the
+catalog's schemas, then each table a statement creates), and a walk over the qualified query's scopes ties
+every target column to the base-table columns it is computed from, with the kind of transformation:
+
+- identity: the column itself, perhaps renamed, through any number of subqueries, CTEs and temp tables;
+- expression: any other computation (functions, arithmetic, CASE, casts, window PARTITION BY / ORDER BY);
+- aggregate: an argument of an aggregate function, windowed or not, anywhere on the way;
+- filter: a column in a WHERE, HAVING or QUALIFY condition, a one-table JOIN condition, or a filtering
+  subquery (IN, EXISTS);
+- join_key: a column in a condition between two tables (JOIN … ON / USING, MERGE ON, an implicit join in WHERE).
+
+Along a path the strongest kind wins (aggregate > expression > identity). Filters and join keys shape every
+row of the target, so they are recorded against the whole target, column "*" (OpenLineage's dataset-level
+column lineage). In UPDATE, DELETE and MERGE the target's own columns are not lineage of itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
+from sqlglot.schema import MappingSchema
+
+from medallion_assets.onboarding.parse import (
+    DEFAULT_SCHEMA, CopyLoad, StatementError, Transformation, canonical_table, is_temporary_name, parse_sql,
+    session_name,
+)
+
+IDENTITY, EXPRESSION, AGGREGATE, FILTER, JOIN_KEY = "identity", "expression", "aggregate", "filter", "join_key"
+WHOLE_TARGET = "*"
+# Strength orders kinds of the same family: direct (identity < expression < aggregate) and indirect.
+_STRENGTH = {IDENTITY: 0, EXPRESSION: 1, AGGREGATE: 2, FILTER: 0, JOIN_KEY: 1}
+_SELF_EXCLUDED = ("update", "delete", "merge")
+CACHE_SIZE = 4096
+
+BaseColumn = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class ColumnEdge:
+    """Target column (or "*", the whole target) ← a source table's column, and how."""
+
+    target_column: str
+    source: str
+    source_column: str
+    transformation: str
+
+
+@dataclass(frozen=True)
+class QueryLineage:
+    """What one statement's query reads and computes, before temporary tables are collapsed.
+
+    `stage` is the query qualified (stars expanded, every column tied to its table) with its output columns
+    named as the target's; None when the statement yields no rows of its own (UPDATE, DELETE). Results are
+    cached and shared, so `stage` is never changed in place: users copy it.
+    """
+
+    sources: tuple[str, ...]
+    columns: tuple[str, ...]
+    edges: tuple[ColumnEdge, ...] | None
+    aggregates: bool
+    group_columns: tuple[str, ...]
+    stage: exp.Query | None
+    warnings: tuple[str, ...] = ()
+
+
+class LineageUnavailable(Exception):
+    """Column lineage cannot be derived (unknown schema, unresolvable column): table level still holds."""
+
+
+class _Lru(OrderedDict):
+    """A mapping that forgets its least recently used entries beyond CACHE_SIZE."""
+
+    def get_recent(self, key):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return None
+
+    def put(self, key, value) -> None:
+        self[key] = value
+        if len(self) > CACHE_SIZE:
+            self.popitem(last=False)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def stronger(first: str, second: str) -> str:
+    """The stronger of two kinds of the same family (identity < expression < aggregate; filter < join_key)."""
+    return first if _STRENGTH[first] >= _STRENGTH[second] else second
+
+
+def _merge(into: dict, key, kind: str) -> None:
+    into[key] = stronger(kind, into[key]) if key in into else kind
+
+
+def referenced_tables(query: exp.Expr) -> list[str]:
+    """Tables a query reads, in the order written, without its CTE names."""
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    tables = []
+    for table in query.find_all(exp.Table, bfs=False):
+        if not isinstance(table.this, exp.Identifier) or (not table.db and table.name.lower() in ctes):
+            continue
+        name = canonical_table(table)
+        if name not in tables:
+            tables.append(name)
+    return tables
+
+
+def aggregates(query: exp.Query) -> bool:
+    """Whether the rows a query yields are groups: a GROUP BY, or an aggregate outside a window, in the query
+    or in a derived table or CTE it reads. Subqueries that filter or compute one value do not count.
+    """
+    try:
+        root = build_scope(query)
+    except SqlglotError:
+        return False
+    if root is None:
+        return False
+    skipped = {id(inner) for scope in root.traverse() if scope.scope_type == ScopeType.SUBQUERY
+               for inner in scope.traverse()}
+    for scope in root.traverse():
+        select = scope.expression
+        if id(scope) in skipped or not isinstance(select, exp.Select):
+            continue
+        if select.args.get("group") or any(
+                _is_aggregate(node) and not isinstance(node.parent, exp.Window)
+                for projection in select.selects for node in _own_nodes(projection)):
+            return True
+    return False
+
+
+def _is_star(projection: exp.Expr) -> bool:
+    return isinstance(projection, exp.Star) or (
+        isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star))
+
+
+def _table_node(canonical: str) -> exp.Table:
+    db, _, name = canonical.rpartition(".")
+    return exp.Table(this=exp.to_identifier(name), db=exp.to_identifier(db or DEFAULT_SCHEMA))
+
+
+def _name_outputs(query: exp.Query, names: Iterable[str]) -> exp.Query:
+    """Name the query's output columns (those of its first SELECT, for a UNION) as the target's columns.
+
+    A star that could not be expanded (unknown schema) is left alone: its columns are not known.
+    """
+    select = query
+    while isinstance(select, exp.SetOperation):
+        select = select.this
+    if not any(_is_star(projection) for projection in select.expressions):
+        select.set("expressions", [
+            projection if projection.alias_or_name == name else exp.alias_(projection.unalias(), name)
+            for projection, name in zip(select.expressions, names)
+        ])
+    return query
+
+
+class SqlAnalyzer:
+    """Parses and analyzes statements of one dialect against one reused MappingSchema.
+
+    Parses are cached by the SQL's hash; analyses by the SQL's hash and the schemas of the tables it reads,
+    so a cached result is never stale after a CREATE TABLE changes a table.
+    """
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self.schema = MappingSchema(dialect=dialect)
+        self._parsed = _Lru()
+        self._analyses = _Lru()
+
+    def parse(self, text: str, dialect: str) -> list[exp.Expr | None]:
+        """sqlglot.parse through the cache. Callers never change the trees: analysis copies before qualifying."""
+        key = _digest(dialect, text)
+        parsed = self._parsed.get_recent(key)
+        if parsed is None:
+            parsed = parse_sql(text, dialect)
+            self._parsed.put(key, parsed)
+        return parsed
+
+    def column_types(self, table: str) -> dict[str, str] | None:
+        """The known columns of a table (canonical name) and their SQL types, or None when unknown."""
+        found = self.schema.find(_table_node(table), raise_on_missing=False)
+        return {name: str(type_name) for name, type_name in found.items()} if found else None
+
+    def set_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """Declare or redefine a table's columns (name → SQL type of this dialect)."""
+        if self.column_types(table) == dict(columns):
+            return
+        redefined = self.column_types(table) is not None
+        self.schema.add_table(_table_node(table), dict(columns), dialect=self.dialect)
+        if redefined:
+            # sqlglot caches lookups by the aliased table node as well, and add_table only evicts the bare
+            # one, so a redefined table would keep its old columns in queries that alias it.
+            self.schema._find_cache.clear()
+
+    def analyze(self, transformation: Transformation) -> QueryLineage:
+        """Lineage of one transformation; raises StatementError when its columns do not fit its target."""
+        queries = [transformation.lineage_query]
+        if transformation.stage_query is not None and transformation.stage_query is not transformation.lineage_query:
+            queries.append(transformation.stage_query)
+        tables = [table for query in queries for table in referenced_tables(query)]
+        if transformation.kind == "insert" and transformation.target_columns is None:
+            tables.append(transformation.target)  # its columns name the query's outputs
+        # Column names decide qualification and lineage; types decide neither.
+        fingerprint = repr([(table, list(self.column_types(table) or ())) for table in tables])
+        key = _digest(self.dialect, transformation.statement.text, fingerprint)
+        lineage = self._analyses.get_recent(key)
+        if lineage is None:
+            lineage = self._analyze(transformation)
+            self._analyses.put(key, lineage)
+        return lineage
+
+    def analyze_copy(self, copy: CopyLoad) -> QueryLineage:
+        """A COPY's columns: those it lists, else the table's; each is the raw file's column of that name."""
+        types = self.column_types(copy.target)
+        columns = copy.columns or tuple(types or ())
+        if not columns:
+            raise StatementError(copy.statement.line, f"the columns of {copy.target} are unknown: declare them "
+                                                      "with CREATE TABLE before the COPY, or list them in it")
+        unknown = [c for c in columns if types is not None and c not in types]
+        if unknown:
+            raise StatementError(copy.statement.line, f"COPY lists columns {', '.join(unknown)} that "
+                                                      f"{copy.target} does not have")
+        edges = tuple(ColumnEdge(c, copy.s3_path, c, IDENTITY) for c in columns)
+        return QueryLineage((copy.s3_path,), tuple(columns), edges, False, (), None, copy.warnings)
+
+    def _qualify(self, query: exp.Query) -> exp.Query:
+        return qualify(query.copy(), dialect=self.dialect, schema=self.schema, db=DEFAULT_SCHEMA,
+                       validate_qualify_columns=False, identify=False)
+
+    def _analyze(self, transformation: Transformation) -> QueryLineage:
+        sources = tuple(referenced_tables(transformation.lineage_query))
+        warnings = list(transformation.warnings)
+        try:
+            qualified = self._qualify(transformation.lineage_query)
+        except SqlglotError as error:
+            qualified = None
+            warnings.append(f"column lineage unavailable ({error}): table-level lineage only")
+        columns = self._target_columns(transformation, qualified or transformation.lineage_query)
+        edges, group_columns = None, ()
+        if qualified is not None:
+            try:
+                walker = _Walker(build_scope(qualified))
+                edges = walker.edges(columns)
+                group_columns = walker.group_columns(columns)
+            except LineageUnavailable as reason:
+                warnings.append(f"column lineage unavailable ({reason}): table-level lineage only")
+        aggregated = aggregates(qualified or transformation.lineage_query)
+        if transformation.stage_query is None:
+            stage = None
+        elif transformation.stage_query is transformation.lineage_query:
+            # The walk is done with the qualified query: it becomes the stage's, named as the target's columns.
+            stage = _name_outputs(qualified or transformation.lineage_query.copy(), columns)
+        else:
+            # A MERGE's stage query names its columns already: those of the INSERT clause.
+            try:
+                stage = self._qualify(transformation.stage_query)
+            except SqlglotError:
+                stage = transformation.stage_query.copy()
+        return QueryLineage(sources, columns, edges, aggregated, group_columns, stage, tuple(warnings))
+
+    def _target_columns(self, transformation: Transformation, query: exp.Query) -> tuple[str, ...]:
+        """The target column each projection feeds: as listed, else the target table's, else the query's."""
+        expanded = not any(_is_star(projection) for projection in query.selects)
+        declared = self.column_types(transformation.target)
+        if transformation.target_columns is not None:
+            columns = transformation.target_columns
+        elif transformation.kind == "insert" and declared:
+            columns = tuple(declared)[:len(query.selects)] if expanded else tuple(declared)
+        elif expanded:
+            columns = tuple(name.lower() for name in query.named_selects)
+        else:
+            columns = ()
+        # A DELETE, or a MERGE that only deletes, feeds no column: its lineage query's one value is a placeholder.
+        if expanded and columns and len(columns) != len(query.selects):
+            raise StatementError(transformation.statement.line, f"the query yields {len(query.selects)} "
+                                 f"columns for {len(columns)} columns of {transformation.target}")
+        return tuple(columns)
+
+
+def _own_nodes(node: exp.Expr) -> Iterator[exp.Expr]:
+    """The node and its descendants in the same scope: a nested query is yielded but not entered."""
+    return node.walk(prune=lambda n: isinstance(n, exp.Query))
+
+
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
+def _query_of(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    return node
+
+
+# sqlglot counts these window functions as aggregates, but each returns one row's value, aggregating nothing.
+_VALUE_FUNCTIONS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+
+
+def _is_aggregate(node: exp.Expr) -> bool:
+    return isinstance(node, exp.AggFunc) and not isinstance(node, _VALUE_FUNCTIONS)
+
+
+def _under_aggregate(column: exp.Expr, stop: exp.Expr) -> bool:
+    node = column.parent
+    while node is not None and node is not stop:
+        if _is_aggregate(node):
+            return True
+        node = node.parent
+    return _is_aggregate(stop)
+
+
+class _Walker:
+    """Resolves a qualified query's columns, scope by scope, down to base tables (memoized per projection)."""
+
+    def __init__(self, root: Scope | None):
+        if root is None:
+            raise LineageUnavailable("not a query")
+        self.root = root
+        self.scopes = {id(scope.expression): scope for scope in root.traverse()}
+        self.memo: dict[tuple[int, int], dict[BaseColumn, str]] = {}
+        # Scalar subqueries are values of one column: their conditions shape that value, not the rows.
+        self.value_scopes: set[int] = set()
+
+    def edges(self, columns: tuple[str, ...]) -> tuple[ColumnEdge, ...]:
+        found: dict[tuple[str, str, str], str] = {}
+        for index, column in enumerate(columns):
+            for (table, source_column), kind in self.projection(self.root, index).items():
+                _merge(found, (column, table, source_column), kind)
+        for (table, source_column), kind in self.indirect().items():
+            _merge(found, (WHOLE_TARGET, table, source_column), kind)
+        return tuple(ColumnEdge(column, table, source_column, kind)
+                     for (column, table, source_column), kind in found.items())
+
+    def projection(self, scope: Scope, index: int) -> dict[BaseColumn, str]:
+        key = (id(scope), index)
+        if key not in self.memo:
+            if isinstance(scope.expression, exp.SetOperation):
+                result: dict[BaseColumn, str] = {}
+                for branch in scope.set_operation_scopes:
+                    for base, kind in self.projection(branch, index).items():
+                        _merge(result, base, kind)
+            else:
+                selects = scope.expression.selects
+                if index >= len(selects):
+                    raise LineageUnavailable(f"a query has no column {index + 1}")
+                result = self._value(scope, selects[index].unalias())
+            self.memo[key] = result
+        return self.memo[key]
+
+    def _value(self, scope: Scope, expression: exp.Expr) -> dict[BaseColumn, str]:
+        if _is_star(expression):
+            raise LineageUnavailable("SELECT * over a table whose columns are unknown")
+        result: dict[BaseColumn, str] = {}
+        for node in _own_nodes(expression):
+            if not isinstance(node, (exp.Column, exp.Query)):
+                continue
+            kind = IDENTITY if node is expression else AGGREGATE if _under_aggregate(node, expression) else EXPRESSION
+            found = self._column(scope, node) if isinstance(node, exp.Column) else self._subquery_value(node)
+            for base, inner in found.items():
+                _merge(result, base, stronger(kind, inner))
+        return result
+
+    def _subquery_value(self, node: exp.Expr) -> dict[BaseColumn, str]:
+        scope = self.scopes.get(id(_query_of(node)))
+        if scope is None:
+            raise LineageUnavailable("a subquery could not be scoped")
+        self.value_scopes.update(id(inner) for inner in scope.traverse())
+        result: dict[BaseColumn, str] = {}
+        for index in range(len(scope.expression.selects)):
+            for base, kind in self.projection(scope, index).items():
+                _merge(result, base, kind)
+        for inner in scope.traverse():
+            for condition in self._conditions(inner):
+                for column in (n for n in _own_nodes(condition) if isinstance(n, exp.Column)):
+                    for base in self._column(inner, column):
+                        _merge(result, base, EXPRESSION)
+        return result
+
+    def _column(self, scope: Scope, column: exp.Column) -> dict[BaseColumn, str]:
+        table = column.table
+        if not table:
+            raise LineageUnavailable(f"column {column.name!r} cannot be tied to a table (unknown columns)")
+        owner = scope
+        while owner is not None and table not in owner.sources:
+            owner = owner.parent
+        if owner is None:
+            raise LineageUnavailable(f"{table!r} is not a table of the query")
+        source = owner.sources[table]
+        if isinstance(source, exp.Table):
+            return {(canonical_table(source), column.name.lower()): IDENTITY}
+        if isinstance(source, Scope) and isinstance(source.expression, exp.Query):
+            names = [name.lower() for name in source.expression.named_selects]
+            if column.name.lower() not in names:
+                raise LineageUnavailable(f"{table!r} has no column {column.name!r}")
+            return self.projection(source, names.index(column.name.lower()))
+        raise LineageUnavailable(f"{table!r} is neither a table nor a query")
+
+    @staticmethod
+    def _conditions(scope: Scope) -> list[exp.Expr]:
+        select = scope.expression
+        if not isinstance(select, exp.Select):
+            return []
+        conditions = [select.args[k].this for k in ("where", "having", "qualify") if select.args.get(k)]
+        conditions += [join.args["on"] for join in select.args.get("joins") or [] if join.args.get("on")]
+        return [conjunct for condition in conditions for conjunct in _conjuncts(condition)]
+
+    def indirect(self) -> dict[BaseColumn, str]:
+        """Filter and join-key columns of every scope that shapes the target's rows."""
+        result: dict[BaseColumn, str] = {}
+        for scope in self.scopes.values():
+            if id(scope) in self.value_scopes:
+                continue
+            filtering = scope.scope_type == ScopeType.SUBQUERY
+            for conjunct in self._conditions(scope):
+                columns = [n for n in _own_nodes(conjunct) if isinstance(n, exp.Column)]
+                between_tables = len({c.table for c in columns}) > 1
+                kind = JOIN_KEY if between_tables and not filtering else FILTER
+                for column in columns:
+                    for base in self._column(scope, column):
+                        _merge(result, base, kind)
+            if filtering:
+                for index in range(len(scope.expression.selects)):
+                    for base in self.projection(scope, index):
+                        _merge(result, base, FILTER)
+        return result
+
+    def group_columns(self, columns: tuple[str, ...]) -> tuple[str, ...]:
+        """Target columns that are GROUP BY keys of the outermost query."""
+        select = self.root.expression
+        group = select.args.get("group") if isinstance(select, exp.Select) else None
+        if not group:
+            return ()
+        keys = group.expressions
+        return tuple(column for projection, column in zip(select.selects, columns)
+                     if any(projection.unalias() == key for key in keys))
+
+
+@dataclass
+class StatementLineage:
+    """A statement's lineage in terms of permanent tables and S3 paths: temporary tables collapsed.
+
+    `stage` has temporary tables inlined as CTEs; other tables keep their canonical `schema.table` names.
+    """
+
+    parsed: Transformation | CopyLoad
+    sources: tuple[str, ...]
+    columns: tuple[str, ...]
+    edges: tuple[ColumnEdge, ...] | None
+    aggregates: bool
+    group_columns: tuple[str, ...]
+    stage: exp.Query | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def target(self) -> str:
+        return self.parsed.target
+
+    @property
+    def kind(self) -> str:
+        return self.parsed.kind
+
+
+@dataclass
+class _Temporary:
+    """What a temporary table holds, in terms of permanent tables."""
+
+    sources: tuple[str, ...] = ()
+    columns: dict[str, dict[BaseColumn, str]] | None = field(default_factory=dict)
+    indirect: dict[BaseColumn, str] = field(default_factory=dict)
+    definitions: list[exp.Query] = field(default_factory=list)
+    changed_in_place: bool = False
+    aggregates: bool = False
+
+
+class TemporaryTables:
+    """The temporary tables of one file (one session), through which lineage is collapsed."""
+
+    def __init__(self):
+        self._tables: dict[str, _Temporary] = {}
+
+    def declare(self, name: str) -> None:
+        """A CREATE TEMP TABLE without a query: known, and empty."""
+        self._tables[name] = _Temporary()
+
+    def is_temporary(self, name: str) -> bool:
+        """Whether `name` (canonical) is a temporary table of this session: declared here, or `#name`."""
+        return name in self._tables or is_temporary_name(name)
+
+    def collapse(self, parsed: Transformation | CopyLoad, lineage: QueryLineage) -> StatementLineage:
+        """The statement's lineage with every temporary table it reads replaced by what that table holds.
+
+        An UPDATE, DELETE or MERGE of a permanent table is not lineage of that table itself; of a temporary
+        table it is (SET n = n * 2 computes from what the table held), so self references go after collapsing.
+        """
+        warnings = list(lineage.warnings)
+        read = [t for t in lineage.sources if self.is_temporary(t)]
+        for name in read:
+            if name not in self._tables:
+                warnings.append(f"temporary table {session_name(name)} is not created in this file: "
+                                "what it holds is unknown")
+                self._tables[name] = _Temporary(columns=None)
+        sources = tuple(dict.fromkeys(
+            source for name in lineage.sources
+            for source in (self._tables[name].sources if name in read else (name,))))
+        edges = self._collapse_edges(lineage.edges, read, warnings)
+        if parsed.kind in _SELF_EXCLUDED:
+            sources = tuple(source for source in sources if source != parsed.target)
+            edges = edges if edges is None else tuple(e for e in edges if e.source != parsed.target)
+        stage = self._inline(lineage.stage, warnings) if lineage.stage is not None else None
+        aggregated = lineage.aggregates or any(self._tables[name].aggregates for name in read)
+        return StatementLineage(parsed, sources, lineage.columns, edges, aggregated, lineage.group_columns, stage,
+                                warnings)
+
+    def _collapse_edges(self, edges, read: list[str], warnings: list[str]) -> tuple[ColumnEdge, ...] | None:
+        if edges is None or any(self._tables[name].columns is None for name in read):
+            if edges is not None:
+                warnings.append("column lineage unavailable through a temporary table whose columns are unknown")
+            return None
+        found: dict[tuple[str, str, str], str] = {}
+        for edge in edges:
+            if edge.source not in read:
+                _merge(found, (edge.target_column, edge.source, edge.source_column), edge.transformation)
+                continue
+            indirect = edge.target_column == WHOLE_TARGET
+            for (table, column), kind in self._tables[edge.source].columns.get(edge.source_column, {}).items():
+                _merge(found, (edge.target_column, table, column),
+                       edge.transformation if indirect else stronger(edge.transformation, kind))
+        for name in read:
+            for (table, column), kind in self._tables[name].indirect.items():
+                _merge(found, (WHOLE_TARGET, table, column), kind)
+        return tuple(ColumnEdge(*key, kind) for key, kind in found.items())
+
+    def record(self, result: StatementLineage) -> None:
+        """A statement that writes a temporary table: what the table now holds."""
+        table = self._tables.setdefault(result.target, _Temporary())
+        table.sources = tuple(dict.fromkeys([*table.sources, *result.sources]))
+        table.aggregates = table.aggregates or result.aggregates
+        if result.edges is None or table.columns is None:
+            table.columns = None
+        else:
+            for column in result.columns:
+                table.columns.setdefault(column, {})
+            for edge in result.edges:
+                into = table.indirect if edge.target_column == WHOLE_TARGET else table.columns[edge.target_column]
+                _merge(into, (edge.source, edge.source_column), edge.transformation)
+        if result.stage is None:
+            table.changed_in_place = True
+        else:
+            table.definitions.append(result.stage)
+
+    def _inline(self, stage: exp.Query, warnings: list[str]) -> exp.Query | None:
+        """The stage query with each temporary table it reads defined as a CTE, dependencies first."""
+        names: dict[str, str] = {}
+        ctes: list[exp.CTE] = []
+        taken = {cte.alias_or_name.lower() for cte in stage.find_all(exp.CTE)} | {
+            table.name.lower() for table in stage.find_all(exp.Table)}
+
+        def define(query: exp.Query) -> exp.Query:
+            for table in list(query.find_all(exp.Table)):
+                if not isinstance(table.this, exp.Identifier) or not self.is_temporary(canonical_table(table)):
+                    continue
+                name = canonical_table(table)
+                if name not in names:
+                    temporary = self._tables.get(name)
+                    if temporary is None or temporary.changed_in_place or not temporary.definitions:
+                        raise LineageUnavailable(name)
+                    names[name] = _free_name(re.sub(r"\W", "", session_name(name)) or "tmp", taken)
+                    taken.add(names[name])
+                    body = define(union_all([d.copy() for d in temporary.definitions]))
+                    ctes.append(exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(names[name]))))
+                table.set("this", exp.to_identifier(names[name]))
+                table.set("db", None)
+            return query
+
+        if not any(self.is_temporary(canonical_table(t)) for t in stage.find_all(exp.Table)
+                   if isinstance(t.this, exp.Identifier)):
+            return stage
+        try:
+            stage = define(stage.copy())
+        except LineageUnavailable as unreplayable:
+            warnings.append(f"temporary table {session_name(str(unreplayable))} is changed in place or never "
+                            "filled: the stage cannot replay it, so the statement gives lineage only")
+            return None
+        if ctes:
+            existing = stage.args.get("with_")
+            stage.set("with_", exp.With(expressions=[*ctes, *(existing.expressions if existing else [])]))
+        return stage
+
+
+def union_all(queries: list[exp.Query]) -> exp.Query:
+    """The queries' rows one after another (UNION ALL), in order; one query is itself."""
+    union = queries[0]
+    for query in queries[1:]:
+        union = exp.union(union, query, distinct=False)
+    return union
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    candidate, suffix = name, 1
+    while candidate.lower() in taken:
+        suffix += 1
+        candidate = f"{name}_{suffix}"
+    return candidate
+

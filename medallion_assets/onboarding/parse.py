@@ -1,0 +1,495 @@
+"""SQL files → typed statements: split with file and line, parsed by sqlglot one at a time, classified.
+
+Each statement is parsed on its own, so one that does not parse is reported with its file, line and the
+parser's reason while the others are still onboarded. Classification says what a statement does for the
+catalog: a transformation (rows flow from tables into a table or S3), a COPY from S3, a table schema, or
+nothing (GRANT, VACUUM, SET…: skipped). Nothing here executes SQL or reads the catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+DEFAULT_SCHEMA = "public"
+TEMP_PREFIX = "#"
+DIRECT_KINDS = ("create_table_as", "insert", "select_into", "create_view", "merge", "unload")
+"""Statements whose rows become the target's rows: each makes a stage. UPDATE and DELETE change rows in place."""
+
+ParseFunction = Callable[[str, str], list[exp.Expr | None]]
+"""Text and dialect → sqlglot expressions: sqlglot.parse, or a cache in front of it."""
+
+# Strings, quoted identifiers, comments and dollar-quoted bodies may hold semicolons that end nothing.
+_SPLITTER = re.compile(
+    r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\$(\w*)\$.*?\$\1\$|;""", re.S)
+_LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
+_TOKEN_REPR = re.compile(r"<Token token_type: [^,]+, text: (.*?), line: \d+, col: \d+, [^>]*>")
+_UNLOAD = re.compile(r"^\(\s*'((?:[^'\\]|\\.|'')*)'\s*\)\s*TO\s*'([^']+)'", re.S | re.I)
+
+
+@dataclass(frozen=True)
+class SqlStatement:
+    """One statement as written: its file, the line its first token is on, and its text."""
+
+    file: str
+    line: int
+    text: str
+
+    def where(self) -> str:
+        """`file:line`, as messages cite a statement."""
+        return f"{self.file}:{self.line}"
+
+
+class StatementError(Exception):
+    """A statement that cannot be onboarded, with the line (in its file) the reason points at."""
+
+    def __init__(self, line: int, reason: str):
+        super().__init__(reason)
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """Rows read from tables flowing into a table (or, for UNLOAD, into S3).
+
+    `lineage_query` is a SELECT whose i-th projection feeds `target_columns[i]` (names may repeat, as in a
+    MERGE's UPDATE and INSERT clauses); for UPDATE, DELETE and MERGE it is built from the statement, with the
+    target as one of its sources. `stage_query`, when set, yields exactly the rows the target receives.
+    """
+
+    statement: SqlStatement
+    kind: str
+    target: str
+    temporary: bool
+    lineage_query: exp.Query
+    target_columns: tuple[str, ...] | None
+    stage_query: exp.Query | None
+    merge_keys: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CopyLoad:
+    """`COPY table FROM 's3://…'`: raw files feeding a table, with what the bronze ingest needs to read them."""
+
+    statement: SqlStatement
+    target: str
+    temporary: bool
+    columns: tuple[str, ...] | None
+    s3_path: str
+    file_format: str
+    options: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    kind: str = "copy"
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """`CREATE TABLE` without a query: column names and SQL types (or those of the `LIKE` table)."""
+
+    statement: SqlStatement
+    target: str
+    columns: dict[str, exp.DataType]
+    temporary: bool
+    like: str | None = None
+    kind: str = "create_table"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Not a transformation (GRANT, VACUUM, ANALYZE, SET, DROP…): listed, nothing onboarded."""
+
+    statement: SqlStatement
+    kind: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Could not be parsed or understood; `line` is where the reason points."""
+
+    statement: SqlStatement
+    kind: str
+    line: int
+    error: str
+
+
+Parsed = Transformation | CopyLoad | TableSchema | Skipped | Failed
+
+
+def split_statements(file: str, text: str) -> list[SqlStatement]:
+    """Statements separated by semicolons outside strings, quoted names and comments, with their first line."""
+    statements, start, line, counted = [], 0, 1, 0
+
+    def add(end: int) -> None:
+        nonlocal line, counted
+        first = _LEADING_NOISE.match(text, start, end).end()
+        body = text[first:end].rstrip()
+        if body:
+            line += text.count("\n", counted, first)
+            counted = first
+            statements.append(SqlStatement(file, line, body))
+
+    for match in _SPLITTER.finditer(text):
+        if match.group() == ";":
+            add(match.start())
+            start = match.end()
+    add(len(text))
+    return statements
+
+
+def canonical_table(table: exp.Table) -> str:
+    """`schema.table` in lower case, unqualified names in Redshift's default schema."""
+    return f"{(table.db or DEFAULT_SCHEMA).lower()}.{table.name.lower()}"
+
+
+def is_temporary_name(canonical: str) -> bool:
+    """Whether a table is temporary by its name alone (`#name`); CREATE TEMP TABLE says so in the statement."""
+    return canonical.rpartition(".")[2].startswith(TEMP_PREFIX)
+
+
+def session_name(canonical: str) -> str:
+    """A temporary table as written: it lives in the session, not in the schema qualification gave it."""
+    return canonical.rpartition(".")[2]
+
+
+def parse_file(path: str | Path, dialect: str, parse: ParseFunction | None = None) -> list[Parsed]:
+    """Every statement of a file, parsed and classified; `parse` (text → expressions) may cache."""
+    text = Path(path).read_text()
+    return [parse_statement(statement, dialect, parse) for statement in split_statements(str(path), text)]
+
+
+def parse_statement(statement: SqlStatement, dialect: str, parse: ParseFunction | None = None) -> Parsed:
+    """One statement → what it does. Never raises for bad SQL: that is a `Failed` with line and reason."""
+    try:
+        expressions = (parse or parse_sql)(statement.text, dialect)
+    except (ParseError, TokenError) as error:
+        line, reason = _parse_failure(statement, error, dialect)
+        return Failed(statement, "unparseable", line, reason)
+    if len(expressions) != 1 or expressions[0] is None:
+        return Failed(statement, "unparseable", statement.line, "expected exactly one statement")
+    try:
+        return _classify(statement, expressions[0], dialect, parse)
+    except StatementError as error:
+        return Failed(statement, _kind_name(expressions[0]), error.line, error.reason)
+
+
+def _parse_failure(statement: SqlStatement, error: ParseError | TokenError, dialect: str) -> tuple[int, str]:
+    """The file line a parse error points at, and the parser's own reason."""
+    if isinstance(error, TokenError):
+        return statement.line, f"cannot be tokenized as {dialect}: {error}"
+    first = error.errors[0] if error.errors else {}
+    # sqlglot describes the offending token by its repr; its text is what the reader wrote.
+    reason = _TOKEN_REPR.sub(r"'\1'", first.get("description") or str(error))
+    return statement.line + (first.get("line") or 1) - 1, f"does not parse as {dialect}: {reason}"
+
+
+def parse_sql(text: str, dialect: str) -> list[exp.Expr | None]:
+    """sqlglot.parse, without its warning for statements it keeps as commands (UNLOAD, VACUUM): those are ours."""
+    with _commands_quiet():
+        return sqlglot.parse(text, read=dialect)
+
+
+@contextlib.contextmanager
+def _commands_quiet() -> Iterator[None]:
+    logger = logging.getLogger("sqlglot")
+
+    def keep(record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+_KIND_NAMES = {"Transaction": "begin", "TruncateTable": "truncate"}
+
+
+def _kind_name(expression: exp.Expr) -> str:
+    """A statement's kind as SQL calls it: VACUUM → vacuum, TruncateTable → truncate, Grant → grant."""
+    if isinstance(expression, exp.Command):
+        return expression.name.lower()
+    name = type(expression).__name__
+    return _KIND_NAMES.get(name) or re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _classify(statement: SqlStatement, expression: exp.Expr, dialect: str,
+              parse: ParseFunction | None) -> Parsed:
+    if isinstance(expression, exp.Create):
+        return _create(statement, expression)
+    if isinstance(expression, exp.Insert) and isinstance(expression.expression, exp.Query):
+        table, columns = _table_and_columns(expression.this)
+        query = expression.expression
+        while isinstance(query, exp.Subquery):
+            query = query.this
+        return Transformation(statement, "insert", canonical_table(table), _temporary(table), query, columns, query)
+    if isinstance(expression, exp.Select) and expression.args.get("into"):
+        into = expression.args["into"]
+        query = expression.copy()
+        query.set("into", None)
+        return Transformation(statement, "select_into", canonical_table(into.this),
+                              bool(into.args.get("temporary")) or _temporary(into.this), query, None, query)
+    if isinstance(expression, exp.Merge):
+        return _merge(statement, expression)
+    if isinstance(expression, exp.Update):
+        return _update(statement, expression)
+    if isinstance(expression, exp.Delete):
+        return _delete(statement, expression)
+    if isinstance(expression, exp.Copy):
+        return _copy(statement, expression, dialect)
+    if isinstance(expression, exp.Command) and expression.name.upper() == "UNLOAD":
+        return _unload(statement, expression, dialect, parse)
+    if isinstance(expression, exp.Insert):
+        return Skipped(statement, "insert_values")
+    return Skipped(statement, _kind_name(expression))
+
+
+def _temporary(table: exp.Table) -> bool:
+    return table.name.startswith(TEMP_PREFIX)
+
+
+def _table_and_columns(node: exp.Expr) -> tuple[exp.Table, tuple[str, ...] | None]:
+    """`t` or `t (a, b)` (a Schema node) → the table and its column list, if written."""
+    if isinstance(node, exp.Schema):
+        return node.this, tuple(column.name.lower() for column in node.expressions)
+    return node, None
+
+
+def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
+    kind = (create.args.get("kind") or "").upper()
+    query = create.expression if isinstance(create.expression, exp.Query) else None
+    if kind not in ("TABLE", "VIEW") or not isinstance(create.this, (exp.Table, exp.Schema)):
+        return Skipped(statement, f"create_{kind.lower() or 'other'}")
+    table, columns = _table_and_columns(create.this)
+    properties = create.args.get("properties")
+    temporary = _temporary(table) or bool(properties and properties.find(exp.TemporaryProperty))
+    if query is not None:
+        return Transformation(statement, "create_view" if kind == "VIEW" else "create_table_as",
+                              canonical_table(table), temporary, query, columns, query)
+    if kind == "VIEW":
+        return Skipped(statement, "create_view")
+    definitions = create.this.expressions if isinstance(create.this, exp.Schema) else []
+    like = next((d for d in definitions if isinstance(d, exp.LikeProperty)), None)
+    types = {d.name.lower(): d.args["kind"] for d in definitions if isinstance(d, exp.ColumnDef) and d.args.get("kind")}
+    return TableSchema(statement, canonical_table(table), types, temporary,
+                       canonical_table(like.this) if like is not None else None)
+
+
+def _reference(table: exp.Table) -> str:
+    """How columns refer to a table in the statement: its alias, else its name."""
+    return table.alias_or_name
+
+
+def _equi_join_keys(condition: exp.Expr | None, target: exp.Table) -> tuple[str, ...]:
+    """Target columns equated to another table's columns in `condition`'s top-level ANDs: the rows' keys."""
+    if condition is None:
+        return ()
+    reference = _reference(target)
+    keys = []
+    for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+        if isinstance(conjunct, exp.EQ) and all(isinstance(side, exp.Column)
+                                                for side in (conjunct.this, conjunct.expression)):
+            tables = [conjunct.this.table, conjunct.expression.table]
+            if tables.count(reference) == 1:
+                keys.append((conjunct.this if tables[0] == reference else conjunct.expression).name.lower())
+    return tuple(keys)
+
+
+def _synthetic_select(projections: list[exp.Expr], target: exp.Table, joins: list[exp.Join],
+                      where: exp.Expr | None) -> exp.Select:
+    """A SELECT over the target and the tables an UPDATE, DELETE or MERGE reads, for lineage only."""
+    select = exp.Select(expressions=projections or [exp.Literal.number(1)])
+    select.set("from_", exp.From(this=target.copy()))
+    select.set("joins", joins)
+    if where is not None:
+        select.set("where", exp.Where(this=where.copy()))
+    return select
+
+
+def _comma_joins(tables: list[exp.Expr]) -> list[exp.Join]:
+    """`FROM a, b JOIN c ON …` of an UPDATE or `USING a, b` of a DELETE, as joins of the synthetic SELECT."""
+    joins = []
+    for table in tables:
+        table = table.copy()
+        nested = table.args.pop("joins", None) or []
+        joins.append(exp.Join(this=table))
+        joins.extend(nested)
+    return joins
+
+
+def _update(statement: SqlStatement, update: exp.Update) -> Transformation:
+    target = update.this
+    from_ = update.args.get("from_")
+    joins = _comma_joins([from_.this] if from_ else [])
+    where = update.args["where"].this if update.args.get("where") else None
+    columns = tuple(assignment.this.name.lower() for assignment in update.expressions)
+    projections = [exp.alias_(assignment.expression.copy(), name)
+                   for assignment, name in zip(update.expressions, columns)]
+    return Transformation(statement, "update", canonical_table(target), _temporary(target),
+                          _synthetic_select(projections, target, joins, where), columns, None,
+                          _equi_join_keys(where, target))
+
+
+def _delete(statement: SqlStatement, delete: exp.Delete) -> Transformation:
+    target = delete.this
+    where = delete.args["where"].this if delete.args.get("where") else None
+    joins = _comma_joins(delete.args.get("using") or [])
+    return Transformation(statement, "delete", canonical_table(target), _temporary(target),
+                          _synthetic_select([], target, joins, where), (), None, _equi_join_keys(where, target))
+
+
+def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
+    target, source, on = merge.this, merge.args["using"], merge.args["on"]
+    names: list[str] = []
+    projections: list[exp.Expr] = []
+    conditions: list[exp.Expr] = []
+    insert_row: dict[str, exp.Expr] | None = None
+    updates: dict[str, exp.Expr] = {}
+    warnings = []
+    for when in merge.args["whens"].expressions:
+        if when.args.get("condition") is not None:
+            conditions.append(when.args["condition"])
+        action = when.args.get("then")
+        if isinstance(action, exp.Update):
+            for assignment in action.expressions:
+                updates[assignment.this.name.lower()] = assignment.expression
+        elif isinstance(action, exp.Insert):
+            columns = [c.name.lower() for c in action.this.expressions] if action.this else None
+            if columns is None:
+                raise StatementError(statement.line, "MERGE … INSERT without a column list: name the columns")
+            insert_row = dict(zip(columns, action.expression.expressions))
+            if when.args.get("condition") is not None:
+                warnings.append("the condition on WHEN NOT MATCHED is not applied by the stage: it loads every "
+                                "source row by key")
+    for name, value in [*updates.items(), *(insert_row or {}).items()]:
+        names.append(name)
+        projections.append(exp.alias_(value.copy(), name))
+    where = exp.and_(*[c.copy() for c in conditions]) if conditions else None
+    lineage_query = _synthetic_select(projections, target, [exp.Join(this=source.copy(), on=on.copy())], where)
+    keys = _equi_join_keys(on, target)
+    stage_query = None
+    if insert_row is None:
+        warnings.append("MERGE without WHEN NOT MATCHED … INSERT only changes rows in place: lineage only, no stage")
+    else:
+        stage_query = exp.Select(expressions=[exp.alias_(v.copy(), k) for k, v in insert_row.items()])
+        stage_query.set("from_", exp.From(this=source.copy()))
+        differing = sorted(k for k, v in updates.items() if k not in insert_row or v != insert_row[k])
+        if differing:
+            warnings.append(f"WHEN MATCHED sets {', '.join(differing)} differently from the INSERT: the stage "
+                            "replaces matched rows by key with the INSERT's values")
+    if not keys:
+        raise StatementError(statement.line, "MERGE ON must equate target columns to source columns (the merge keys)")
+    return Transformation(statement, "merge", canonical_table(target), _temporary(target), lineage_query,
+                          tuple(names), stage_query, keys, tuple(warnings))
+
+
+def _unload(statement: SqlStatement, command: exp.Command, dialect: str,
+            parse: ParseFunction | None) -> Transformation:
+    match = _UNLOAD.match(command.expression.name.strip())
+    if not match:
+        raise StatementError(statement.line, "UNLOAD must read UNLOAD ('query') TO 's3://…'")
+    query_text = match.group(1).replace("''", "'").replace("\\'", "'")
+    try:
+        expressions = (parse or parse_sql)(query_text, dialect)
+    except (ParseError, TokenError) as error:
+        line, reason = _parse_failure(statement, error, dialect)
+        raise StatementError(line, f"the UNLOAD query {reason}") from None
+    query = expressions[0] if len(expressions) == 1 else None
+    if not isinstance(query, exp.Query) or query.args.get("into"):
+        raise StatementError(statement.line, "the UNLOAD query must be one SELECT")
+    return Transformation(statement, "unload", match.group(2), False, query, None, query)
+
+
+# Redshift COPY parameters. Options are parsed here from the tokens: sqlglot pairs Redshift's
+# space-separated options with the wrong values (CSV IGNOREHEADER 1 → CSV=IGNOREHEADER, 1=…).
+_COPY_FORMATS = {"CSV": "csv", "JSON": "jsonl", "PARQUET": "parquet"}
+_COPY_UNREADABLE = {
+    "AVRO": "AVRO files", "ORC": "ORC files", "FIXEDWIDTH": "fixed-width files", "SHAPEFILE": "shapefiles",
+    "GZIP": "gzip-compressed files", "BZIP2": "bzip2-compressed files", "LZOP": "lzop-compressed files",
+    "ZSTD": "zstd-compressed files", "MANIFEST": "manifest files", "ENCRYPTED": "client-side encrypted files",
+    "SSH": "SSH sources",
+}
+# Credentials come from the environment, never the catalog; bad records are quarantined whatever the
+# error tolerance; statistics are the warehouse's business. So these change nothing in Medallion.
+_COPY_NO_EFFECT = {
+    "IAM_ROLE", "CREDENTIALS", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY", "SESSION_TOKEN", "MASTER_SYMMETRIC_KEY",
+    "REGION", "MAXERROR", "IGNOREALLERRORS", "COMPUPDATE", "STATUPDATE", "COMPROWS", "IGNOREBLANKLINES",
+}
+_COPY_NOT_CARRIED = {
+    "ACCEPTANYDATE", "ACCEPTINVCHARS", "BLANKSASNULL", "EMPTYASNULL", "ESCAPE", "EXPLICIT_IDS", "FILLRECORD",
+    "REMOVEQUOTES", "ROUNDEC", "TRIMBLANKS", "TRUNCATECOLUMNS", "READRATIO", "NOLOAD", "SERIALIZETOJSON",
+    "ENCODING", "DATEFORMAT", "TIMEFORMAT",
+}
+_COPY_DEFAULTS = {("DATEFORMAT", "AUTO"), ("TIMEFORMAT", "AUTO"), ("ENCODING", "UTF8")}
+_COPY_CARRIED = {"FORMAT", "DELIMITER", "QUOTE", "IGNOREHEADER", "NULL", *_COPY_FORMATS}
+_COPY_OPTIONS = _COPY_CARRIED | set(_COPY_UNREADABLE) | _COPY_NO_EFFECT | _COPY_NOT_CARRIED
+
+
+def _copy_options(statement: SqlStatement, dialect: str) -> list[tuple[str, list[str], int]]:
+    """(option, values, line) after the FROM 's3://…' of a COPY, from the statement's own tokens."""
+    tokens = Dialect.get_or_raise(dialect).tokenize(statement.text)
+    start = next(i for i, token in enumerate(tokens) if token.token_type == TokenType.FROM) + 2
+    options: list[tuple[str, list[str], int]] = []
+    for token in tokens[start:]:
+        word = token.text.upper()
+        line = statement.line + token.line - 1
+        if token.token_type not in (TokenType.STRING, TokenType.NUMBER) and word in _COPY_OPTIONS:
+            options.append((word, [], line))
+        elif word != "AS" and token.token_type != TokenType.SEMICOLON:
+            if not options:
+                raise StatementError(line, f"unknown COPY option {token.text!r}")
+            options[-1][1].append(token.text)
+    return options
+
+
+def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
+    table, columns = _table_and_columns(copy.this)
+    files = copy.args.get("files") or []
+    if len(files) != 1 or not files[0].name.startswith("s3://"):
+        raise StatementError(statement.line, "COPY must read FROM one 's3://…' path")
+    file_format, options, warnings = None, {}, []
+    for name, values, line in _copy_options(statement, dialect):
+        value = values[0] if values else None
+        if name in _COPY_UNREADABLE:
+            raise StatementError(line, f"COPY {name}: the bronze ingest cannot read {_COPY_UNREADABLE[name]} "
+                                       "(it reads CSV, JSON lines and parquet)")
+        if name in _COPY_FORMATS:
+            file_format = _COPY_FORMATS[name]
+            if name == "JSON" and value and not value.lower().startswith(("auto", "noshred")):
+                raise StatementError(line, f"COPY JSON {value}: JSONPaths files are not supported, use 'auto'")
+        elif name == "DELIMITER":
+            options["delimiter"] = value
+        elif name == "QUOTE":
+            options["quote"] = value
+        elif name == "NULL":
+            options["nullValue"] = value
+        elif name == "IGNOREHEADER":
+            if value not in ("0", "1"):
+                warnings.append(f"IGNOREHEADER {value}: the bronze ingest skips one header line at most")
+            options["header"] = value != "0"
+        elif name in _COPY_NOT_CARRIED and (name, (value or "").upper()) not in _COPY_DEFAULTS:
+            warnings.append(f"COPY option {name} is not carried over to the bronze ingest")
+    if file_format is None:
+        # Without a format, Redshift reads pipe-delimited text; CSV with that delimiter is the nearest reader.
+        file_format = "csv"
+        options.setdefault("delimiter", "|")
+        warnings.append("Redshift's default text format is read as CSV with delimiter "
+                        f"{options['delimiter']!r}; backslash escapes are not interpreted")
+    if file_format == "csv":
+        options.setdefault("header", False)
+    else:
+        options = {}
+    return CopyLoad(statement, canonical_table(table), _temporary(table), columns, files[0].name, file_format,
+                    options, tuple(warnings))

@@ -1,0 +1,98 @@
+"""Scoring SQL onboarding against the hand-written corpus in tests/onboarding_corpus/.
+
+The expectations (expected.yaml) were written from the SQL, independently of the parser; this module only
+compares them with what `medallion onboard --json` reports, as table-level and column-level precision and
+recall, and lists every difference. Used by tests/test_onboarding.py and bench/onboarding.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+CORPUS = Path(__file__).with_name("onboarding_corpus")
+
+
+@dataclass
+class Counts:
+    """Edges found both ways, found by the parser, and expected."""
+
+    matched: int = 0
+    predicted: int = 0
+    expected: int = 0
+
+    @property
+    def precision(self) -> float:
+        return self.matched / self.predicted if self.predicted else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.matched / self.expected if self.expected else 1.0
+
+    def add(self, predicted: set, expected: set) -> None:
+        """Count one statement's edges."""
+        self.matched += len(predicted & expected)
+        self.predicted += len(predicted)
+        self.expected += len(expected)
+
+
+@dataclass
+class Scores:
+    """Counts at table and column level, and each difference between the report and the expectations."""
+
+    statements: int = 0
+    lineage_statements: int = 0
+    table: Counts = field(default_factory=Counts)
+    column: Counts = field(default_factory=Counts)
+    differences: list[str] = field(default_factory=list)
+
+
+def corpus_files() -> list[Path]:
+    """The corpus's SQL files in the order they are onboarded: the schema first."""
+    return sorted(CORPUS.glob("*.sql"))
+
+
+def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
+    return {(entry["target"], f"{kind} {source}") for entry in columns
+            for source, kind in entry["transformations"].items()}
+
+
+def score(statements: list[dict]) -> Scores:
+    """Compare reported statements (the `statements` of `--json`) with the expectations, statement by statement."""
+    expected = {(file, entry["line"]): entry
+                for file, entries in yaml.safe_load((CORPUS / "expected.yaml").read_text()).items()
+                for entry in entries}
+    reported = {(Path(s["file"]).name, s["line"]): s for s in statements}
+    scores = Scores(statements=len(expected))
+    for place in sorted(set(reported) - set(expected)):
+        scores.differences.append(f"{place[0]}:{place[1]}: reported, but no statement is expected there")
+    for place, want in expected.items():
+        where = f"{place[0]}:{place[1]}"
+        got = reported.get(place)
+        if got is None:
+            scores.differences.append(f"{where}: expected a {want['kind']} statement, none reported")
+            continue
+        for name, default in (("kind", None), ("status", "onboarded"), ("target", None)):
+            if got[name] != want.get(name, default):
+                scores.differences.append(f"{where}: {name} {got[name]!r}, expected {want.get(name, default)!r}")
+        if "sources" not in want:
+            continue
+        scores.lineage_statements += 1
+        target = want["target"]
+        table_got = {(got["target"], source) for source in got["sources"]}
+        table_want = {(target, source) for source in want["sources"]}
+        scores.table.add(table_got, table_want)
+        column_got = _column_edges(got["columns"])
+        column_want = {(column, source) for column, sources in want["columns"].items() for source in sources}
+        scores.column.add(column_got, column_want)
+        names_got = [entry["target"] for entry in got["columns"] if entry["target"] != "*"]
+        names_want = [column for column in want["columns"] if column != "*"]
+        if names_got != names_want:
+            scores.differences.append(f"{where}: target columns {names_got}, expected {names_want}")
+        for label, extra, missing in (("tables", table_got - table_want, table_want - table_got),
+                                      ("columns", column_got - column_want, column_want - column_got)):
+            if extra or missing:
+                scores.differences.append(f"{where}: {label}: unexpected {sorted(extra)}, missing {sorted(missing)}")
+    return scores
