@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import re
 
-from dagster import AssetKey
-
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,126}$")
-LAYERS = ("raw", "bronze", "silver", "gold")
 
 
 class InvalidIdentifier(ValueError):
@@ -48,8 +45,9 @@ def split_qualified(qualified_name: str) -> list[str]:
     return [check_identifier(part, "table name part") for part in parts]
 
 
-def asset_key(layer: str, dataset: str) -> AssetKey:
-    return AssetKey([layer, dataset])
+def asset_key_path(layer: str, dataset: str) -> list[str]:
+    """The path of a dataset's Dagster asset key (naming stays Dagster-free, so the engine can use it)."""
+    return [layer, dataset]
 
 
 def dataset_name(target) -> str:

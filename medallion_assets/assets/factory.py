@@ -21,16 +21,16 @@ from medallion_assets.control.retries import retry_or_fail
 from medallion_assets.engine.stages import StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.lineage.openlineage import asset_result, emitter, stage_asset_run
-from medallion_assets.naming import asset_key, dataset_name, group_name, lake_path, pool_name
+from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path, pool_name
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
 def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
     target = snapshot.targets.get(input_id)
-    return asset_key(target.layer, dataset_name(target)) if target else asset_key("raw", input_id)
+    return AssetKey(asset_key_path(target.layer, dataset_name(target)) if target else asset_key_path("raw", input_id))
 
 
 def target_key(target: Target) -> AssetKey:
-    return asset_key(target.layer, dataset_name(target))
+    return AssetKey(asset_key_path(target.layer, dataset_name(target)))
 
 
 def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
@@ -154,7 +154,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
 def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: str) -> AssetSpec:
     source = snapshot.sources[source_id]
     return AssetSpec(
-        key=asset_key("raw", source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
+        key=AssetKey(asset_key_path("raw", source_id)), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
         description=source.description or f"raw {source.file_format} files at {source.s3_path}",
         metadata={"location": source.s3_path, "format": source.file_format, "owner": source.owner},
     )
