@@ -3,8 +3,10 @@
 One asset per dataset (a stage's target), keyed [layer, dataset], grouped by pipeline, with deps from the
 stage's inputs and one asset check per validation rule. Raw sources are external assets, so the lineage
 graph starts at the S3 files. Each asset is a thin wrapper over `engine.stages.StageRunner`.
-"""
 
+No `from __future__ import annotations` here: Dagster reads the asset function's annotations at definition
+time to recognise its context and resources.
+"""
 
 import hashlib
 import json
@@ -24,13 +26,15 @@ from medallion_assets.lineage.openlineage import asset_result, emitter, stage_as
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path, pool_name
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
-def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
-    target = snapshot.targets.get(input_id)
-    return AssetKey(asset_key_path(target.layer, dataset_name(target)) if target else asset_key_path("raw", input_id))
-
 
 def target_key(target: Target) -> AssetKey:
     return AssetKey(asset_key_path(target.layer, dataset_name(target)))
+
+
+def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
+    """An input is an upstream target, or else a raw source (an external asset)."""
+    target = snapshot.targets.get(input_id)
+    return target_key(target) if target else AssetKey(asset_key_path("raw", input_id))
 
 
 def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
@@ -79,6 +83,7 @@ def _materialize_result(outcome: StageOutcome) -> MaterializeResult:
 
 
 def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
+    """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read live."""
     target = snapshot.targets[stage.target_id]
     key = target_key(target)
     pipeline = snapshot.pipelines[stage.pipeline_id]
@@ -152,9 +157,10 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
 
 
 def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: str) -> AssetSpec:
+    """A raw source as an external asset: Dagster shows it at the root of the lineage graph, never runs it."""
     source = snapshot.sources[source_id]
     return AssetSpec(
-        key=AssetKey(asset_key_path("raw", source_id)), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
+        key=input_key(snapshot, source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
         description=source.description or f"raw {source.file_format} files at {source.s3_path}",
         metadata={"location": source.s3_path, "format": source.file_format, "owner": source.owner},
     )
