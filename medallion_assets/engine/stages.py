@@ -19,7 +19,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, ingest
 from medallion_assets.engine.transform import conform, deduplicate, run_sql
-from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, row_violation
+from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import LoadResult, Warehouse
@@ -80,7 +80,8 @@ class StageRunner:
         outcome.output_path = output
         written = self.spark.read.parquet(output)
         outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
-        outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
+        if target.layer == "bronze":  # bronze rules judge the whole dataset, not only this batch
+            outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
         if target.type == "redshift" and not outcome.blocking_failures():
             reason = self.halt_reason(stage)
@@ -121,15 +122,19 @@ class StageRunner:
                         *[c for c in INGESTION_COLUMNS if c in frame.columns],
                         F.lit(f"rule {rule.name} failed").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")))
                 frame = frame.where(~violation)
-            frame.drop(*INGESTION_COLUMNS).write.mode("overwrite").parquet(output)
+            # Rules are observed while the write computes the rows, instead of in a scan of their own.
+            observed, judge = observe_rules(frame.drop(*INGESTION_COLUMNS), self.rules(stage))
+            observed.write.mode("overwrite").parquet(output)
             quarantined = self._write_rejected(target.target_id, rejected)
         finally:
             source_frame.unpersist()
-        written = self.spark.read.parquet(output).count()
+        written_frame = self.spark.read.parquet(output)
+        rule_outcomes = judge(written_frame)
+        written = written_frame.count()
         # Rows read are the inputs' rows; rows in are what the SQL (if any) made of them, which the
         # written, quarantined and removed (duplicate or dropped) rows account for.
         rows_read = sum(input_frame.count() for input_frame in inputs.values())
-        return StageOutcome(rows_read, written, quarantined,
+        return StageOutcome(rows_read, written, quarantined, rule_outcomes,
                             details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined})
 
     def _write_rejected(self, target_id: str, rejected: list[DataFrame]) -> int:
