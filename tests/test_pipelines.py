@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 
+import boto3
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -133,6 +135,32 @@ def test_a_missing_bucket_names_the_source_and_path(medallion):
     report = medallion.run("user_events_etl")
     assert report.status == "failed"
     [bronze] = medallion.stage_audit("bronze_ingest")
-    assert bronze["error"] == ("SourceNotFound: source user_events_raw: s3://no-such-bucket/user_events/ does not "
-                               "exist (bucket no-such-bucket not found)")
+    assert bronze["error"] == (
+        "NoAvailablePath: no available path to bronze_user_events:\n"
+        "  1. user_events_raw → bronze_user_events (cost 1) down: user_events_raw: source user_events_raw: "
+        "s3://no-such-bucket/user_events/ does not exist (bucket no-such-bucket not found)")
     assert not (medallion.lake / "bronze").exists()
+
+
+def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data, pg_database):
+    """orders_raw's objects are gone (the primary prefix is blocked); the replica holds a copy."""
+    expected = expected_daily_revenue(RAW)  # what a run on the intact primary must give
+    s3 = boto3.resource("s3")
+    replica = s3.Bucket("medallion-replica")
+    if replica.creation_date is None:
+        replica.create()
+    replica.objects.all().delete()
+    primary = s3.Bucket("medallion-raw")
+    for item in list(primary.objects.filter(Prefix="orders/")):
+        replica.copy({"Bucket": "medallion-raw", "Key": item.key}, item.key)
+        item.delete()
+    medallion.warehouse_url = pg_database
+    report = medallion.run("orders_etl")
+    assert report.status == "success", report
+    [reroute] = medallion.store.audit_entries(event="reroute")
+    assert reroute["details"] == {"from": "orders_raw", "to": "orders_raw_replica",
+                                  "path": ["orders_raw_replica", "bronze_orders"], "cost": 2.0}
+    assert reroute["error"] == "source orders_raw: s3://medallion-raw/orders/ holds no objects"
+    [bronze] = medallion.stage_audit("bronze_orders_ingest")
+    assert bronze["details"]["source"] == "orders_raw_replica"
+    assert medallion.gold("analytics.daily_revenue_by_country") == expected

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import networkx as nx
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -20,6 +21,9 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, ingest
 from medallion_assets.engine.transform import conform, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
+from medallion_assets.lineage.availability import Availability
+from medallion_assets.lineage.graph import build_graph
+from medallion_assets.lineage.paths import NoAvailablePath, recovery_paths, shortest_available_path
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import LoadResult, Warehouse
@@ -74,7 +78,7 @@ class StageRunner:
         target = self.snapshot.targets[stage.target_id]
         output = lake_path(self.lake_root, target.layer, target.target_id)
         if target.layer == "bronze":
-            outcome = self._ingest(stage, self.snapshot.sources[stage.source_id], output)
+            outcome = self._ingest(stage, self.readable_source(stage), output)
         else:
             outcome = self._transform(stage, target, output)
         outcome.output_path = output
@@ -91,6 +95,28 @@ class StageRunner:
         outcome.duration_sec = time.perf_counter() - started
         return outcome
 
+    def readable_source(self, stage: Stage) -> Source:
+        """The stage's source, or, when it is down, the first source of the shortest available path.
+
+        The choice is audited; when nothing is available the error lists every path and why it is down.
+        """
+        primary = self.snapshot.sources[stage.source_id]
+        availability = Availability(self.store, self.snapshot)
+        if not availability.unavailable([primary.source_id]):
+            return primary
+        graph = build_graph(self.snapshot)
+        candidates = [node for node in nx.ancestors(graph, stage.target_id) if node in self.snapshot.sources]
+        down = availability.unavailable(candidates)
+        path = shortest_available_path(graph, stage.target_id, down)
+        if path is None:
+            raise NoAvailablePath(stage.target_id, recovery_paths(graph, stage.target_id), down)
+        chosen = self.snapshot.sources[path.nodes[0]]
+        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
+                                event="reroute", status="rerouted", error=down[primary.source_id],
+                                details={"from": primary.source_id, "to": chosen.source_id,
+                                         "path": list(path.nodes), "cost": path.cost})
+        return chosen
+
     def _ingest(self, stage: Stage, source: Source, output: str) -> StageOutcome:
         objects = list_objects(source.s3_path, source.source_id)
         processed = self.store.processed_objects(source.source_id)
@@ -99,7 +125,8 @@ class StageRunner:
         result = ingest(self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id)
         self.store.record_bookmarks(source.source_id, [(o.url, o.etag, o.size) for o in new], batch_id)
         return StageOutcome(result.rows_read, result.rows_written, result.rows_quarantined,
-                            details={"batch_id": batch_id, "objects_new": len(new), "objects_seen": len(objects)})
+                            details={"batch_id": batch_id, "source": source.source_id, "objects_new": len(new),
+                                     "objects_seen": len(objects)})
 
     def _transform(self, stage: Stage, target: Target, output: str) -> StageOutcome:
         inputs = {input_id: self.read_dataset(input_id) for input_id in stage.input_ids()}
