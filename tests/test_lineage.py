@@ -29,22 +29,15 @@ from medallion_assets.lineage.paths import (
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
 
-REPLICA = """\
-sources:
-  - source_id: orders_raw_replica
-    s3_path: s3://{replica}/orders/
-    file_format: csv
-    options: {{header: true}}
-    columns: {{order_id: string, customer_id: string, order_ts: string, amount: string}}
+# The seed already declares the orders replica and its alternate edge; these rows add costs and columns.
+LINEAGE = """\
 dataset_lineage:
-  - {{upstream: orders_raw_replica, downstream: bronze_orders, via: orders_replica, kind: alternate, cost: 2,
-     is_default: false}}
-  - {{upstream: silver_orders, downstream: gold_daily_revenue, via: orders_etl.gold_daily_revenue, cost: 1.5}}
+  - {upstream: silver_orders, downstream: gold_daily_revenue, via: orders_etl.gold_daily_revenue, cost: 1.5}
 column_lineage:
-  - {{downstream: gold_daily_revenue, downstream_column: revenue, upstream: silver_orders, upstream_column: amount,
-     transformation: aggregate}}
-  - {{downstream: gold_daily_revenue, downstream_column: country, upstream: silver_orders, upstream_column: country}}
-  - {{downstream: silver_orders, downstream_column: country, upstream: bronze_customers, upstream_column: country}}
+  - {downstream: gold_daily_revenue, downstream_column: revenue, upstream: silver_orders, upstream_column: amount,
+     transformation: aggregate}
+  - {downstream: gold_daily_revenue, downstream_column: country, upstream: silver_orders, upstream_column: country}
+  - {downstream: silver_orders, downstream_column: country, upstream: bronze_customers, upstream_column: country}
 """
 GOLD = "gold_daily_revenue"
 VIA_PRIMARY = ("orders_raw", "bronze_orders", "silver_orders", GOLD)
@@ -85,8 +78,9 @@ def installation(tmp_path, s3_endpoint) -> Installation:
     seed = tmp_path / "seed"
     seed.mkdir()
     for file in SEED.glob("*.yaml"):
-        (seed / file.name).write_text(file.read_text().replace("s3://medallion-raw/", f"s3://{primary}/"))
-    (seed / "replica.yaml").write_text(REPLICA.format(replica=replica))
+        text = file.read_text().replace("s3://medallion-raw/", f"s3://{primary}/")
+        (seed / file.name).write_text(text.replace("s3://medallion-replica/", f"s3://{replica}/"))
+    (seed / "lineage.yaml").write_text(LINEAGE)
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(validate_files(store.snapshot(), [seed]).rows)
