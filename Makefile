@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_HOME := .medallion/demo
 
-.PHONY: demo test ui java bench clean
+.PHONY: demo test ui java clean
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -26,9 +26,6 @@ test: java $(VENV)/installed
 ui: java $(VENV)/installed
 	mkdir -p .medallion/dagster
 	DAGSTER_HOME=$(abspath .medallion/dagster) MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion ui --local-s3
-
-bench: java $(VENV)/installed
-	$(PY) bench/run_all.py
 
 clean:
 	rm -rf .medallion $(VENV)

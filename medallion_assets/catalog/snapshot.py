@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from medallion_assets.catalog.models import (
     LOADABLE, ControlFlag, Pipeline, RetryPolicy, Row, Source, Stage, Target, ValidationRuleSet,
@@ -17,24 +18,27 @@ class CatalogSnapshot:
 
     def add(self, table: str, row: Row) -> None:
         self.tables[table][row.key()] = row
+        # The lookups below are cached (the factory asks for them several times per stage); forget them.
+        for lookup in ("pipelines", "sources", "targets", "rule_sets", "retry_policies"):
+            self.__dict__.pop(lookup, None)
 
-    @property
+    @cached_property
     def pipelines(self) -> dict[str, Pipeline]:
         return {key[0]: row for key, row in self.tables["pipelines"].items()}
 
-    @property
+    @cached_property
     def sources(self) -> dict[str, Source]:
         return {key[0]: row for key, row in self.tables["sources"].items()}
 
-    @property
+    @cached_property
     def targets(self) -> dict[str, Target]:
         return {key[0]: row for key, row in self.tables["targets"].items()}
 
-    @property
+    @cached_property
     def rule_sets(self) -> dict[str, ValidationRuleSet]:
         return {key[0]: row for key, row in self.tables["validation_rules"].items()}
 
-    @property
+    @cached_property
     def retry_policies(self) -> dict[str, RetryPolicy]:
         return {key[0]: row for key, row in self.tables["retry_policies"].items()}
 

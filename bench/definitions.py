@@ -1,0 +1,238 @@
+"""Benchmark: a code-location load of Medallion's Definitions from a generated catalog, against hand-written specs.
+
+For each size N (datasets, i.e. asset keys), a catalog of N/4 pipelines is generated, each shaped like the
+seed's user_events_etl: a raw JSONL source, bronze → silver → gold (a warehouse target with SQL), one rule set
+per stage (1, 3 and 3 rules). The rows are pydantic models from `catalog/models.py`, upserted with
+`CatalogStore` into a temporary SQLite catalog (untimed). Then, `--repeats` times, alternating the order:
+
+(a) Medallion: `build_definitions(catalog_url, lake_root, warehouse_url)`;
+(b) the baseline, AssetSpec: N hand-written `dagster.AssetSpec`s with the same keys, deps and groups, and
+    `Definitions(assets=specs)`;
+(c) a reference, @asset: the same graph as hand-written `@asset` functions with the same asset checks and
+    resources, which is what Dagster itself costs for executable assets, whoever generates them;
+
+each followed by what Dagster does when it loads a code location: the code server resolves the Definitions
+into a repository and loads every definition in it (`Definitions.validate_loadable`, which does exactly that
+plus a partitions check), then the webserver fetches the repository snapshot (`RepositorySnap.from_def` with
+deferred job snapshots, serialized). Each phase is timed; the ratios are on the sums. All sides are checked to
+produce the same asset graph (keys, deps, groups), and (a) and (c) the same asset checks. One extra run of (a)
+times the steps `build_definitions` is made of (catalog migrate and read, asset factory, Definitions) one by one.
+
+    python bench/definitions.py                      # 1k, 2k, 5k, 10k datasets, 3 repeats
+    python bench/definitions.py --quick              # 200 and 400 datasets, 2 repeats
+"""
+
+# No `from __future__ import annotations`: Dagster reads the @asset reference's parameter annotations as types.
+import argparse
+import gc
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+from dagster import (
+    AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition, AssetSpec, Definitions, MaterializeResult, asset,
+    in_process_executor,
+)
+from dagster._core.remote_representation.external_data import RepositorySnap
+from dagster._serdes import serialize_value
+
+from medallion_assets.assets import build_assets
+from medallion_assets.catalog.models import Pipeline, RetryPolicy, Rule, Source, Stage, Target, ValidationRuleSet
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.definitions import build_definitions
+from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
+
+LAYERS = ("raw", "bronze", "silver", "gold")
+DATASETS_PER_PIPELINE = len(LAYERS)
+RAW_COLUMNS = {"event_id": "string", "user_id": "string", "event_type": "string", "event_ts": "string",
+               "value": "double"}
+SILVER_COLUMNS = {**RAW_COLUMNS, "event_ts": "timestamp"}
+GOLD_COLUMNS = {"event_date": "date", "total_events": "bigint", "unique_users": "bigint"}
+GOLD_SQL = ("SELECT event_ts::DATE AS event_date, COUNT(*) AS total_events, COUNT(DISTINCT user_id) AS unique_users "
+            "FROM {silver} GROUP BY 1")
+STAGE_RULES = {
+    "bronze": [Rule(type="row_count", min=1)],
+    "silver": [Rule(type="not_null", column="event_id"), Rule(type="unique", column="event_id"),
+               Rule(type="accepted_values", column="event_type", values=["view", "click", "purchase", "signup"])],
+    "gold": [Rule(type="row_count", min=1), Rule(type="unique", column="event_date"),
+             Rule(type="not_null", column="event_date")],
+}
+PHASES = ("build", "resolve", "snapshot")
+SIDES = ("medallion", "AssetSpec", "@asset")
+
+
+def catalog_rows(pipelines: int) -> dict[str, list]:
+    """`pipelines` pipelines shaped like user_events_etl, with a rule set per stage."""
+    rows: dict[str, list] = {"retry_policies": [RetryPolicy(retry_id="std_retry", max_retries=3, backoff_sec=30)],
+                             "pipelines": [], "sources": [], "targets": [], "validation_rules": [], "stages": []}
+    for n in range(pipelines):
+        p = f"p{n:05d}"
+        raw, bronze, silver, gold = f"{p}_raw", f"bronze_{p}_events", f"silver_{p}_events", f"gold_{p}_daily"
+        rows["pipelines"].append(Pipeline(pipeline_id=p, owner="team:bench", default_retry_id="std_retry"))
+        rows["sources"].append(Source(source_id=raw, s3_path=f"s3://bench-raw/{p}/", file_format="jsonl",
+                                      columns=RAW_COLUMNS))
+        rows["targets"] += [
+            Target(target_id=bronze, layer="bronze"),
+            Target(target_id=silver, layer="silver", columns=SILVER_COLUMNS, keys=["event_id"]),
+            Target(target_id=gold, layer="gold", type="redshift", location=f"analytics.{p}_daily",
+                   columns=GOLD_COLUMNS, keys=["event_date"]),
+        ]
+        rows["validation_rules"] += [ValidationRuleSet(rule_set_id=f"{target}_rules", check_def=STAGE_RULES[layer])
+                                     for layer, target in (("bronze", bronze), ("silver", silver), ("gold", gold))]
+        rows["stages"] += [
+            Stage(pipeline_id=p, stage_order=1, stage_name="bronze_ingest", source_id=raw, target_id=bronze,
+                  validation_set_id=f"{bronze}_rules"),
+            Stage(pipeline_id=p, stage_order=2, stage_name="silver_clean", source_id=bronze, target_id=silver,
+                  validation_set_id=f"{silver}_rules"),
+            Stage(pipeline_id=p, stage_order=3, stage_name="gold_daily_aggregate", source_id=silver, target_id=gold,
+                  validation_set_id=f"{gold}_rules", sql_dialect="redshift", transform_sql=GOLD_SQL.format(silver=silver)),
+        ]
+    return rows
+
+
+def pipeline_keys(n: int) -> dict[str, AssetKey]:
+    """The keys the factory gives pipeline `n`'s datasets: [layer, target id without its layer prefix]."""
+    p = f"p{n:05d}"
+    return {"raw": AssetKey(["raw", f"{p}_raw"]), "bronze": AssetKey(["bronze", f"{p}_events"]),
+            "silver": AssetKey(["silver", f"{p}_events"]), "gold": AssetKey(["gold", f"{p}_daily"])}
+
+
+def hand_written_specs(pipelines: int) -> list[AssetSpec]:
+    """The baseline: the same keys, deps and groups as plain specs, as an engineer would write them."""
+    specs = []
+    for n in range(pipelines):
+        keys = pipeline_keys(n)
+        specs += [AssetSpec(keys[layer], deps=[keys[LAYERS[i - 1]]] if i else [], group_name=f"p{n:05d}")
+                  for i, layer in enumerate(LAYERS)]
+    return specs
+
+
+def hand_written_assets(pipelines: int) -> list[AssetSpec | AssetsDefinition]:
+    """A reference: the same graph as executable assets written by hand, with the same checks and resources.
+
+    Only loading is measured, so the bodies never run; what Dagster pays per asset is in the decorator.
+    """
+    assets: list[AssetSpec | AssetsDefinition] = []
+    for n in range(pipelines):
+        keys = pipeline_keys(n)
+        assets.append(AssetSpec(keys["raw"], group_name=f"p{n:05d}"))
+        for upstream, layer in zip(LAYERS, LAYERS[1:]):
+            @asset(key=keys[layer], deps=[keys[upstream]], group_name=f"p{n:05d}",
+                   check_specs=[AssetCheckSpec(rule.name, asset=keys[layer], blocking=True) for rule in STAGE_RULES[layer]])
+            def stage(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
+                      warehouse: WarehouseResource, catalog: CatalogResource) -> MaterializeResult:
+                raise NotImplementedError
+            assets.append(stage)
+    return assets
+
+
+def code_location_load(make_defs: Callable[[], Definitions]) -> tuple[dict[str, float], set[tuple], set]:
+    """Seconds per phase of loading `make_defs()` as Dagster loads a code location; its asset graph and checks."""
+    # Every load starts from the same heap: garbage left by the previous load would otherwise slow down the
+    # collector's passes during this one, and charge one side for the other's garbage.
+    gc.collect()
+    seconds = {}
+    start = time.perf_counter()
+    defs = make_defs()
+    seconds["build"] = time.perf_counter() - start
+    start = time.perf_counter()
+    Definitions.validate_loadable(defs)
+    seconds["resolve"] = time.perf_counter() - start
+    start = time.perf_counter()
+    serialize_value(RepositorySnap.from_def(defs.get_repository_def(), defer_snapshots=True))
+    seconds["snapshot"] = time.perf_counter() - start
+    return seconds, graph_shape(defs), check_keys(defs)
+
+
+def graph_shape(defs: Definitions) -> set[tuple]:
+    graph = defs.get_repository_def().asset_graph
+    return {(key, frozenset(graph.get(key).parent_keys), graph.get(key).group_name) for key in graph.get_all_asset_keys()}
+
+
+def check_keys(defs: Definitions) -> set:
+    return set(defs.get_repository_def().asset_graph.asset_check_keys)
+
+
+def build_breakdown(catalog_url: str, lake_root: str, warehouse_url: str) -> dict[str, float]:
+    """The steps of `build_definitions` (medallion_assets/definitions.py), timed one by one."""
+    gc.collect()
+    seconds = {}
+    start = time.perf_counter()
+    store = CatalogStore(catalog_url)
+    store.migrate()
+    seconds["catalog migrate"] = time.perf_counter() - start
+    start = time.perf_counter()
+    snapshot = store.snapshot()
+    seconds["catalog read"] = time.perf_counter() - start
+    start = time.perf_counter()
+    assets = build_assets(snapshot, lake_root)
+    seconds["asset factory"] = time.perf_counter() - start
+    start = time.perf_counter()
+    Definitions(assets=assets)
+    seconds["Definitions()"] = time.perf_counter() - start
+    return seconds
+
+
+def bench_size(datasets: int, repeats: int) -> dict:
+    pipelines = datasets // DATASETS_PER_PIPELINE
+    with tempfile.TemporaryDirectory(prefix="medallion-bench-defs-") as folder:
+        catalog_url, lake_root, warehouse_url = f"sqlite:///{folder}/catalog.db", f"{folder}/lake", f"duckdb:///{folder}/w.duckdb"
+        store = CatalogStore(catalog_url)
+        store.migrate()
+        store.upsert(catalog_rows(pipelines))
+        resources = {"spark": SparkResource(), "lake": LakeResource(root=lake_root),
+                     "warehouse": WarehouseResource(url=warehouse_url), "catalog": CatalogResource(url=catalog_url)}
+        sides = {
+            "medallion": lambda: build_definitions(catalog_url, lake_root, warehouse_url),
+            "AssetSpec": lambda: Definitions(assets=hand_written_specs(pipelines)),
+            "@asset": lambda: Definitions(assets=hand_written_assets(pipelines), resources=resources,
+                                          executor=in_process_executor),
+        }
+        runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+        shapes, checks = {}, {}
+        for repeat in range(repeats):
+            for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
+                seconds, shapes[side], checks[side] = code_location_load(sides[side])
+                runs[side].append(seconds)
+        assert shapes["medallion"] == shapes["AssetSpec"] == shapes["@asset"], "the sides built other asset graphs"
+        assert len(shapes["medallion"]) == datasets, (len(shapes["medallion"]), datasets)
+        assert checks["medallion"] == checks["@asset"], "the @asset reference has other asset checks"
+        breakdown = build_breakdown(catalog_url, lake_root, warehouse_url)
+    medians = {side: {phase: statistics.median(run[phase] for run in side_runs) for phase in PHASES}
+               for side, side_runs in runs.items()}
+    totals = {side: statistics.median(sum(run.values()) for run in side_runs) for side, side_runs in runs.items()}
+    return {"medians": medians, "totals": totals, "breakdown": breakdown}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="--quick: 200 and 400 datasets")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 5000, 10000],
+                        help="datasets per catalog, multiples of 4 (default 1000 2000 5000 10000)")
+    parser.add_argument("--repeats", type=int, default=3, help="loads of each side per size (default 3)")
+    parser.add_argument("--quick", action="store_true", help="a small run to check that everything works")
+    args = parser.parse_args()
+    sizes, repeats = ([200, 400], 2) if args.quick else (args.sizes, args.repeats)
+
+    # Imports and first-call caches (pydantic, Dagster, SQLAlchemy, alembic) are paid once per process: untimed.
+    bench_size(DATASETS_PER_PIPELINE, 1)
+    results = {}
+    for datasets in sizes:
+        results[datasets] = result = bench_size(datasets, repeats)
+        m, h = result["medians"], result["totals"]
+        print(f"\n{datasets:,} datasets ({datasets // DATASETS_PER_PIPELINE:,} pipelines), medians of {repeats}:")
+        print(f"  {'':<14}" + "".join(f"{phase:>10}" for phase in PHASES) + f"{'total':>10}")
+        for side in SIDES:
+            print(f"  {side:<14}" + "".join(f"{m[side][phase]:>10.2f}" for phase in PHASES) + f"{h[side]:>10.2f}")
+        print(f"  ratio Medallion / AssetSpec: {h['medallion'] / h['AssetSpec']:.2f}  (goal <= 2 at 10k);  "
+              f"Medallion / @asset: {h['medallion'] / h['@asset']:.2f}")
+        print("  Medallion build, step by step (one run): "
+              + ", ".join(f"{step} {seconds:.2f}" for step, seconds in result["breakdown"].items()))
+    first, last = min(sizes), max(sizes)
+    if first != last:
+        growth = ", ".join(f"{side} {results[last]['totals'][side] / results[first]['totals'][side]:.1f}x" for side in SIDES)
+        print(f"\nscaling {first:,} → {last:,} datasets ({last / first:.0f}x more): {growth}")
+
+
+if __name__ == "__main__":
+    main()
