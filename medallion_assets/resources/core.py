@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from dagster import ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
@@ -45,4 +47,10 @@ class CatalogResource(ConfigurableResource):
     url: str = Field(default_factory=config.catalog_url, description="SQLAlchemy URL of the catalog")
 
     def get_store(self) -> CatalogStore:
-        return CatalogStore(self.url)
+        return _store_for(self.url)
+
+
+@lru_cache(maxsize=None)
+def _store_for(url: str) -> CatalogStore:
+    """One store (one connection pool) per catalog per process, shared by every step of a run."""
+    return CatalogStore(url)
