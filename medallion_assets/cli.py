@@ -55,8 +55,14 @@ def _validated(store, paths):
 @click.argument("paths", nargs=-1, required=True)
 def catalog_validate(paths) -> None:
     """Check YAML files or folders against the catalog; lists every problem, writes nothing."""
-    loaded = _validated(_store(), paths)
+    from medallion_assets.catalog.loader import merged_snapshot
+    from medallion_assets.control.scheduling import profile_warnings
+
+    store = _store()
+    loaded = _validated(store, paths)
     click.echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
+    for warning in profile_warnings(merged_snapshot(store.snapshot(), loaded)):
+        click.echo(f"warning: {warning}", err=True)
 
 
 @catalog.command("load")
@@ -237,5 +243,12 @@ main.add_command(lineage)
 main.add_command(paths)
 from medallion_assets.onboarding.cli import onboard  # noqa: E402
 main.add_command(onboard)
+from medallion_assets.control.healing_cli import healing  # noqa: E402
+main.add_command(healing)
+from medallion_assets.control.profile_cli import profile, simulate  # noqa: E402
+main.add_command(profile)
+main.add_command(simulate)
+from medallion_assets.control.throttle_cli import throttle  # noqa: E402
+main.add_command(throttle)
 if __name__ == "__main__":
     main()

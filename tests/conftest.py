@@ -125,7 +125,10 @@ def pg_database(pg_url) -> str:
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole test run (a session costs seconds to start)."""
-    session = spark_session("local[2]", "medallion-tests", {"spark.sql.shuffle.partitions": "4"})
+    # The driver's result-size limit is a real Spark limit, set low so a healing test can run into it with
+    # a gold table of a few MB; every other result in the suite is far below it.
+    session = spark_session("local[2]", "medallion-tests", {"spark.sql.shuffle.partitions": "4",
+                                                            "spark.driver.maxResultSize": "8m"})
     yield session
     session.stop()
 
@@ -181,7 +184,8 @@ def raw_data(s3_endpoint) -> SampleSummary:
 
 
 @pytest.fixture
-def medallion(tmp_path, raw_data) -> Medallion:
+def medallion(tmp_path, raw_data, spark) -> Medallion:
+    """The seed installation. Its runs use the suite's Spark session (`spark`), created first with its settings."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     installation = Medallion(store, tmp_path / "lake", f"duckdb:///{tmp_path}/warehouse.duckdb")

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from medallion_assets.catalog.models import Source
-from medallion_assets.engine.ingest import ingest
+from medallion_assets.engine.ingest import SourceSchemaDrift, ingest
 from medallion_assets.engine.transform import conform, deduplicate, to_spark_sql
 from medallion_assets.naming import InvalidIdentifier, quote_qualified, spark_identifier
 from medallion_assets.storage.objects import list_objects
@@ -54,11 +54,19 @@ def test_jsonl_lines_that_are_not_objects_are_quarantined(spark, tmp_path):
 def test_parquet_sources_keep_their_object_and_row(spark, tmp_path):
     (tmp_path / "raw").mkdir()
     for name, ids in (("p1.parquet", ["x", "y"]), ("p2.parquet", ["z"])):
-        pq.write_table(pa.table({"id": ids, "extra": [0] * len(ids)}), tmp_path / "raw" / name)
+        pq.write_table(pa.table({"id": ids}), tmp_path / "raw" / name)
     result, bronze, _ = run_ingest(spark, tmp_path, source(tmp_path, "parquet", {"id": "string"}))
     assert [(r["id"], r["_source_file"].rsplit("/", 1)[1], r["_source_line"]) for r in bronze] == [
         ("x", "p1.parquet", 1), ("y", "p1.parquet", 2), ("z", "p2.parquet", 1)]
-    assert "extra" not in bronze[0] and result.rows_quarantined == 0
+    assert result.rows_quarantined == 0
+
+
+def test_undeclared_parquet_columns_are_schema_drift_and_nothing_is_written(spark, tmp_path):
+    (tmp_path / "raw").mkdir()
+    pq.write_table(pa.table({"id": ["x"], "extra": [0]}), tmp_path / "raw" / "p1.parquet")
+    with pytest.raises(SourceSchemaDrift, match=r"p1.parquet has fields not in the catalog: extra \(bigint\)$"):
+        run_ingest(spark, tmp_path, source(tmp_path, "parquet", {"id": "string"}))
+    assert not (tmp_path / "bronze").exists()
 
 
 def test_conform_names_the_field_and_value_that_did_not_cast(spark):

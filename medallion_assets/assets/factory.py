@@ -8,9 +8,6 @@ No `from __future__ import annotations` here: Dagster reads the asset function's
 time to recognise its context and resources.
 """
 
-import hashlib
-import json
-
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
     AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
@@ -19,11 +16,14 @@ from dagster import (
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.retries import retry_or_fail
-from medallion_assets.engine.stages import StageHalted, StageOutcome, StageRunner
+from medallion_assets.control.healing import Fault, healing_in_run, overrides_for
+from medallion_assets.control.retries import after_failure
+from medallion_assets.control.throttles import stage_pool
+from medallion_assets.engine.stages import Adjustments, StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.lineage.openlineage import asset_result, emitter, stage_asset_run
-from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path, pool_name
+from medallion_assets.lineage.versions import stage_fingerprint
+from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
 
@@ -38,19 +38,9 @@ def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
 
 
 def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
-    """Changes whenever the stage, its target or its rules change, so Dagster can flag stale data."""
-    rules = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
-    definition = [stage.model_dump(exclude={"enabled"}), target.model_dump(), rules and rules.model_dump()]
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _pool(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str | None:
-    """Bronze stages draw on their source system, warehouse loads on their target system."""
-    if target.layer == "bronze":
-        return pool_name("source", snapshot.sources[stage.source_id].system_id())
-    if target.type == "redshift":
-        return pool_name("target", target.system or "warehouse")
-    return None
+    """The fingerprint of the dataset's lineage version (inputs, transformation, rules, output): it changes exactly
+    when a new lineage version is recorded, so Dagster flags data made by an older version as stale."""
+    return stage_fingerprint(stage, target, snapshot)
 
 
 def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list[AssetCheckSpec]:
@@ -108,7 +98,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     # stage evaluates none of its checks.
     @multi_asset(
         name=key.to_python_identifier(), specs=[spec], check_specs=_check_specs(stage, key, snapshot),
-        can_subset=True, pool=_pool(stage, target, snapshot),
+        can_subset=True, pool=stage_pool(stage, snapshot),
     )
     def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                      warehouse: WarehouseResource, catalog: CatalogResource):
@@ -130,10 +120,16 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         if reason:
             halt(reason, "before start")
             return
-        runner = StageRunner(spark.get_session(), snapshot, store, lake.root,
-                             warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason)
+        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches):
+        # once it has acted in this run, every step reads the catalog afresh.
+        healed = healing_in_run(store, context.run_id)
+        live = store.snapshot() if healed else snapshot
+        adjustments = Adjustments(**overrides_for(healed, stage))
+        runner = StageRunner(spark.get_session(), live, store, lake.root,
+                             warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason,
+                             adjustments)
         try:
-            outcome = runner.run_stage(stage)
+            outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
         except StageHalted as halted:
             halt(str(halted), "before the load")
             return
@@ -141,7 +137,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
             store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}",
                                details={"attempt": context.retry_number + 1})
             emitter().emit(*lineage.finish(error=error))
-            raise retry_or_fail(store, stage, error, context.retry_number) from error
+            fault = Fault.of(error, stage, target.layer, context.retry_number + 1, context.run_id)
+            raise after_failure(store, fault, lake.root, warehouse.url) from error
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()

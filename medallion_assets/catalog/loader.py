@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.control.healing import rule_problems
+from medallion_assets.control.throttles import check_throttles
 from medallion_assets.lineage.graph import check_lineage
 
 
@@ -122,7 +124,8 @@ def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnaps
 
 
 def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogProblem]:
-    """Dangling references, inputs of the wrong kind, targets made twice, cycles and unparseable SQL."""
+    """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, unknown
+    healing actions."""
     problems = []
 
     def problem(table: str, row: Row, field: str, message: str) -> None:
@@ -172,8 +175,15 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
     for row in snapshot.tables["pipeline_profiles"].values():
         if row.pipeline_id not in pipelines:
             problem("pipeline_profiles", row, "pipeline_id", f"unknown pipeline {row.pipeline_id!r}")
+    for rule in snapshot.tables["healing_actions"].values():
+        for message in rule_problems(rule):
+            problem("healing_actions", rule, "action" if message.startswith("unknown") else "params", message)
+        if rule.pipeline_id and rule.pipeline_id not in pipelines:
+            problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
     for lineage_problem in check_lineage(snapshot):
         problem(*lineage_problem)
+    for throttle_problem in check_throttles(snapshot):
+        problem(*throttle_problem)
     return problems
 
 

@@ -198,9 +198,25 @@ class HealingAction(Row):
     layer: Layer | None = None
     pipeline_id: Identifier | None = None
     stage_name: Identifier | None = None
-    action: Identifier = Field(description="name of a registered healing function")
+    action: Identifier = Field(description="name of a registered healing function (medallion healing actions)")
     params: dict[str, Any] = Field(default_factory=dict)
     enabled: bool = True
+
+    @field_validator("message_pattern")
+    @classmethod
+    def _valid_pattern(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+        return pattern
+
+    @model_validator(mode="after")
+    def _has_signature(self) -> HealingAction:
+        if self.error_code is None and self.message_pattern is None:
+            raise ValueError("a healing rule needs an error_code or a message_pattern to match")
+        return self
 
 
 class ControlFlag(Row):
@@ -260,6 +276,20 @@ class ColumnLineage(Row):
     transformation: Literal["identity", "expression", "aggregate", "filter", "join_key"] = "identity"
 
 
+class ExternalLineage(Row):
+    """An edge another tool (Airflow, dbt, Spark…) reported in OpenLineage events, through `medallion lineage
+    ingest` or `serve`: its job read `upstream` to write `downstream`. A dataset is named by its catalog id when it
+    is one of Medallion's, else by its OpenLineage namespace and name as `namespace/name`."""
+
+    key_fields = ("upstream", "downstream", "job")
+    upstream: str
+    downstream: str
+    job: str = Field(description="the job that made the edge: its OpenLineage namespace/name")
+    producer: str = Field(default="", description="the tool that reported it: the event's producer")
+    run_id: str | None = None
+    event_time: str | None = Field(default=None, description="when the reporting run last said so (ISO 8601)")
+    cost: float = Field(default=1.0, ge=0)
+
 # The tables a YAML file may fill, in the order that upserts respect references.
 LOADABLE: dict[str, type[Row]] = {
     "retry_policies": RetryPolicy,
@@ -276,4 +306,5 @@ LOADABLE: dict[str, type[Row]] = {
     "throttles": Throttle,
     "dataset_lineage": DatasetLineage,
     "column_lineage": ColumnLineage,
+    "external_lineage": ExternalLineage,
 }

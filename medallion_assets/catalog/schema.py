@@ -100,4 +100,16 @@ lineage_versions = Table(
     Column("inputs", JSON, nullable=False),
     Column("transform_sql", Text),
     Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    Column("via", Text, doc="the stage that makes the dataset: pipeline_id.stage_name"),
+    Column("columns", JSON, doc="output columns: name → type, null when only the name is known"),
+    Column("definition", JSON, doc="inputs, transform, rules, output (and raw schema): what the fingerprint hashes"),
+)
+
+throttle_buckets = Table(
+    "throttle_buckets", metadata,
+    Column("system_kind", Text, primary_key=True),
+    Column("system_id", Text, primary_key=True),
+    Column("metric", Text, primary_key=True, doc="rows_per_minute or bytes_per_hour"),
+    Column("tokens", Float, nullable=False, doc="may go below zero after a batch bigger than the bucket"),
+    Column("refilled_at", Float, nullable=False, doc="epoch seconds of the last refill"),
 )

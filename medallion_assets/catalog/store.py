@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.lineage.versions import DEFINING_TABLES, record_lineage_versions
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -66,6 +67,9 @@ class CatalogStore:
                 updates = {c.name: statement.excluded[c.name] for c in table.columns if c not in key_columns}
                 connection.execute(statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch)
                 written[table_name] = len(batch)
+        # However rows arrive (catalog load, onboarding, an operator's script), a changed definition is versioned.
+        if DEFINING_TABLES.intersection([*written, *(remove or {})]):
+            record_lineage_versions(self)
         return written
 
     def read_table(self, table_name: str) -> list[Row]:

@@ -7,6 +7,7 @@ a record that does not parse lands in quarantine with its file, line and reason 
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -33,6 +34,33 @@ REJECTION_REASON = {
 }
 
 
+# Schema drift is looked for in the first lines of every new object: a producer that adds a field adds it to
+# every record it writes from then on, so the head of a file shows it without a scan of the whole file.
+DRIFT_SAMPLE_LINES = 50
+_JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
+
+
+class CorruptSourceObject(Exception):
+    """A raw object that cannot be read at all (not UTF-8 text, not a parquet file): no record of it is usable."""
+
+    def __init__(self, source_id: str, url: str, reason: str):
+        super().__init__(f"source {source_id}: object {url} is unreadable: {reason}")
+        self.source_id, self.url, self.reason = source_id, url, reason
+
+
+class SourceSchemaDrift(Exception):
+    """The raw files carry fields the catalog does not declare; additive, so the catalog can follow."""
+
+    def __init__(self, source_id: str, url: str, new_columns: dict[str, str]):
+        listed = ", ".join(f"{name} ({type_name})" for name, type_name in new_columns.items())
+        super().__init__(f"source {source_id}: {url} has fields not in the catalog: {listed}")
+        self.source_id, self.url, self.new_columns = source_id, url, new_columns
+
+
+class BreakingSourceSchemaChange(Exception):
+    """Declared fields are gone from, or changed in, the raw files: the catalog cannot follow by itself."""
+
+
 @dataclass(frozen=True)
 class IngestResult:
     batch_id: str
@@ -46,8 +74,69 @@ def spark_schema(columns: dict[str, str]) -> str:
     return ", ".join(f"{spark_identifier(name)} {type_name}" for name, type_name in columns.items())
 
 
-def _lines_table(info: ObjectInfo, data: bytes, skip_header: bool) -> pa.Table:
-    text = data.decode("utf-8", errors="replace")
+def _decoded(source: Source, info: ObjectInfo, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorruptSourceObject(source.source_id, info.url, f"not UTF-8 text (byte {error.start})") from None
+
+
+def _json_type(value: object) -> str:
+    return next((name for kind, name in _JSON_TYPES if type(value) is kind), "string")
+
+
+def _text_drift(source: Source, info: ObjectInfo, text: str) -> dict[str, str]:
+    """Fields of the object's first records that the catalog does not declare, with their inferred types."""
+    head = [line for line in text[:1 << 16].split("\n")[:DRIFT_SAMPLE_LINES] if line.strip()]
+    if source.file_format == "csv":
+        if not (head and source.options.get("header", True)):
+            return {}
+        delimiter = str(source.options.get("sep", source.options.get("delimiter", ",")))
+        header = [name.strip().strip('"') for name in head[0].split(delimiter)]
+        missing = [name for name in source.columns if name not in header]
+        if missing:
+            raise BreakingSourceSchemaChange(
+                f"source {source.source_id}: {info.url}:1 header lacks declared column(s) {', '.join(missing)}; "
+                f"header is {', '.join(header)}")
+        return {name: "string" for name in header if name not in source.columns}
+    new: dict[str, str] = {}
+    for line in head:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a malformed line is a record problem, quarantined with its reason later
+        if isinstance(record, dict):
+            for name, value in record.items():
+                if name not in source.columns and name not in new:
+                    new[name] = _json_type(value)
+    return new
+
+
+def _parquet_drift(source: Source, info: ObjectInfo, staged: Path) -> dict[str, str]:
+    try:
+        schema = pq.read_schema(staged)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CorruptSourceObject(source.source_id, info.url, f"not a parquet file ({error})") from None
+    missing = [name for name in source.columns if name not in schema.names]
+    if missing:
+        raise BreakingSourceSchemaChange(
+            f"source {source.source_id}: {info.url} lacks declared column(s) {', '.join(missing)}")
+    return {field.name: _column_type(field.type) for field in schema if field.name not in source.columns}
+
+
+def _column_type(arrow_type: pa.DataType) -> str:
+    """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual is read as string."""
+    if pa.types.is_decimal(arrow_type):
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    for test, name in ((pa.types.is_boolean, "boolean"), (pa.types.is_int32, "int"), (pa.types.is_integer, "bigint"),
+                       (pa.types.is_float32, "float"), (pa.types.is_floating, "double"), (pa.types.is_date, "date"),
+                       (pa.types.is_timestamp, "timestamp")):
+        if test(arrow_type):
+            return name
+    return "string"
+
+
+def _lines_table(info: ObjectInfo, text: str, skip_header: bool) -> pa.Table:
     lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
     numbers = pa.array(range(1, len(lines) + 1), pa.int64())
     table = pa.table({"_source_file": pa.array([info.url] * len(lines)), "_source_line": numbers, "value": lines})
@@ -88,19 +177,28 @@ def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronz
     """Ingest `objects` (the ones not yet bookmarked) as one batch, a partition `medallion_batch=<batch_id>`.
 
     The partition name has no leading underscore: pyarrow, DuckDB and Spark treat such folders as hidden.
+    Before anything is written, every object is checked: an unreadable one raises CorruptSourceObject, and
+    undeclared fields raise SourceSchemaDrift (the healing rules decide what happens next).
     """
     if not objects:
         return IngestResult(batch_id, [], 0, 0, 0)
     staging = Path(tempfile.mkdtemp(prefix=f"medallion-{source.source_id}-"))
     try:
+        for index, info in enumerate(objects):
+            staged = staging / f"{index:06d}.parquet"
+            if source.file_format == "parquet":
+                staged.write_bytes(read_bytes(info.url))
+                drift = _parquet_drift(source, info, staged)
+            else:
+                text = _decoded(source, info, read_bytes(info.url))
+                drift = _text_drift(source, info, text)
+                skip_header = source.file_format == "csv" and source.options.get("header", True)
+                pq.write_table(_lines_table(info, text, skip_header), staged)
+            if drift:
+                raise SourceSchemaDrift(source.source_id, info.url, drift)
         if source.file_format == "parquet":
-            for index, info in enumerate(objects):
-                (staging / f"{index:06d}.parquet").write_bytes(read_bytes(info.url))
             records = _read_parquet(spark, source, staging, [info.url for info in objects])
         else:
-            skip_header = source.file_format == "csv" and source.options.get("header", True)
-            for index, info in enumerate(objects):
-                pq.write_table(_lines_table(info, read_bytes(info.url), skip_header), staging / f"{index:06d}.parquet")
             records = _parse_text(spark, source, staging)
         ingested_at = datetime.now(timezone.utc).replace(tzinfo=None)
         records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()

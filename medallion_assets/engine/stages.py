@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import networkx as nx
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.throttles import target_system, throttle, throttled
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, ingest
 from medallion_assets.engine.transform import conform, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
@@ -27,6 +31,10 @@ from medallion_assets.lineage.paths import NoAvailablePath, recovery_paths, shor
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import LoadResult, Warehouse
+
+
+# Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
+_ROWS_PER_BATCH = 50_000
 
 
 class StageHalted(Exception):
@@ -53,6 +61,14 @@ class StageOutcome:
         return "blocking rule(s) failed: " + "; ".join(o.message for o in failures) if failures else None
 
 
+@dataclass(frozen=True)
+class Adjustments:
+    """How healing changed a stage's next attempt (see control/actions.py, which asks for them)."""
+
+    evolve_warehouse_schema: bool = False
+    load_partitions: int | None = None
+
+
 @dataclass
 class StageRunner:
     """What a stage needs from the outside world; one per run, shared by its stages."""
@@ -63,10 +79,13 @@ class StageRunner:
     lake_root: str
     warehouse: Warehouse | None = None
     halt_reason: Callable[[Stage], str | None] = lambda stage: None
+    adjustments: Adjustments = field(default_factory=Adjustments)
 
     def read_dataset(self, target_id: str) -> DataFrame:
         target = self.snapshot.targets[target_id]
-        return self.spark.read.parquet(lake_path(self.lake_root, target.layer, target_id))
+        # Bronze batches ingested before a source gained a column lack it: merged, they read as null.
+        reader = self.spark.read.option("mergeSchema", "true") if target.layer == "bronze" else self.spark.read
+        return reader.parquet(lake_path(self.lake_root, target.layer, target_id))
 
     def rules(self, stage: Stage) -> list[Rule]:
         if not stage.validation_set_id:
@@ -82,7 +101,7 @@ class StageRunner:
         else:
             outcome = self._transform(stage, target, output)
         outcome.output_path = output
-        written = self.spark.read.parquet(output)
+        written = self.read_dataset(target.target_id)
         outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
         if target.layer == "bronze":  # bronze rules judge the whole dataset, not only this batch
             outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
@@ -121,9 +140,13 @@ class StageRunner:
         objects = list_objects(source.s3_path, source.source_id)
         processed = self.store.processed_objects(source.source_id)
         new = [o for o in objects if processed.get(o.url) != o.etag]
+        audit = dict(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id)
+        throttle(self.store, "source", source.system_id(), {"bytes_per_hour": sum(o.size for o in new)}, **audit)
         batch_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         result = ingest(self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id)
         self.store.record_bookmarks(source.source_id, [(o.url, o.etag, o.size) for o in new], batch_id)
+        # Rows are known once parsed: they count against the source now and hold back its next batch.
+        throttle(self.store, "source", source.system_id(), {"rows_per_minute": result.rows_read}, **audit)
         return StageOutcome(result.rows_read, result.rows_written, result.rows_quarantined,
                             details={"batch_id": batch_id, "source": source.source_id, "objects_new": len(new),
                                      "objects_seen": len(objects)})
@@ -178,4 +201,21 @@ class StageRunner:
     def _load(self, target: Target, written: DataFrame) -> LoadResult:
         if self.warehouse is None:
             raise RuntimeError(f"target {target.target_id} loads into the warehouse, but no warehouse is configured")
-        return self.warehouse.load(target.location, written.toArrow(), target.load_mode, target.keys)
+        partitions = self.adjustments.load_partitions
+        data = written.toArrow() if partitions is None else arrow_batches(written, partitions)
+        data = throttled(data, self.store, "target", target_system(target), dataset=target.target_id)
+        return self.warehouse.load(target.location, data, target.load_mode, target.keys,
+                                   evolve=self.adjustments.evolve_warehouse_schema)
+
+
+def arrow_batches(frame: DataFrame, partitions: int) -> pa.RecordBatchReader:
+    """The frame's rows as a stream of Arrow batches, one Spark job per partition: no single result has to fit
+    in the driver. A reader, not a bare generator, so an empty result still carries its schema."""
+    schema = to_arrow_schema(frame.schema)
+    rows = frame.repartition(partitions).toLocalIterator(prefetchPartitions=False)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        while chunk := list(islice(rows, _ROWS_PER_BATCH)):
+            yield pa.RecordBatch.from_pylist([row.asDict() for row in chunk], schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())

@@ -72,30 +72,25 @@ def show(dataset, direction, depth, columns, as_json) -> None:
 @click.argument("dataset")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def history(dataset, as_json) -> None:
-    """The lineage versions of DATASET, oldest first, each with the inputs it added and removed."""
+    """The lineage versions of DATASET, oldest first: when, the code version, and what changed (inputs added and
+    removed, columns added, removed and retyped, transformation, rules or output changed)."""
     from medallion_assets.lineage.graph import UnknownDataset
+    from medallion_assets.lineage.versions import describe_changes, history_report, stored_versions
 
     store, _, graph = _catalog()
-    rows = store.table_rows("lineage_versions")
-    if dataset not in graph and dataset not in {r["dataset"] for r in rows}:
+    versions = stored_versions(store, dataset)
+    if dataset not in graph and not versions:
         _refuse_unknown(UnknownDataset(dataset, graph.nodes))
-    versions, previous = [], []
-    for row in sorted((r for r in rows if r["dataset"] == dataset), key=lambda r: r["version"]):
-        versions.append({
-            "version": row["version"], "created_at": str(row["created_at"]), "fingerprint": row["fingerprint"],
-            "inputs": row["inputs"], "inputs_added": sorted(set(row["inputs"]) - set(previous)),
-            "inputs_removed": sorted(set(previous) - set(row["inputs"])), "transform_sql": row["transform_sql"],
-        })
-        previous = row["inputs"]
+    report = history_report(versions)
     if as_json:
-        click.echo(json.dumps({"dataset": dataset, "versions": versions}, indent=2))
+        click.echo(json.dumps({"dataset": dataset, "versions": report}, indent=2))
         return
-    if not versions:
+    if not report:
         click.echo(f"no lineage versions recorded for {dataset}")
-    for v in versions:
-        changes = [*(f"+{i}" for i in v["inputs_added"]), *(f"-{i}" for i in v["inputs_removed"])]
-        click.echo(f"v{v['version']}  {v['created_at']}  {v['fingerprint']}  inputs: {', '.join(v['inputs'])}"
-                   + (f"  ({' '.join(changes)})" if v["version"] > 1 and changes else ""))
+    for entry in report:
+        changes = describe_changes(entry) if entry["version"] > 1 else ""
+        click.echo(f"v{entry['version']}  {entry['created_at']}  {entry['code_version']}  "
+                   f"inputs: {', '.join(entry['inputs'])}" + (f"  ({changes})" if changes else ""))
 
 
 @lineage.command("refresh")
@@ -106,6 +101,46 @@ def refresh() -> None:
     store, snapshot, _ = _catalog()
     changed = refresh_recovery_paths(store, snapshot)
     click.echo(f"recovery paths: {len(changed)} dataset(s) updated" + (f": {', '.join(changed)}" if changed else ""))
+
+
+@lineage.command("ingest")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+def ingest(file) -> None:
+    """Add the lineage in FILE (newline-delimited OpenLineage events from Airflow, dbt, Spark…; - reads stdin) to
+    the catalog graph. A malformed event is reported with its line and left out; the others are ingested.
+
+    Exit codes: 0 every event ingested, 2 some were rejected.
+    """
+    from medallion_assets import config
+    from medallion_assets.cli import EXIT_INVALID_CATALOG, _store
+    from medallion_assets.lineage.ingest import ingest_events, lines
+
+    report = ingest_events(_store(), lines(file, file.name), config.lake_url(), config.warehouse_url())
+    for rejection in report.rejected:
+        click.echo(str(rejection), err=True)
+    click.echo(report.summary())
+    if report.rejected:
+        sys.exit(EXIT_INVALID_CATALOG)
+
+
+@lineage.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=5000, show_default=True, help="port to listen on (Marquez's API port by default)")
+def serve(host, port) -> None:
+    """Receive OpenLineage events over HTTP at POST /api/v1/lineage, as Marquez does, and add their lineage to the
+    catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
+    from medallion_assets import config
+    from medallion_assets.cli import _store
+    from medallion_assets.lineage.server import ENDPOINT, LineageServer
+
+    server = LineageServer((host, port), _store(), config.lake_url(), config.warehouse_url())
+    click.echo(f"OpenLineage endpoint on http://{host}:{server.server_port}{ENDPOINT} (Ctrl+C stops it)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 @click.command("paths")

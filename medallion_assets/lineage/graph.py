@@ -1,7 +1,9 @@
 """The lineage graph: every dataset (raw source or target) is a node, every way one dataset feeds another an edge.
 
 Edges come from stages (each input → the stage's target), from `dataset_lineage` rows of kind `sql` (what the
-onboarding tool parsed) and of kind `alternate` (a replica, or a rebuild from an upstream layer). Each edge has
+onboarding tool parsed) and of kind `alternate` (a replica, or a rebuild from an upstream layer), and from
+`external_lineage` rows, what other tools (Airflow, dbt, Spark) reported in OpenLineage events: their datasets
+outside the catalog are nodes of kind `external`, named `namespace/name`, so paths cross orchestrators. Each edge has
 a cost (latency or money, as the catalog says; 1 for a stage edge it says nothing about) and a *line*:
 
 - `main`: a stage's main input (`source_id`), which the pipeline follows when nothing is down;
@@ -35,7 +37,7 @@ class Route(NamedTuple):
     """One catalog reason for an edge: the stage, query or alternate (`via`) that reads upstream into downstream."""
 
     via: str
-    kind: Literal["stage", "sql", "alternate"]
+    kind: Literal["stage", "sql", "alternate", "openlineage"]
     cost: float
     line: Line
 
@@ -97,15 +99,15 @@ def _stage_routes(snapshot: CatalogSnapshot, stages: list[Stage]) -> Iterable[tu
 
 
 def _declared_routes(snapshot: CatalogSnapshot, produced: set[str]) -> Iterable[tuple[str, str, Route]]:
+    # Lineage into a dataset no stage makes names no main input: each such edge is a main line.
     for row in snapshot.tables["dataset_lineage"].values():
         if row.kind == "stage":
             continue
-        if not row.is_default:
-            line: Line = "alternate"
-        else:
-            # SQL lineage into a dataset no stage makes names no main input: each such edge is a main line.
-            line = "side" if row.downstream in produced else "main"
+        line: Line = "alternate" if not row.is_default else "side" if row.downstream in produced else "main"
         yield row.upstream, row.downstream, Route(row.via, row.kind, row.cost, line)
+    for row in snapshot.tables["external_lineage"].values():
+        line = "side" if row.downstream in produced else "main"
+        yield row.upstream, row.downstream, Route(row.job, "openlineage", row.cost, line)
 
 
 @contextmanager
@@ -125,7 +127,8 @@ def collector_paused() -> Iterator[None]:
 def build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     """The lineage graph of a catalog snapshot.
 
-    Nodes are source and target ids, with `kind` (source | target) and `layer` (raw for sources). Edges carry
+    Nodes are source and target ids, with `kind` (source | target) and `layer` (raw for sources), and the datasets
+    other tools reported, with `kind` external and no layer. Edges carry
     `via`, `kind`, `line`, `cost` of their best route and all `routes`. Column lineage rows are kept in
     `graph.graph["column_lineage"]`. Rows naming an unknown dataset are left out: `check_lineage` reports them.
     """
@@ -143,6 +146,9 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     for layer, target_ids in by_layer.items():
         graph.add_nodes_from(target_ids, kind="target", layer=layer)
     known = {*sources, *targets}
+    external = {node for row in snapshot.tables["external_lineage"].values() for node in (row.upstream, row.downstream)}
+    graph.add_nodes_from(external - known, kind="external", layer=None)
+    known |= external
     routes: dict[tuple[str, str], list[Route]] = {}
     stages = snapshot.stages()
     produced = {stage.target_id for stage in stages}
@@ -231,12 +237,15 @@ def _cycles(snapshot: CatalogSnapshot, graph: nx.DiGraph) -> list[LineageProblem
         start = next(iter(part))
         if len(part) == 1 and not graph.has_edge(start, start):
             continue
-        closing = sorted((u, v, route.via) for u, v, data in graph.subgraph(part).edges(data=True)
+        # Blamed on a catalog row when one closes the cycle, else on an edge another tool reported.
+        closing = sorted((route.kind == "openlineage", u, v, route.via)
+                         for u, v, data in graph.subgraph(part).edges(data=True)
                          for route in data["routes"] if route.kind != "stage")
         if not closing:
             continue
-        u, v, via = closing[0]
+        reported, u, v, via = closing[0]
         back = nx.shortest_path(graph.subgraph(part), v, u) if u != v else [u]
-        row = snapshot.tables["dataset_lineage"][(u, v, via)]
-        problems.append(LineageProblem("dataset_lineage", row, "upstream", "cycle: " + " → ".join([u, *back])))
+        table = "external_lineage" if reported else "dataset_lineage"
+        problems.append(LineageProblem(table, snapshot.tables[table][(u, v, via)], "upstream",
+                                       "cycle: " + " → ".join([u, *back])))
     return sorted(problems, key=lambda problem: problem.row.key())

@@ -553,10 +553,24 @@ _emitter_lock = threading.Lock()
 
 def emitter() -> Emitter:
     """This process's emitter, created on first use and flushed (within the flush time) when the process exits."""
-    global _emitter, _emitter_pid
     with _emitter_lock:
         # A forked child inherits the object but not its thread: it needs an emitter of its own.
         if _emitter is None or _emitter_pid != os.getpid():
-            _emitter, _emitter_pid = Emitter(), os.getpid()
-            atexit.register(_emitter.close)
+            return _replace_emitter()
         return _emitter
+
+
+def reconfigure_emitter() -> Emitter:
+    """Replace this process's emitter by one built from the OpenLineage configuration as it is now, after sending
+    what the previous one holds (within the flush time): for a process whose configuration changes as it runs."""
+    with _emitter_lock:
+        if _emitter is not None and _emitter_pid == os.getpid():
+            _emitter.close()
+        return _replace_emitter()
+
+
+def _replace_emitter() -> Emitter:
+    global _emitter, _emitter_pid
+    _emitter, _emitter_pid = Emitter(), os.getpid()
+    atexit.register(_emitter.close)
+    return _emitter

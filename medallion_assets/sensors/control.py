@@ -1,4 +1,5 @@
-"""The control sensor: queued runs that touch work a kill switch disabled are cancelled on the next tick.
+"""The control sensor: queued runs that touch work a kill switch disabled are cancelled on the next tick,
+and the instance's concurrency pools follow the catalog's throttles.
 
 Running runs need no help: every asset checks the switches when it starts and before it commits a load.
 """
@@ -13,6 +14,7 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.throttles import sync_pool_limits
 
 DEFAULT_INTERVAL_SECONDS = 5
 
@@ -44,13 +46,18 @@ def cancel_disabled_queued_runs(context: SensorEvaluationContext, snapshot: Cata
 
 def build_control_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
                          interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
-    """The kill-switch sensor, running by default, reading control_flags fresh on every tick."""
+    """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every tick."""
 
     @sensor(name="medallion_control", minimum_interval_seconds=interval_seconds,
             default_status=DefaultSensorStatus.RUNNING,
-            description="Cancels queued runs that touch work disabled by a kill switch (control_flags).")
+            description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
+                        "and sets concurrency pool limits from the throttles table.")
     def medallion_control(context: SensorEvaluationContext):
+        changed = sync_pool_limits(context.instance, store.snapshot())
+        for pool, limit in changed.items():
+            context.log.info(f"pool {pool}: limit {limit}")
         cancelled = cancel_disabled_queued_runs(context, snapshot, store)
-        return SkipReason(f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel")
+        summary = f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel"
+        return SkipReason(summary + (f"; set {len(changed)} pool limit(s)" if changed else ""))
 
     return medallion_control

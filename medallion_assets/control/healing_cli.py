@@ -1,0 +1,34 @@
+"""`medallion healing actions`: the registered actions a healing_actions row may name, with their parameters."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.group()
+def healing() -> None:
+    """Self-healing: rules in healing_actions name registered actions (metadata never runs code)."""
+
+
+@healing.command("actions")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def actions(as_json) -> None:
+    """List every registered healing action, its parameters and defaults."""
+    from medallion_assets.control.healing import ACTIONS
+
+    listed = [{"name": action.name, "description": action.description,
+               "scope": "run (healing sensor)" if action.run_level else "step",
+               "params": {name: {"type": getattr(f.annotation, "__name__", str(f.annotation)), "default": f.default,
+                                 "description": f.description or ""}
+                          for name, f in action.params.model_fields.items()}}
+              for action in sorted(ACTIONS.values(), key=lambda a: a.name)]
+    if as_json:
+        click.echo(json.dumps(listed, indent=2))
+        return
+    for action in listed:
+        click.echo(f"{action['name']}  [{action['scope']}]  {action['description']}")
+        for name, param in action["params"].items():
+            click.echo(f"    {name}: {param['type']} = {param['default']!r}"
+                       + (f"  ({param['description']})" if param["description"] else ""))

@@ -1,0 +1,114 @@
+"""The healing sensor: a failed run whose failure matches a run-level healing rule is re-executed from failure.
+
+Step-level healing happens inside the failed step (control/healing.py). What is left for this sensor is a run
+that failed for good, where a rule says a new run should try again (`rerun_from_failure`): it requests a run
+of the assets the failed run did not materialize, tagged with the run it re-executes. It never touches a run
+Dagster itself will retry (`dagster/will_retry`), so no failure is retried twice.
+
+The rules are read fresh on every tick and checked as the catalog loader checks them: a rule written by plain
+SQL that names an unknown action fails the tick. A failed tick is recorded in the audit log, then raised, so
+Dagster shows it as a failed tick in the UI: the sensor is itself monitored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from dagster import (
+    AssetSelection, DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunRequest,
+    RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
+)
+from dagster._utils.error import SerializableErrorInfo
+
+from medallion_assets.assets.factory import target_key
+from medallion_assets.catalog.models import Stage
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.healing import Fault, heal, rule_problems
+
+DEFAULT_INTERVAL_SECONDS = 30
+# On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
+FIRST_LOOKBACK = timedelta(hours=1)
+RERUN_OF, RERUN_NUMBER = "medallion/rerun_of", "medallion/rerun"
+
+
+class UnusableHealingRules(ValueError):
+    """healing_actions rows that the loader would have refused, written around it (plain SQL)."""
+
+
+def _error_fault(error: SerializableErrorInfo, stage: Stage, layer: str, attempt: int, run_id: str) -> Fault:
+    """A Fault from a failure recorded in the event log: class names and messages along its cause chain."""
+    codes, messages, cause = set(), [], error
+    while cause is not None:
+        codes.add(cause.cls_name)
+        messages.append(cause.message.strip())
+        cause = cause.cause or cause.context
+    return Fault(stage, layer, attempt, frozenset(codes - {None}), " | ".join(messages), run_id)
+
+
+def failed_steps(instance: DagsterInstance, run: DagsterRun) -> list[tuple[str, SerializableErrorInfo]]:
+    return [(record.event_log_entry.dagster_event.step_key,
+             record.event_log_entry.dagster_event.step_failure_data.error)
+            for record in instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_FAILURE).records]
+
+
+def unmaterialized(instance: DagsterInstance, run: DagsterRun) -> list:
+    """The assets the run planned but did not materialize: the failed ones and those skipped after them."""
+    def keys(event_type: DagsterEventType) -> set:
+        return {record.event_log_entry.dagster_event.asset_key
+                for record in instance.get_records_for_run(run.run_id, of_type=event_type).records}
+
+    planned = keys(DagsterEventType.ASSET_MATERIALIZATION_PLANNED) - keys(DagsterEventType.ASSET_MATERIALIZATION)
+    return sorted(planned, key=lambda key: key.path)
+
+
+def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: CatalogStore, runs: list[DagsterRun],
+                   lake_root: str, warehouse_url: str) -> list[RunRequest]:
+    """A re-execution request for every failed run a run-level rule heals; every decision audited."""
+    problems = [f"{rule.healing_id}: {problem}" for rule in store.read_table("healing_actions") if rule.enabled
+                for problem in rule_problems(rule)]
+    if problems:
+        raise UnusableHealingRules("healing_actions rows the loader would refuse: " + "; ".join(problems))
+    stages = {target_key(snapshot.targets[s.target_id]).to_python_identifier(): s for s in snapshot.stages()}
+    requests = []
+    for run in runs:
+        if run.tags.get("dagster/will_retry") == "true":
+            continue  # Dagster's own run retry has it
+        attempt = int(run.tags.get(RERUN_NUMBER, "0")) + 1
+        for step_key, error in failed_steps(instance, run):
+            stage = stages.get(step_key)
+            if stage is None:
+                continue
+            fault = _error_fault(error, stage, snapshot.targets[stage.target_id].layer, attempt, run.run_id)
+            remedy = heal(store, fault, lake_root, warehouse_url, run_level=True)
+            if remedy is not None and remedy.outcome == "retry":
+                tags = {RERUN_OF: run.tags.get(RERUN_OF, run.run_id), RERUN_NUMBER: str(attempt),
+                        "medallion/pipeline": stage.pipeline_id}
+                requests.append(RunRequest(run_key=f"rerun-{run.run_id}", asset_selection=unmaterialized(instance, run),
+                                           tags=tags))
+                break
+    return requests
+
+
+def build_healing_sensor(snapshot: CatalogSnapshot, store: CatalogStore, lake_root: str, warehouse_url: str,
+                         interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
+    @sensor(name="medallion_healing", minimum_interval_seconds=interval_seconds,
+            default_status=DefaultSensorStatus.RUNNING, target=AssetSelection.all(),
+            description="Re-executes failed runs from failure when a run-level healing rule matches "
+                        "(healing_actions, read fresh every tick).")
+    def medallion_healing(context: SensorEvaluationContext):
+        since = (datetime.fromtimestamp(float(context.cursor), timezone.utc) if context.cursor
+                 else datetime.now(timezone.utc) - FIRST_LOOKBACK)
+        try:
+            records = context.instance.get_run_records(
+                RunsFilter(statuses=[DagsterRunStatus.FAILURE], updated_after=since))
+            runs = [record.dagster_run for record in records]
+            requests = rerun_requests(context.instance, snapshot, store, runs, lake_root, warehouse_url)
+        except Exception as error:
+            store.record_audit(event="healing_sensor", status="failed", error=f"{type(error).__name__}: {error}")
+            raise
+        if records:
+            context.update_cursor(str(max(record.update_timestamp.timestamp() for record in records)))
+        return requests or SkipReason(f"{len(runs)} failed run(s) seen; none to re-execute")
+
+    return medallion_healing

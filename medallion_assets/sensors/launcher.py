@@ -1,0 +1,180 @@
+"""The launcher: every tick, decide which due pipelines to launch, at which priority, under their profile.
+
+A pipeline is due
+  - by its `schedule` (cron, UTC): a tick has passed since its last launch;
+  - by new data: its sources hold objects the ingestion bookmarks do not know;
+  - by gold staleness: its gold is older than the profile's `max_gold_age_minutes` (or was never made),
+    and it was not launched since.
+A pipeline with a run queued or in progress is not due again until that run ends. What to launch, and
+each run's `dagster/priority`, comes from `control.scheduling.plan_tick` (its docstring is the policy);
+the catalog's profiles, settings, throttles and pipelines rows are read fresh on every tick, so a row
+update (or `medallion profile set`) changes the next tick. Queued runs whose profile or held state changed
+are cancelled and requeued with new tags: Dagster reads `dagster/priority` at dequeue time, and the
+`medallion/held=true` tag has a run limit of 0 in dagster.yaml, so held runs stay queued.
+
+Every launch and requeue is recorded in audit_log with its reason, score, priority and throttle state.
+The cursor remembers since when each waiting pipeline is due, so its staleness keeps growing while it waits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+from dagster import (
+    AssetSelection, DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
+    SensorEvaluationContext, SensorResult, sensor,
+)
+from dagster._utils.schedules import get_latest_completed_cron_tick
+
+from medallion_assets.assets.factory import target_key
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
+from medallion_assets.storage.objects import SourceNotFound, list_objects
+
+DEFAULT_INTERVAL_SECONDS = 30
+PRIORITY_TAG = "dagster/priority"
+PIPELINE_TAG = "medallion/pipeline"
+PROFILE_TAG = "medallion/profile"
+HELD_TAG = "medallion/held"
+DUE_TAG = "medallion/due_since"
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+def run_tags(decision: Decision) -> dict[str, str]:
+    return {PRIORITY_TAG: str(decision.priority), PIPELINE_TAG: decision.work.pipeline_id,
+            PROFILE_TAG: decision.profile, HELD_TAG: str(decision.held).lower(),
+            DUE_TAG: f"{decision.work.due_since:.0f}"}
+
+
+class Launcher:
+    """One tick's view: the loaded definitions' structure (`snapshot`), the catalog's rows read now (`fresh`)."""
+
+    def __init__(self, context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore):
+        self.context, self.snapshot, self.store = context, snapshot, store
+        self.instance = context.instance
+        self.now = time.time()
+        self.fresh = store.snapshot()
+        self.policy = SchedulingPolicy.from_snapshot(self.fresh)
+        self.control = read_control_state(store)
+
+    def work(self, pipeline_id: str, due_since: float, due_reason: str = "") -> Work | None:
+        pipeline = self.fresh.pipelines.get(pipeline_id)
+        if pipeline is None or pipeline_id not in self.snapshot.pipelines:
+            return None
+        return Work(pipeline_id, pipeline.criticality, pipeline.expected_cost,
+                    pipeline_pools(self.snapshot, pipeline_id), due_since, due_reason)
+
+    def runnable_assets(self, pipeline_id: str) -> list:
+        """Asset keys of the pipeline's stages that no kill switch disables."""
+        return [target_key(self.snapshot.targets[stage.target_id]) for stage in self.snapshot.stages(pipeline_id)
+                if disabled_reason(self.snapshot, self.control, stage) is None]
+
+    def last_launch(self, pipeline_id: str) -> float | None:
+        records = self.instance.get_run_records(RunsFilter(tags={PIPELINE_TAG: pipeline_id}), limit=1)
+        return records[0].create_timestamp.timestamp() if records else None
+
+    def due(self, pipeline_id: str) -> tuple[float, str] | None:
+        """(due since, why) by schedule, gold staleness or new data; None when the pipeline is not due."""
+        pipeline = self.fresh.pipelines[pipeline_id]
+        last = self.last_launch(pipeline_id)
+        if pipeline.schedule:
+            tick = get_latest_completed_cron_tick(pipeline.schedule, datetime.fromtimestamp(self.now, timezone.utc),
+                                                  "UTC").timestamp()
+            if last is None or tick > last:
+                return tick, f"schedule {pipeline.schedule}"
+        max_age = self.policy.settings[self.policy.profile_of(pipeline_id)]["max_gold_age_minutes"] * 60
+        for stage in self.snapshot.stages(pipeline_id):
+            target = self.snapshot.targets[stage.target_id]
+            if target.layer != "gold":
+                continue
+            made = self.instance.get_latest_materialization_event(target_key(target))
+            stale_since = made.timestamp + max_age if made else 0.0
+            if stale_since <= self.now and (last is None or last < stale_since):
+                return stale_since or self.now, f"gold {target.target_id} stale"
+        for stage in self.snapshot.stages(pipeline_id):
+            source = self.snapshot.sources.get(stage.source_id)
+            if source and self._new_objects(source):
+                return self.now, f"new data in {source.source_id}"
+        return None
+
+    def _new_objects(self, source) -> int:
+        try:
+            objects = list_objects(source.s3_path, source.source_id)
+        except SourceNotFound:
+            return 0
+        processed = self.store.processed_objects(source.source_id)
+        return sum(1 for o in objects if processed.get(o.url) != o.etag)
+
+    def in_flight(self) -> list[RunRecord]:
+        return [record for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT))
+                if PIPELINE_TAG in record.dagster_run.tags]
+
+    def tick(self, pending: dict[str, list]) -> SensorResult:
+        records = self.in_flight()
+        busy = {record.dagster_run.tags[PIPELINE_TAG] for record in records}
+        queued, running = [], []
+        for record in records:
+            run = record.dagster_run
+            work = self.work(run.tags[PIPELINE_TAG], float(run.tags.get(DUE_TAG, self.now)))
+            if work is None:
+                continue
+            if run.status == DagsterRunStatus.QUEUED:
+                queued.append(QueuedRun(run.run_id, work, run.tags.get(PROFILE_TAG, ""),
+                                        run.tags.get(HELD_TAG) == "true"))
+            else:
+                running.append(work)
+
+        waiting, selections = [], {}
+        for pipeline_id in sorted(self.snapshot.pipelines):
+            pipeline = self.fresh.pipelines.get(pipeline_id)
+            assets = self.runnable_assets(pipeline_id) if pipeline and pipeline.enabled else []
+            due = self.due(pipeline_id) if assets and pipeline_id not in busy else None
+            if due is None:
+                pending.pop(pipeline_id, None)
+                continue
+            since, reason = min(tuple(pending.get(pipeline_id, due)), due)
+            pending[pipeline_id] = [since, reason]
+            waiting.append(self.work(pipeline_id, since, reason))
+            selections[pipeline_id] = assets
+
+        plan = plan_tick(self.policy, self.now, waiting, queued, running)
+        requests = []
+        for decision in plan.retags:
+            run = self.instance.get_run_by_id(decision.run_id)
+            self.instance.run_coordinator.cancel_run(decision.run_id)
+            requests.append(RunRequest(asset_selection=list(run.asset_selection or ()), tags=run_tags(decision)))
+            self._audit(decision, "requeue", "requeued", run_id=decision.run_id)
+        for decision in plan.launches:
+            pending.pop(decision.work.pipeline_id)
+            requests.append(RunRequest(asset_selection=selections[decision.work.pipeline_id], tags=run_tags(decision)))
+            self._audit(decision, "launch", "requested")
+        for decision in plan.waits:
+            self.context.log.info(f"{decision.work.pipeline_id} waits: {decision.reason}")
+        cursor = json.dumps(pending, sort_keys=True)
+        if requests:
+            return SensorResult(run_requests=requests, cursor=cursor)
+        return SensorResult(skip_reason=f"{len(plan.waits)} due pipeline(s) waiting, none launched", cursor=cursor)
+
+    def _audit(self, decision: Decision, event: str, status: str, run_id: str | None = None) -> None:
+        self.store.record_audit(run_id=run_id, pipeline_id=decision.work.pipeline_id, event=event, status=status,
+                                details=decision.details())
+        self.context.log.info(f"{event} {decision.work.pipeline_id} at priority {decision.priority}: {decision.reason}")
+
+
+def build_launcher_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
+                          interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
+    """The profile-aware launcher, running by default; targets every asset the catalog defines."""
+
+    @sensor(name="medallion_launcher", minimum_interval_seconds=interval_seconds,
+            default_status=DefaultSensorStatus.RUNNING, target=AssetSelection.all(),
+            description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
+                        "and re-prioritizes queued runs when a profile changes.")
+    def medallion_launcher(context: SensorEvaluationContext):
+        return Launcher(context, snapshot, store).tick(json.loads(context.cursor or "{}"))
+
+    return medallion_launcher

@@ -1,0 +1,193 @@
+"""Lineage from other tools: OpenLineage events read from a file or stdin (`medallion lineage ingest`) and received
+over HTTP on loopback (`medallion lineage serve`, Marquez's POST /api/v1/lineage) join the catalog graph, so
+lineage and recovery paths cross orchestrators; a malformed event is refused with the schema error and the rest
+of its batch is ingested."""
+
+from __future__ import annotations
+
+import filecmp
+import gzip
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+from medallion_assets.catalog.loader import validate_files
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.cli import main
+from medallion_assets.lineage.graph import build_graph
+from medallion_assets.lineage.schema_validation import PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event
+from medallion_assets.lineage.server import LineageServer
+from tests.conftest import REPO, SEED
+
+AIRFLOW, DBT = "https://github.com/apache/airflow/tree/2.10.0", "https://github.com/dbt-labs/dbt-core/tree/1.9.0"
+SHOP_ORDERS = "postgres://shopdb:5432/shop.public.orders"
+
+
+def event(producer: str, job: str, inputs: list[tuple[str, str]], outputs: list[tuple[str, str]],
+          run_id: str | None = None) -> dict:
+    return {
+        "eventType": "COMPLETE", "eventTime": "2026-11-02T03:00:00Z", "producer": producer,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": run_id or str(uuid.uuid4())}, "job": {"namespace": job.split("/")[0], "name": job.split("/")[1]},
+        "inputs": [{"namespace": ns, "name": name} for ns, name in inputs],
+        "outputs": [{"namespace": ns, "name": name} for ns, name in outputs],
+    }
+
+
+# Airflow exports the shop's orders into the raw bucket Medallion reads (a file inside the orders_raw prefix).
+EXPORT = event(AIRFLOW, "airflow/shop_export.orders", [("postgres://shopdb:5432", "shop.public.orders")],
+               [("s3://medallion-raw", "orders/part-00000.csv")])
+
+
+@pytest.fixture
+def catalog(tmp_path, monkeypatch) -> CatalogStore:
+    """The seed catalog; the warehouse (whose tables dbt reads) at a known file."""
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
+    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
+    return store
+
+
+def dbt_report(tmp_path) -> dict:
+    """dbt builds a report on the gold table Medallion loads into the warehouse."""
+    warehouse = f"duckdb://{tmp_path}/warehouse.duckdb"
+    return event(DBT, "dbt/marts.revenue_report", [(warehouse, "warehouse.analytics.daily_revenue_by_country")],
+                 [(warehouse, "warehouse.marts.revenue_report")])
+
+
+def test_ingest_a_file_rejects_bad_lines_and_adds_the_rest_to_the_graph(catalog, tmp_path):
+    own = event("urn:medallion:0.1.0", "medallion/orders_etl.silver_orders",
+                [("s3://lake", "bronze/bronze_orders")], [("s3://lake", "silver/silver_orders")])
+    bad_run_id = {**EXPORT, "run": {"runId": "run-42"}}
+    no_job = {key: value for key, value in EXPORT.items() if key != "job"}
+    events = tmp_path / "events.ndjson"
+    events.write_text("\n".join([json.dumps(EXPORT), "", json.dumps(bad_run_id), "{\"eventType\": ",
+                                 json.dumps(dbt_report(tmp_path)), json.dumps(no_job), json.dumps(own)]) + "\n")
+
+    result = CliRunner().invoke(main, ["lineage", "ingest", str(events)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{events}:3: run.runId: 'run-42' is not a 'uuid'",
+        f"{events}:4: event: not JSON: Expecting value: line 1 column 15 (char 14)",
+        f"{events}:6: event: 'job' is a required property"]
+    assert result.stdout == "ingested 3 event(s): 2 edge(s), 2 new dataset(s); rejected 3\n"
+
+    graph = build_graph(catalog.snapshot())
+    report_node = f"duckdb://{tmp_path}/warehouse.duckdb/warehouse.marts.revenue_report"
+    assert graph.nodes[SHOP_ORDERS] == graph.nodes[report_node] == {"kind": "external", "layer": None}
+    assert {k: graph.edges[SHOP_ORDERS, "orders_raw"][k] for k in ("via", "kind", "line", "cost")} == {
+        "via": "airflow/shop_export.orders", "kind": "openlineage", "line": "main", "cost": 1.0}
+    assert graph.has_edge("gold_daily_revenue", report_node)
+    # Medallion's own event added nothing: the stage edge stands alone.
+    assert [r.kind for r in graph.edges["bronze_orders", "silver_orders"]["routes"]] == ["stage"]
+
+    # Lineage and recovery paths now reach across Airflow and dbt.
+    shown = json.loads(CliRunner().invoke(main, ["lineage", "show", report_node, "--upstream", "--json"]).stdout)
+    assert shown["upstream"][-1] == {"upstream": SHOP_ORDERS, "downstream": "orders_raw",
+                                     "via": "airflow/shop_export.orders", "kind": "openlineage", "line": "main",
+                                     "cost": 1.0, "depth": 5}
+    stored = {tuple(row["nodes"]) for row in catalog.table_rows("dataset_recovery_paths")
+              if row["dataset"] == report_node}
+    assert (SHOP_ORDERS, "orders_raw", "bronze_orders", "silver_orders", "gold_daily_revenue", report_node) in stored
+
+
+def test_ingest_from_stdin_refuses_an_event_that_closes_a_cycle(catalog, tmp_path):
+    # A job that writes the warehouse's gold table back into the raw orders would make the graph a loop.
+    loop = event(AIRFLOW, "airflow/reverse_etl.orders", [(f"duckdb://{tmp_path}/warehouse.duckdb",
+                                                          "warehouse.analytics.daily_revenue_by_country")],
+                 [("s3://medallion-raw", "orders")])
+    result = CliRunner().invoke(main, ["lineage", "ingest", "-"], input=f"{json.dumps(EXPORT)}\n{json.dumps(loop)}\n")
+    assert result.exit_code == 2
+    assert result.stderr == ("<stdin>:2: cycle: gold_daily_revenue → orders_raw → bronze_orders → silver_orders"
+                             " → gold_daily_revenue\n")
+    assert result.stdout == "ingested 1 event(s): 1 edge(s), 1 new dataset(s); rejected 1\n"
+    assert [(r["upstream"], r["downstream"]) for r in catalog.table_rows("external_lineage")] == [
+        (SHOP_ORDERS, "orders_raw")]
+
+
+def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+@pytest.fixture
+def server(catalog, tmp_path):
+    import threading
+
+    server = LineageServer(("127.0.0.1", 0), catalog, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_serve_answers_as_marquez_does(server, catalog, tmp_path):
+    endpoint = f"{server}/api/v1/lineage"
+    assert post(endpoint, json.dumps(EXPORT).encode()) == (201, b"")
+    status, body = post(endpoint, json.dumps({**EXPORT, "eventTime": 1700000000}).encode())
+    assert (status, json.loads(body)) == (400, {"code": 400, "message": "eventTime: 1700000000 is not of type 'string'"})
+    assert post(endpoint, gzip.compress(json.dumps(dbt_report(tmp_path)).encode()), {"Content-Encoding": "gzip"}) == (
+        201, b"")
+    status, body = post(f"{server}/api/v1/namespaces", b"{}")
+    assert (status, json.loads(body)["message"]) == (404, "no endpoint /api/v1/namespaces; send events to POST "
+                                                          "/api/v1/lineage")
+
+    # The OpenLineage client's own http transport, as Airflow or Spark would configure it.
+    client = OpenLineageClient(transport=HttpTransport(HttpConfig(url=server, compression="gzip")))
+    client.emit(RunEvent(eventType=RunState.COMPLETE, eventTime="2026-11-02T04:00:00Z", producer=AIRFLOW,
+                         run=Run(runId=str(uuid.uuid4())), job=Job(namespace="spark", name="customers_export"),
+                         inputs=[InputDataset("postgres://crm:5432", "crm.public.customers")],
+                         outputs=[OutputDataset("s3://medallion-raw", "customers/customers.parquet")]))
+    edges = sorted((r["upstream"], r["downstream"], r["job"]) for r in catalog.table_rows("external_lineage"))
+    assert edges == [
+        ("gold_daily_revenue", f"duckdb://{tmp_path}/warehouse.duckdb/warehouse.marts.revenue_report",
+         "dbt/marts.revenue_report"),
+        ("postgres://crm:5432/crm.public.customers", "customers_raw", "spark/customers_export"),
+        (SHOP_ORDERS, "orders_raw", "airflow/shop_export.orders")]
+
+
+def test_the_serve_command_listens_on_loopback(catalog, tmp_path):
+    command = subprocess.Popen([sys.executable, "-m", "medallion_assets.cli", "lineage", "serve", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=os.environ)
+    try:
+        line = command.stdout.readline()
+        assert line.startswith("OpenLineage endpoint on http://127.0.0.1:") and line.endswith(
+            "/api/v1/lineage (Ctrl+C stops it)\n"), line + command.stderr.read()
+        assert post(line.split()[3], json.dumps(EXPORT).encode()) == (201, b"")
+    finally:
+        command.terminate()
+        command.wait(timeout=10)
+    assert [r["job"] for r in catalog.table_rows("external_lineage")] == ["airflow/shop_export.orders"]
+
+
+def test_the_specification_ships_with_the_package_and_can_be_pointed_elsewhere(monkeypatch, tmp_path):
+    shared = REPO.parent / "shared" / "openlineage-spec"
+    assert spec_folder() == shared
+    comparison = filecmp.dircmp(shared, PACKAGED_SPEC)
+    assert (comparison.left_only, comparison.right_only, comparison.diff_files) == ([], [], [])
+    assert filecmp.dircmp(shared / "facets", PACKAGED_SPEC / "facets").diff_files == []
+
+    monkeypatch.setenv(SPEC_ENV, str(PACKAGED_SPEC))
+    assert validate_event(EXPORT) is EXPORT
+    monkeypatch.setenv(SPEC_ENV, str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=f"^{SPEC_ENV}={tmp_path}: no OpenLineage.json there$"):
+        validate_event(EXPORT)
