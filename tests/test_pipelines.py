@@ -45,19 +45,25 @@ def test_user_events_gold_equals_an_independent_computation(medallion, raw_data)
     assert checks["unique_event_id"] and checks["schema_match"] and all(checks.values())
 
 
+def events_after(folder, earlier: set, last: set[tuple[str, str]]) -> list[dict]:
+    """The OpenLineage events written to `folder` since `earlier`, once the (eventType, job) pairs `last` are in:
+    the emitter is asynchronous."""
+    deadline = time.monotonic() + 20
+    while True:
+        ours = [json.loads(path.read_text()) for path in set(folder.iterdir()) - earlier]
+        if last <= {(e["eventType"], e["job"]["name"]) for e in ours}:
+            return ours
+        assert time.monotonic() < deadline, f"missing events: {last}"
+        time.sleep(0.1)
+
+
 def test_every_stage_reports_openlineage_events_under_the_pipeline_run(medallion, medallion_home):
     folder = medallion_home / "openlineage"
     earlier = set(folder.iterdir())  # the folder is shared by the whole session
     report = medallion.run("user_events_etl")
     assert report.status == "success"
-    deadline = time.monotonic() + 20
-    last = {("COMPLETE", "user_events_etl.gold_daily_user_events"), ("COMPLETE", "user_events_etl")}
-    while True:  # the emitter is asynchronous: wait for the last events of the gold asset and of the run
-        ours = [json.loads(path.read_text()) for path in set(folder.iterdir()) - earlier]
-        if last <= {(e["eventType"], e["job"]["name"]) for e in ours}:
-            break
-        assert time.monotonic() < deadline, "no COMPLETE event for the gold asset or the run"
-        time.sleep(0.1)
+    ours = events_after(folder, earlier, {("COMPLETE", "user_events_etl.gold_daily_user_events"),
+                                          ("COMPLETE", "user_events_etl")})
     [pipeline_run] = {e["run"]["runId"] for e in ours if e["job"]["name"] == "user_events_etl"}
     for layer_job in ("bronze_user_events", "silver_user_events", "gold_daily_user_events"):
         [start] = [e for e in ours if e["job"]["name"] == f"user_events_etl.{layer_job}" and e["eventType"] == "START"]
@@ -142,7 +148,7 @@ def test_a_missing_bucket_names_the_source_and_path(medallion):
     assert not (medallion.lake / "bronze").exists()
 
 
-def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data, pg_database):
+def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data, pg_database, medallion_home):
     """orders_raw's objects are gone (the primary prefix is blocked); the replica holds a copy."""
     expected = expected_daily_revenue(RAW)  # what a run on the intact primary must give
     s3 = boto3.resource("s3")
@@ -155,8 +161,13 @@ def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data
         replica.copy({"Bucket": "medallion-raw", "Key": item.key}, item.key)
         item.delete()
     medallion.warehouse_url = pg_database
+    earlier = set((medallion_home / "openlineage").iterdir())
     report = medallion.run("orders_etl")
     assert report.status == "success", report
+    events = events_after(medallion_home / "openlineage", earlier, {("COMPLETE", "orders_etl.bronze_orders")})
+    read = {e["eventType"]: e["inputs"] for e in events if e["job"]["name"] == "orders_etl.bronze_orders"}
+    assert [(i["namespace"], i["name"]) for i in read["START"]] == [("s3://medallion-raw", "orders")]
+    assert [(i["namespace"], i["name"]) for i in read["COMPLETE"]] == [("s3://medallion-replica", "orders")]
     [reroute] = medallion.store.audit_entries(event="reroute")
     assert reroute["details"] == {"from": "orders_raw", "to": "orders_raw_replica",
                                   "path": ["orders_raw_replica", "bronze_orders"], "cost": 2.0}

@@ -21,7 +21,7 @@ from medallion_assets.control.retries import after_failure
 from medallion_assets.control.throttles import stage_pool
 from medallion_assets.engine.stages import Adjustments, StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
-from medallion_assets.lineage.openlineage import asset_result, emitter, stage_asset_run
+from medallion_assets.lineage.openlineage import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.lineage.versions import stage_fingerprint
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
@@ -142,6 +142,9 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()
+        read = outcome.details.get("source")
+        if read and read not in stage.input_ids():  # re-routed: the closing events name what was really read
+            lineage = rerouted(lineage, live, lake.root, [read])
         # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
         store.record_audit(**audit, status="failed" if outcome.blocking_error() else "success",
                            error=outcome.blocking_error(), rows_read=outcome.rows_read,

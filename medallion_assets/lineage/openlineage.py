@@ -29,7 +29,7 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -401,6 +401,11 @@ class AssetRun:
                 _event(state, child_run_id, job, job_facets, run_facets, ended, inputs)]
 
 
+def rerouted(run: AssetRun, snapshot: CatalogSnapshot, lake_root: str, dataset_ids: Sequence[str]) -> AssetRun:
+    """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name what was read."""
+    return replace(run, inputs=[dataset_location(snapshot, i, lake_root) for i in dataset_ids])
+
+
 def stage_asset_run(snapshot: CatalogSnapshot, stage: Stage, dagster_run_id: str, lake_root: str,
                     warehouse_url: str, inputs: Sequence[str] | None = None) -> AssetRun:
     """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced the
@@ -462,6 +467,8 @@ class Emitter:
 
     def __init__(self, max_queue: int = 1000):
         self.sent = self.failed = self.dropped = 0
+        # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock says.
+        self.busy_sec = 0.0
         self._counts_lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
         self._deadline: float | None = None
@@ -514,6 +521,7 @@ class Emitter:
             if self._deadline is not None and time.monotonic() > self._deadline:
                 self._drop("closing, and the flush time is over")
                 continue
+            started = time.thread_time()
             try:
                 self._client.emit(event)
                 self._count("sent")
@@ -522,6 +530,7 @@ class Emitter:
                 if _worth_a_warning(failed):
                     log.warning("OpenLineage event not delivered (%d failures so far): %s",
                                 failed, scrub(f"{type(error).__name__}: {error}"))
+            self.busy_sec += time.thread_time() - started
 
     def close(self, timeout: float | None = None) -> bool:
         """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and stop.
