@@ -12,6 +12,7 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.throttles import sync_pool_limits
 from medallion_assets.lineage.openlineage import emitter, pipeline_run_event
 
 
@@ -50,6 +51,9 @@ def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, store: CatalogSto
     reports = {key: AssetReport(key.to_user_string(), "halted", reason=reason)
                for key, reason in reasons.items() if reason}
     if runnable:
+        # The pools follow the catalog's throttles here too, not only on the control sensor's ticks: a throwaway
+        # instance has no sensor, and a throttle must hold for every run.
+        sync_pool_limits(dagster_instance, snapshot)
         reports.update(_materialize(defs, store, pipeline_id, runnable, dagster_instance))
     ordered = [reports[key] for key in reasons]
     statuses = {report.status for report in ordered}

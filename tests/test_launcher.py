@@ -78,12 +78,15 @@ class Deployment:
         runs = daemon._get_runs_to_dequeue(self.instance, self.instance.get_concurrency_config(), None)
         return [run.tags["medallion/pipeline"] for run in runs]
 
-    def finish(self, pipeline_id: str) -> None:
-        """The run of a pipeline succeeds, having ingested its files (as its bronze stage would)."""
+    def finish(self, pipeline_id: str, failed: bool = False) -> None:
+        """The run of a pipeline succeeds, having ingested its files (as its bronze stage would), or fails."""
         [run] = [r for r in self.instance.get_runs() if r.tags["medallion/pipeline"] == pipeline_id
                  and r.status == DagsterRunStatus.QUEUED]
-        for event in (DagsterEventType.RUN_START, DagsterEventType.RUN_SUCCESS):
+        end = DagsterEventType.RUN_FAILURE if failed else DagsterEventType.RUN_SUCCESS
+        for event in (DagsterEventType.RUN_START, end):
             self.instance.report_dagster_event(DagsterEvent(event.value, job_name=run.job_name), run_id=run.run_id)
+        if failed:
+            return
         source = self.store.snapshot().stages(pipeline_id)[0].source_id
         objects = list_objects(self.store.snapshot().sources[source].s3_path)
         self.store.record_bookmarks(source, [(o.url, o.etag, o.size) for o in objects], "test")
@@ -140,3 +143,11 @@ def test_switching_to_focus_by_a_row_update_reorders_queued_runs_and_holds_the_r
     released = {t["medallion/pipeline"]: t["medallion/held"] for t in deployment.tick()}
     assert released == {"norm_etl": "false", "low_etl": "false"}
     assert deployment.dequeue_order() == ["norm_etl", "low_etl"]
+
+
+def test_a_pipeline_whose_run_failed_is_not_relaunched_on_every_tick(deployment):
+    deployment.tick()
+    deployment.finish("norm_etl", failed=True)  # its files stay new: without a backoff it would be due again
+    assert [t["medallion/pipeline"] for t in deployment.tick()] == ["late_etl"]  # sys_b is free: not norm_etl
+    deployment.finish("late_etl")
+    assert deployment.tick() == []

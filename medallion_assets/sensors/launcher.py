@@ -5,7 +5,8 @@ A pipeline is due
   - by new data: its sources hold objects the ingestion bookmarks do not know;
   - by gold staleness: its gold is older than the profile's `max_gold_age_minutes` (or was never made),
     and it was not launched since.
-A pipeline with a run queued or in progress is not due again until that run ends. What to launch, and
+A pipeline with a run queued or in progress is not due again until that run ends, nor for
+FAILURE_BACKOFF_SECONDS after its last run failed. What to launch, and
 each run's `dagster/priority`, comes from `control.scheduling.plan_tick` (its docstring is the policy);
 the catalog's profiles, settings, throttles and pipelines rows are read fresh on every tick, so a row
 update (or `medallion profile set`) changes the next tick. Queued runs whose profile or held state changed
@@ -36,6 +37,9 @@ from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingP
 from medallion_assets.storage.objects import SourceNotFound, list_objects
 
 DEFAULT_INTERVAL_SECONDS = 30
+# A pipeline whose last run failed is not due again for this long, so new files do not relaunch a broken run
+# on every tick.
+FAILURE_BACKOFF_SECONDS = 15 * 60
 PRIORITY_TAG = "dagster/priority"
 PIPELINE_TAG = "medallion/pipeline"
 PROFILE_TAG = "medallion/profile"
@@ -74,14 +78,18 @@ class Launcher:
         return [target_key(self.snapshot.targets[stage.target_id]) for stage in self.snapshot.stages(pipeline_id)
                 if disabled_reason(self.snapshot, self.control, stage) is None]
 
-    def last_launch(self, pipeline_id: str) -> float | None:
+    def last_run(self, pipeline_id: str) -> RunRecord | None:
         records = self.instance.get_run_records(RunsFilter(tags={PIPELINE_TAG: pipeline_id}), limit=1)
-        return records[0].create_timestamp.timestamp() if records else None
+        return records[0] if records else None
 
     def due(self, pipeline_id: str) -> tuple[float, str] | None:
         """(due since, why) by schedule, gold staleness or new data; None when the pipeline is not due."""
         pipeline = self.fresh.pipelines[pipeline_id]
-        last = self.last_launch(pipeline_id)
+        last_run = self.last_run(pipeline_id)
+        if (last_run and last_run.dagster_run.status == DagsterRunStatus.FAILURE
+                and (last_run.end_time or self.now) + FAILURE_BACKOFF_SECONDS > self.now):
+            return None  # not relaunched at once: the healing sensor re-executes it, or an operator looks
+        last = last_run.create_timestamp.timestamp() if last_run else None
         if pipeline.schedule:
             tick = get_latest_completed_cron_tick(pipeline.schedule, datetime.fromtimestamp(self.now, timezone.utc),
                                                   "UTC").timestamp()
