@@ -133,7 +133,7 @@ def enable(kind, entity_id, reason) -> None:
 @click.option("--run", "run_id", help="only this Dagster run")
 @click.option("--json", "as_json", is_flag=True, help="print entries as JSON")
 def audit(pipeline_id, run_id, as_json) -> None:
-    """Show the audit log: stage executions, retries, halts, cancellations."""
+    """Show the audit log: stage executions, retries, healing, halts, cancellations."""
     where = {k: v for k, v in (("pipeline_id", pipeline_id), ("run_id", run_id)) if v}
     entries = _store().audit_entries(**where)
     if as_json:
@@ -143,7 +143,16 @@ def audit(pipeline_id, run_id, as_json) -> None:
         counts = (f" read={e['rows_read']} written={e['rows_written']} quarantined={e['rows_quarantined']}"
                   if e["rows_read"] is not None else "")
         click.echo(f"{e['created_at']}  {e['pipeline_id']}.{e['stage_name']}  {e['event']}:{e['status']}{counts}"
-                   + (f"  {e['error']}" if e["error"] else ""))
+                   + _decision(e["event"], e["details"] or {}) + (f"  {e['error']}" if e["error"] else ""))
+
+
+def _decision(event: str, details: dict) -> str:
+    """What a healing or retry entry decided, in a few words."""
+    if event == "healing":
+        return f"  attempt {details['attempt']}: rule {details['rule']} → {details['action']}: {details['detail']}"
+    if event == "retry":
+        return f"  attempt {details['attempt']} failed; next in {details['delay_sec']} s"
+    return ""
 
 
 @main.command("sample-data")

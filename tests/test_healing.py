@@ -331,6 +331,13 @@ healing_actions:
     assert [(h["entity_id"], h["new_value"], h["changed_by"]) for h in history] == [
         ("user_events_etl", False, "medallion-healing")]
     assert medallion.run("user_events_etl").status == "halted"
+    shown = CliRunner().invoke(main, ["audit", "--pipeline", "user_events_etl"],
+                               env={"MEDALLION_CATALOG_URL": medallion.store.url})
+    healing_lines = [line for line in shown.output.splitlines() if " healing:" in line]
+    assert healing_lines[0].split("  ", 1)[1].startswith(
+        "user_events_etl.bronze_ingest  healing:retry  attempt 1: rule stop_hammering → trip_circuit_breaker: "
+        "1 of 2 failures in 10 min  NoAvailablePath: ")
+    assert " healing:give_up  attempt 2: rule stop_hammering → trip_circuit_breaker: pipeline user_events_etl disabled" in healing_lines[1]
 
 
 def test_the_healing_sensor_reexecutes_a_failed_run_from_failure_and_is_itself_monitored(medallion, tmp_path):
