@@ -141,7 +141,7 @@ def throttle(store: CatalogStore, system_kind: str, system_id: str, amounts: dic
 
 
 def throttled(data: pa.Table | Iterable[pa.RecordBatch], store: CatalogStore, system_kind: str, system_id: str,
-              **audit) -> pa.Table | Iterator[pa.RecordBatch]:
+              **audit) -> pa.Table | Iterable[pa.RecordBatch]:
     """A load's data, its rows and (in-memory Arrow) bytes taken from the target system's buckets first:
     a whole table before the load, or each batch of a streamed load before the loader receives it."""
     def take_for(batch: pa.Table | pa.RecordBatch) -> None:
@@ -156,6 +156,8 @@ def throttled(data: pa.Table | Iterable[pa.RecordBatch], store: CatalogStore, sy
         for batch in data:
             take_for(batch)
             yield batch
+    if isinstance(data, pa.RecordBatchReader):  # a reader keeps its schema, which an empty stream still needs
+        return pa.RecordBatchReader.from_batches(data.schema, batches())
     return batches()
 
 
