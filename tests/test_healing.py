@@ -349,7 +349,7 @@ healing_actions:
     medallion.load(tmp_path / "rerun.yaml")
     medallion.set_retries(0)
     defs = build_definitions(medallion.store.url, str(medallion.lake), medallion.warehouse_url)
-    sensor = defs.get_sensor_def("medallion_healing")
+    sensor = defs.resolve_sensor_def("medallion_healing")
     keys = [AssetKey(["bronze", "user_events"]), AssetKey(["gold", "daily_user_events"]),
             AssetKey(["silver", "user_events"])]
     with instance_for_test() as instance:
