@@ -269,3 +269,25 @@ def test_observed_rules_with_unique_and_great_expectations_match_evaluate_rules(
     assert [outcome.rule for outcome in outcomes] == rules
     expected = evaluate_rules(users, rules, now=NOW)
     assert [(o.passed, o.message) for o in outcomes] == [(o.passed, o.message) for o in expected]
+
+
+def test_unique_on_deduplicated_keys_is_judged_during_the_write(spark, users, tmp_path):
+    # Deduplicated on user_id (nulls included), user_id and any superset of it are unique by construction.
+    deduplicated = users.dropDuplicates(["user_id"])
+    rules = [Rule(type="unique", column="user_id"), Rule(type="unique", columns=["user_id", "status"]),
+             Rule(type="unique", column="status"), Rule(type="not_null", column="user_id")]
+    observed, finish = observe_rules(deduplicated, rules[:2] + rules[3:], now=NOW, unique_on=["user_id"])
+    with jobs_counted(spark) as jobs:
+        observed.write.parquet(str(tmp_path / "users"))
+        outcomes = finish(spark.read.schema(users.schema).parquet(str(tmp_path / "users")))
+    assert len(jobs) == 1  # the write: no distinct count, nothing read back
+    written = spark.read.parquet(str(tmp_path / "users"))
+    assert outcomes == evaluate_rules(written, rules[:2] + rules[3:], now=NOW)
+    assert [(o.passed, o.observed["duplicate_count"]) for o in outcomes[:2]] == [(True, 0)] * 2
+    assert outcomes[0].observed == {"duplicate_count": 0, "distinct_count": 6, "row_count": 7}
+    # A unique rule on other columns is still an exact distinct count over the written rows.
+    observed, finish = observe_rules(deduplicated, rules, now=NOW, unique_on=["user_id"])
+    observed.write.parquet(str(tmp_path / "again"))
+    outcomes = finish(spark.read.parquet(str(tmp_path / "again")))
+    assert not outcomes[2].passed  # "active" is kept for users 1, 2 and 6 whichever duplicates were dropped
+    assert outcomes == evaluate_rules(written, rules, now=NOW)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Source
@@ -201,18 +201,22 @@ def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronz
         else:
             records = _parse_text(spark, source, staging)
         ingested_at = datetime.now(timezone.utc).replace(tzinfo=None)
+        # Cached: the quarantine's write, if there is anything to quarantine, reads the parsed records again.
         records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()
         try:
-            good = records.where(F.col(CORRUPT).isNull()).drop(CORRUPT)
-            bad = records.where(F.col(CORRUPT).isNotNull()).select(
-                "_source_file", "_source_line",
-                F.lit(REJECTION_REASON[source.file_format]).alias("reason"),
-                F.col(CORRUPT).alias("raw"), "_ingested_at")
+            is_corrupt = F.col(CORRUPT).isNotNull()
+            # The bronze write counts every record and the corrupt ones as it goes: no pass only to count.
+            counts = Observation()
+            counted = records.observe(counts, F.count(F.lit(1)).alias("rows"),
+                                      F.count(F.when(is_corrupt, 1)).alias("corrupt"))
+            good = counted.where(~is_corrupt).drop(CORRUPT)
             good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
-            quarantined = bad.count()
+            rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
             if quarantined:
-                bad.write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
-            rows_read = records.count()
+                records.where(is_corrupt).select(
+                    "_source_file", "_source_line", F.lit(REJECTION_REASON[source.file_format]).alias("reason"),
+                    F.col(CORRUPT).alias("raw"), "_ingested_at",
+                ).write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
         finally:
             records.unpersist()
         return IngestResult(batch_id, objects, rows_read, rows_read - quarantined, quarantined)

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import reduce
 
 import networkx as nx
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -23,7 +24,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import target_system, throttle, throttled
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, ingest
-from medallion_assets.engine.transform import conform, deduplicate, run_sql
+from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
 from medallion_assets.lineage.availability import Availability
 from medallion_assets.lineage.graph import build_graph
@@ -154,49 +155,60 @@ class StageRunner:
     def _transform(self, stage: Stage, target: Target, output: str) -> StageOutcome:
         inputs = {input_id: self.read_dataset(input_id) for input_id in stage.input_ids()}
         source_frame = (run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect) if stage.transform_sql
-                        else inputs[stage.source_id]).cache()
-        try:
-            rows_in = source_frame.count()
-            frame = source_frame
-            rejected = []
-            if target.columns:
-                conformed = conform(frame, target.columns)
-                frame, rejected = conformed.valid, [conformed.rejected]
-            frame = deduplicate(frame, target.keys, target.keep_latest_by)
-            for rule in self.rules(stage):
-                violation = row_violation(rule)
-                if violation is None or rule.action not in ("drop", "quarantine"):
-                    continue
-                if rule.action == "quarantine":
-                    rejected.append(frame.where(violation).select(
-                        *[c for c in INGESTION_COLUMNS if c in frame.columns],
-                        F.lit(f"rule {rule.name} failed").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")))
-                frame = frame.where(~violation)
-            # Rules are observed while the write computes the rows, instead of in a scan of their own.
-            observed, judge = observe_rules(frame.drop(*INGESTION_COLUMNS), self.rules(stage))
-            observed.write.mode("overwrite").parquet(output)
-            quarantined = self._write_rejected(target.target_id, rejected)
-        finally:
-            source_frame.unpersist()
-        written_frame = self.spark.read.parquet(output)
-        rule_outcomes = judge(written_frame)
-        written = written_frame.count()
-        # Rows read are the inputs' rows; rows in are what the SQL (if any) made of them, which the
-        # written, quarantined and removed (duplicate or dropped) rows account for.
-        rows_read = sum(input_frame.count() for input_frame in inputs.values())
+                        else inputs[stage.source_id])
+        # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
+        frame, rows_in_count = counted(source_frame)
+        rejects: list[tuple[DataFrame, Observation]] = []  # each kind of rejected rows, with its observed count
+        if target.columns:
+            conformed = conform(frame, target.columns)
+            frame = conformed.valid
+            rejects.append((conformed.rejected, conformed.rejected_rows))
+        frame = deduplicate(frame, target.keys, target.keep_latest_by)
+        for rule in self.rules(stage):
+            violation = row_violation(rule)
+            if violation is None or rule.action not in ("drop", "quarantine"):
+                continue
+            if rule.action == "quarantine":
+                rejected = frame.where(violation).select(
+                    *[c for c in INGESTION_COLUMNS if c in frame.columns],
+                    F.lit(f"rule {rule.name} failed").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw"))
+                frame, violations = counted(frame, violation)
+                rejects.append((rejected, violations))
+            frame = frame.where(~violation)
+        # After deduplication, a unique rule on the keys holds by construction and needs no distinct count.
+        observed, judge = observe_rules(frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys)
+        observed, written_count = counted(observed)
+        observed.write.mode("overwrite").parquet(output)
+        quarantined = self._write_rejected(target.target_id, rejects)
+        # Read back (with the known schema: no job to infer it) only for rules an observation cannot compute.
+        rule_outcomes = judge(self.spark.read.schema(observed.schema).parquet(output))
+        rows_in, written = rows_in_count.get["rows"], written_count.get["rows"]
+        # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
+        # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any) made
+        # of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account for.
+        rows_read = (rows_in if not stage.transform_sql and len(inputs) == 1
+                     else sum(input_frame.count() for input_frame in inputs.values()))
         return StageOutcome(rows_read, written, quarantined, rule_outcomes,
                             details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined})
 
-    def _write_rejected(self, target_id: str, rejected: list[DataFrame]) -> int:
-        """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole)."""
+    def _write_rejected(self, target_id: str, rejects: list[tuple[DataFrame, Observation]]) -> int:
+        """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).
+
+        Call after the write of the kept rows, which counted each kind of reject: kinds without rows are left
+        out, so that their part of the plan is not computed again, and with no rejects at all the quarantine
+        is only emptied. The rows written are counted during this write, so the count is the quarantine's.
+        """
         path = quarantine_path(self.lake_root, target_id)
-        if not rejected:
+        if not rejects:
             return 0
-        combined = rejected[0]
-        for more in rejected[1:]:
-            combined = combined.unionByName(more, allowMissingColumns=True)
+        present = [frame for frame, rows in rejects if rows.get["rows"]]
+        if not present:
+            rejects[0][0].limit(0).write.mode("overwrite").parquet(path)
+            return 0
+        combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
+        combined, quarantined = counted(combined)
         combined.write.mode("overwrite").parquet(path)
-        return self.spark.read.parquet(path).count()
+        return quarantined.get["rows"]
 
     def _load(self, target: Target, written: DataFrame) -> LoadResult:
         if self.warehouse is None:

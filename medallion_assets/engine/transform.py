@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import sqlglot
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from medallion_assets.engine.ingest import INGESTION_COLUMNS
@@ -14,10 +14,23 @@ from medallion_assets.engine.ingest import INGESTION_COLUMNS
 
 @dataclass(frozen=True)
 class Conformed:
-    """Rows that fit the declared schema, and the rows that did not, each with its reason."""
+    """Rows that fit the declared schema, and the rows that did not, each with its reason.
+
+    `rejected_rows` is observed by the first action on `valid`: it holds `rows`, the number of rows in
+    `rejected`, so the rejects need a pass of their own only when there are some.
+    """
 
     valid: DataFrame
     rejected: DataFrame
+    rejected_rows: Observation
+
+
+def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, Observation]:
+    """`frame` with its rows (those `where` holds, if given) counted by the first action on it, and the
+    Observation that then holds the count as `rows`: a count without a pass of its own."""
+    observation = Observation()
+    rows = F.count(F.lit(1)) if where is None else F.count(F.when(where, 1))
+    return frame.observe(observation, rows.alias("rows")), observation
 
 
 def to_spark_sql(sql: str, dialect: str) -> str:
@@ -41,11 +54,13 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     ]
     lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
     checked = frame.withColumn("_reason", F.concat_ws("; ", *failures))
-    valid = checked.where(F.col("_reason") == "").select(
+    is_rejected = F.col("_reason") != ""
+    observed, rejected_rows = counted(checked, is_rejected)
+    valid = observed.where(~is_rejected).select(
         *[F.col(name).try_cast(type_name).alias(name) for name, type_name in columns.items()], *lineage)
-    rejected = checked.where(F.col("_reason") != "").select(
+    rejected = checked.where(is_rejected).select(
         *lineage, F.col("_reason").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw"))
-    return Conformed(valid, rejected)
+    return Conformed(valid, rejected, rejected_rows)
 
 
 def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -> DataFrame:

@@ -2,8 +2,9 @@
 
 Native rules become aggregate expressions that run together in a single `df.agg`, so a dataset is scanned
 once however many rules it has; `observe_rules` attaches the same expressions to the write instead, so most
-rules cost no scan at all. schema_match reads only the schema, and great_expectations rules run afterwards
-through Great Expectations' Spark datasource, which computes its own metrics.
+rules cost no scan at all (unique too, when the rows were just deduplicated on its columns). schema_match reads
+only the schema, and great_expectations rules run afterwards through Great Expectations' Spark datasource, which
+computes its own metrics.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = 
 
 
 def observe_rules(
-    df: DataFrame, rules: Sequence[Rule], now: datetime | None = None
+    df: DataFrame, rules: Sequence[Rule], now: datetime | None = None, unique_on: Sequence[str] = ()
 ) -> tuple[DataFrame, Callable[[DataFrame], list[RuleOutcome]]]:
     """Evaluate rules during another action on `df`, typically its write, instead of in a scan of their own.
 
@@ -90,27 +91,40 @@ def observe_rules(
     that DataFrame has succeeded (the observation blocks until then). The action computes every native rule
     except unique, whose distinct count Spark cannot observe; `finish` judges them, evaluates unique and
     great_expectations rules over `written` (e.g. the files just written, read back) with `evaluate_rules`,
-    and returns one outcome per rule in the rules' order. Observed rules see the rows at the point of `df` in
-    the plan: attach the observation before a filter to count the rows it drops, after it to judge the rows
-    that are kept.
+    and returns one outcome per rule in the rules' order. `written` is read only when such a rule is left.
+    Observed rules see the rows at the point of `df` in the plan: attach the observation before a filter to
+    count the rows it drops, after it to judge the rows that are kept.
+
+    `unique_on` names columns `df` is known to hold no two rows alike on, nulls included (the keys it was just
+    deduplicated on): a unique rule on those columns, or on more, holds by construction, so it is judged from
+    the observed counts instead of a distinct count over `written`.
     """
     now = now or datetime.now(timezone.utc)
     _expectations(rules)  # an unknown expectation is an error now, not after the write
     outcomes, runnable = _screen(df, rules)
-    observable = {index: rule for index, rule in runnable.items() if rule.type not in ("unique", "great_expectations")}
+    observable = {index: rule for index, rule in runnable.items() if not reads_written_data(rule, unique_on)}
+    known_unique = {index for index, rule in observable.items() if rule.type == "unique"}
     observation = Observation()
     if observable:
-        df = df.observe(observation, *_aggregates(observable))
+        df = df.observe(observation, *_aggregates(observable, known_unique))
 
     def finish(written: DataFrame) -> list[RuleOutcome]:
         result = dict(outcomes)
         if observable:
             result.update(_judge(observable, observation.get, now))
         rest = [index for index in runnable if index not in observable]
-        result.update(zip(rest, evaluate_rules(written, [rules[index] for index in rest], now)))
+        if rest:
+            result.update(zip(rest, evaluate_rules(written, [rules[index] for index in rest], now)))
         return [result[index] for index in range(len(rules))]
 
     return df, finish
+
+
+def reads_written_data(rule: Rule, unique_on: Sequence[str] = ()) -> bool:
+    """Whether `observe_rules(..., unique_on)` evaluates `rule` over the written data instead of observing it."""
+    if rule.type == "unique":
+        return not (unique_on and set(unique_on) <= set(rule.subject_columns()))
+    return rule.type == "great_expectations"
 
 
 def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome], dict[int, Rule]]:
@@ -128,11 +142,16 @@ def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome
     return outcomes, runnable
 
 
-def _aggregates(rules: dict[int, Rule]) -> list[Column]:
-    """One list of aggregate expressions for all the rules, each named `index:key` so `_judge` can split them."""
+def _aggregates(rules: dict[int, Rule], known_unique: set[int] = frozenset()) -> list[Column]:
+    """One list of aggregate expressions for all the rules, each named `index:key` so `_judge` can split them.
+
+    A unique rule in `known_unique` holds by construction: its keyed rows are all distinct, so it needs no
+    distinct count (which would make Spark group every other aggregate by the rule's columns).
+    """
     aggregates = [F.count(F.lit(1)).alias("row_count")]
     for index, rule in rules.items():
-        aggregates += [value.alias(f"{index}:{key}") for key, value in _AGGREGATES[rule.type](rule).items()]
+        own = _keyed_rows(rule) if index in known_unique else _AGGREGATES[rule.type](rule)
+        aggregates += [value.alias(f"{index}:{key}") for key, value in own.items()]
     return aggregates
 
 
@@ -185,13 +204,14 @@ def _count_violations(rule: Rule) -> Column:
     return F.count(F.when(row_violation(rule), 1))
 
 
-def _unique_aggregates(rule: Rule) -> dict[str, Column]:
+def _keyed_rows(rule: Rule) -> dict[str, Column]:
     # count(DISTINCT a, b) skips rows where any key is null, so nulls are compared with non-null keys only.
     columns = [F.col(name) for name in rule.subject_columns()]
-    return {
-        "keyed_rows": F.count(F.when(reduce(and_, [column.isNotNull() for column in columns]), 1)),
-        "distinct_count": F.count_distinct(*columns),
-    }
+    return {"keyed_rows": F.count(F.when(reduce(and_, [column.isNotNull() for column in columns]), 1))}
+
+
+def _unique_aggregates(rule: Rule) -> dict[str, Column]:
+    return {**_keyed_rows(rule), "distinct_count": F.count_distinct(*map(F.col, rule.subject_columns()))}
 
 
 def _freshness_aggregates(rule: Rule) -> dict[str, Column]:
@@ -254,9 +274,11 @@ def _range_breach(rule: Rule) -> str:
 
 
 def _judge_unique(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
-    duplicates = values["keyed_rows"] - values["distinct_count"]
+    # No distinct count was taken when the rows are unique by construction: every keyed row is distinct.
+    distinct = values.get("distinct_count", values["keyed_rows"])
+    duplicates = values["keyed_rows"] - distinct
     key = rule.column or f"({', '.join(rule.columns)})"
-    observed = {"duplicate_count": duplicates, "distinct_count": values["distinct_count"], "row_count": rows}
+    observed = {"duplicate_count": duplicates, "distinct_count": distinct, "row_count": rows}
     message = f"{rule.name}: {duplicates} of {rows} rows repeat a value of {key}"
     return RuleOutcome(rule, duplicates == 0, observed, 0, message)
 
