@@ -7,15 +7,21 @@ in the audit log reconcile: rows read = rows written + rows quarantined, at ever
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import boto3
 
 import pyarrow.parquet as pq
 import pytest
+from dagster import AssetKey, instance_for_test, materialize
+
+from medallion_assets.catalog.models import ControlFlag
+from medallion_assets.definitions import build_definitions
 
 from medallion_assets.runner import PipelineReport
 from medallion_assets.storage.objects import read_bytes
+from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import RAW
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 
@@ -175,3 +181,52 @@ def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data
     [bronze] = medallion.stage_audit("bronze_orders_ingest")
     assert bronze["details"]["source"] == "orders_raw_replica"
     assert medallion.gold("analytics.daily_revenue_by_country") == expected
+
+
+def mark_unavailable(medallion, *datasets: str) -> None:
+    medallion.store.upsert({"control_flags": [
+        ControlFlag(entity_type="dataset", entity_id=dataset, flag_name="available", flag_value=False,
+                    reason="files corrupted", updated_by="ops") for dataset in datasets]})
+
+
+def materialize_only(medallion, key: str):
+    defs = build_definitions(medallion.store.url, str(medallion.lake), medallion.warehouse_url)
+    with instance_for_test() as instance:
+        return materialize(list(defs.assets), resources=defs.resources, instance=instance, raise_on_error=False,
+                           selection=[AssetKey(key.split("/"))])
+
+
+def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, raw_data, medallion_home):
+    assert medallion.run("user_events_etl").status == "success"
+    shutil.rmtree(medallion.lake / "silver" / "silver_user_events")  # silver's files are gone
+    mark_unavailable(medallion, "silver_user_events")
+    with warehouse_from_url(medallion.warehouse_url) as warehouse:
+        warehouse.query("DELETE FROM analytics.daily_user_events")
+    earlier = set((medallion_home / "openlineage").iterdir())
+
+    assert materialize_only(medallion, "gold/daily_user_events").success
+    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+    [rebuilt] = medallion.store.audit_entries(event="reroute")
+    assert (rebuilt["stage_name"], rebuilt["status"], rebuilt["error"]) == (
+        "gold_daily_aggregate", "rebuilt", "dataset silver_user_events marked unavailable by ops: files corrupted")
+    assert rebuilt["details"] == {"dataset": "silver_user_events", "rebuilt_by": "user_events_etl.silver_clean",
+                                  "from": ["bronze_user_events"]}
+    assert not (medallion.lake / "silver" / "silver_user_events").exists()  # rebuilt in the run, never written
+    events = events_after(medallion_home / "openlineage", earlier,
+                          {("COMPLETE", "user_events_etl.gold_daily_user_events")})
+    [complete] = [e for e in events if e["job"]["name"] == "user_events_etl.gold_daily_user_events"
+                  and e["eventType"] == "COMPLETE"]
+    assert [i["name"].rsplit("/", 1)[-1] for i in complete["inputs"]] == ["bronze_user_events"]
+
+
+def test_with_bronze_down_too_the_rebuild_fails_listing_every_path(medallion, raw_data):
+    assert medallion.run("user_events_etl").status == "success"
+    mark_unavailable(medallion, "silver_user_events", "bronze_user_events")
+    medallion.set_retries(0)
+    assert not materialize_only(medallion, "gold/daily_user_events").success
+    [failed] = [e for e in medallion.store.audit_entries(stage_name="gold_daily_aggregate") if e["status"] == "failed"]
+    assert failed["error"] == (
+        "NoAvailablePath: no available path to silver_user_events:\n"
+        "  1. user_events_raw → bronze_user_events → silver_user_events (cost 2) down: "
+        "bronze_user_events: dataset bronze_user_events marked unavailable by ops: files corrupted")
+    assert medallion.store.audit_entries(event="reroute") == []

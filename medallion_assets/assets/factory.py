@@ -142,9 +142,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()
-        read = outcome.details.get("source")
-        if read and read not in stage.input_ids():  # re-routed: the closing events name what was really read
-            lineage = rerouted(lineage, live, lake.root, [read])
+        if outcome.read != stage.input_ids():  # re-routed: the closing events name what was really read
+            lineage = rerouted(lineage, live, lake.root, outcome.read)
         # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
         store.record_audit(**audit, status="failed" if outcome.blocking_error() else "success",
                            error=outcome.blocking_error(), rows_read=outcome.rows_read,

@@ -53,6 +53,7 @@ class StageOutcome:
     columns: dict[str, str] = field(default_factory=dict)
     details: dict = field(default_factory=dict)
     duration_sec: float = 0.0
+    read: list[str] = field(default_factory=list)  # the datasets actually read, after any re-route
 
     def blocking_failures(self) -> list[RuleOutcome]:
         return [o for o in self.rule_outcomes if not o.passed and o.rule.severity == "error"]
@@ -68,6 +69,15 @@ class Adjustments:
 
     evolve_warehouse_schema: bool = False
     load_partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A stage's rows before they are written, and what the write will count: rows in, each kind of reject."""
+
+    frame: DataFrame
+    rows_in: Observation
+    rejects: list[tuple[DataFrame, Observation]]
 
 
 @dataclass
@@ -150,14 +160,53 @@ class StageRunner:
         throttle(self.store, "source", source.system_id(), {"rows_per_minute": result.rows_read}, **audit)
         return StageOutcome(result.rows_read, result.rows_written, result.rows_quarantined,
                             details={"batch_id": batch_id, "source": source.source_id, "objects_new": len(new),
-                                     "objects_seen": len(objects)})
+                                     "objects_seen": len(objects)}, read=[source.source_id])
 
-    def _transform(self, stage: Stage, target: Target, output: str) -> StageOutcome:
-        inputs = {input_id: self.read_dataset(input_id) for input_id in stage.input_ids()}
+    def readable_inputs(self, stage: Stage) -> tuple[dict[str, DataFrame], list[str]]:
+        """The inputs of a silver or gold stage, and the datasets actually read for them.
+
+        An input an operator marked unavailable (an `available` flag) is rebuilt from the layer above it: its
+        own stage's transformation over that stage's inputs, recursively, computed in this run and never
+        written. Each rebuild is audited; when the rebuild would need a bronze dataset that is down, the error
+        lists every path and why it is down.
+        """
+        down = Availability(self.store, self.snapshot).flagged(self._lake_ancestry(stage))
+        read: list[str] = []
+        frames = {input_id: self._input_frame(stage, input_id, down, read) for input_id in stage.input_ids()}
+        return frames, read
+
+    def _lake_ancestry(self, stage: Stage) -> set[str]:
+        """Every lake dataset the stage's inputs are made from, the inputs included."""
+        found, frontier = set(), list(stage.input_ids())
+        while frontier:
+            dataset = frontier.pop()
+            if dataset in self.snapshot.targets and dataset not in found:
+                found.add(dataset)
+                producer = self.snapshot.stage_producing(dataset)
+                frontier += producer.input_ids() if producer else []
+        return found
+
+    def _input_frame(self, stage: Stage, dataset: str, down: dict[str, str], read: list[str]) -> DataFrame:
+        if dataset not in down:
+            read.append(dataset)
+            return self.read_dataset(dataset)
+        producer = self.snapshot.stage_producing(dataset)
+        target = self.snapshot.targets[dataset]
+        if producer is None or target.layer == "bronze":  # bronze is rebuilt only by ingesting its source again
+            raise NoAvailablePath(stage.target_id, recovery_paths(build_graph(self.snapshot), stage.target_id), down)
+        inputs = {i: self._input_frame(producer, i, down, read) for i in producer.input_ids()}
+        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
+                                event="reroute", status="rebuilt", error=down[dataset],
+                                details={"dataset": dataset, "rebuilt_by": f"{producer.pipeline_id}.{producer.stage_name}",
+                                         "from": producer.input_ids()})
+        return self._shape(producer, target, inputs).frame.drop(*INGESTION_COLUMNS)
+
+    def _shape(self, stage: Stage, target: Target, inputs: dict[str, DataFrame]) -> Shaped:
+        """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,
+        deduplication, and the rows drop or quarantine rules take out."""
         source_frame = (run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect) if stage.transform_sql
                         else inputs[stage.source_id])
-        # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
-        frame, rows_in_count = counted(source_frame)
+        frame, rows_in = counted(source_frame)
         rejects: list[tuple[DataFrame, Observation]] = []  # each kind of rejected rows, with its observed count
         if target.columns:
             conformed = conform(frame, target.columns)
@@ -175,6 +224,13 @@ class StageRunner:
                 frame, violations = counted(frame, violation)
                 rejects.append((rejected, violations))
             frame = frame.where(~violation)
+        return Shaped(frame, rows_in, rejects)
+
+    def _transform(self, stage: Stage, target: Target, output: str) -> StageOutcome:
+        inputs, read = self.readable_inputs(stage)
+        # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
+        shaped = self._shape(stage, target, inputs)
+        frame, rows_in_count, rejects = shaped.frame, shaped.rows_in, shaped.rejects
         # After deduplication, a unique rule on the keys holds by construction and needs no distinct count.
         observed, judge = observe_rules(frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys)
         observed, written_count = counted(observed)
@@ -189,7 +245,7 @@ class StageRunner:
         rows_read = (rows_in if not stage.transform_sql and len(inputs) == 1
                      else sum(input_frame.count() for input_frame in inputs.values()))
         return StageOutcome(rows_read, written, quarantined, rule_outcomes,
-                            details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined})
+                            details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined}, read=read)
 
     def _write_rejected(self, target_id: str, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).

@@ -74,7 +74,7 @@ class Availability:
     def unavailable(self, datasets: Iterable[str]) -> dict[str, str]:
         """The given datasets that are down now, each with the reason: an operator's flag, or a failed probe."""
         wanted = sorted(set(datasets))
-        down = self._flagged(wanted)
+        down = self.flagged(wanted)
         probes = {d: probe for d in wanted if d not in down and (probe := self._probe_for(d)) is not None}
         down.update(self._probed(probes))
         return dict(sorted(down.items()))
@@ -90,7 +90,9 @@ class Availability:
                 entities.add(("target", target.system or "warehouse"))
         return entities
 
-    def _flagged(self, datasets: list[str]) -> dict[str, str]:
+    def flagged(self, datasets: Iterable[str]) -> dict[str, str]:
+        """The given datasets an operator marked unavailable, each with the flag's reason; no probe runs."""
+        datasets = sorted(set(datasets))
         flags = [f for f in self.store.table_rows("control_flags")
                  if f["flag_name"] == FLAG_NAME and not f["flag_value"]]
         down = {}
