@@ -25,6 +25,7 @@ test: java $(VENV)/installed
 
 ui: java $(VENV)/installed
 	mkdir -p .medallion/dagster
+	cp -n dagster.yaml .medallion/dagster/dagster.yaml
 	DAGSTER_HOME=$(abspath .medallion/dagster) MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion ui --local-s3
 
 clean:
