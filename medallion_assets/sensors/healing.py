@@ -15,12 +15,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
-    AssetSelection, DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunRequest,
+    DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunRequest,
     RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
 from dagster._utils.error import SerializableErrorInfo
 
 from medallion_assets.assets.factory import target_key
+from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -93,7 +94,7 @@ def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: 
 def build_healing_sensor(snapshot: CatalogSnapshot, store: CatalogStore, lake_root: str, warehouse_url: str,
                          interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
     @sensor(name="medallion_healing", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING, target=AssetSelection.all(),
+            default_status=DefaultSensorStatus.RUNNING, job_name=IMPLICIT_ASSET_JOB_NAME,
             description="Re-executes failed runs from failure when a run-level healing rule matches "
                         "(healing_actions, read fresh every tick).")
     def medallion_healing(context: SensorEvaluationContext):

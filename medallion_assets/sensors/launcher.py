@@ -24,12 +24,13 @@ import time
 from datetime import datetime, timezone
 
 from dagster import (
-    AssetSelection, DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
+    DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
     SensorEvaluationContext, SensorResult, sensor,
 )
 from dagster._utils.schedules import get_latest_completed_cron_tick
 
 from medallion_assets.assets.factory import target_key
+from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
@@ -179,7 +180,7 @@ def build_launcher_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
     """The profile-aware launcher, running by default; targets every asset the catalog defines."""
 
     @sensor(name="medallion_launcher", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING, target=AssetSelection.all(),
+            default_status=DefaultSensorStatus.RUNNING, job_name=IMPLICIT_ASSET_JOB_NAME,
             description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
                         "and re-prioritizes queued runs when a profile changes.")
     def medallion_launcher(context: SensorEvaluationContext):
