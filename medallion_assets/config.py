@@ -11,8 +11,11 @@ def home() -> Path:
     return Path(os.environ.get("MEDALLION_HOME", ".medallion")).resolve()
 
 
+CATALOG_ENV, WAREHOUSE_ENV = "MEDALLION_CATALOG_URL", "MEDALLION_WAREHOUSE_URL"
+
+
 def catalog_url() -> str:
-    return os.environ.get("MEDALLION_CATALOG_URL", f"sqlite:///{home() / 'catalog.db'}")
+    return os.environ.get(CATALOG_ENV, f"sqlite:///{home() / 'catalog.db'}")
 
 
 def lake_url() -> str:
@@ -20,7 +23,7 @@ def lake_url() -> str:
 
 
 def warehouse_url() -> str:
-    return os.environ.get("MEDALLION_WAREHOUSE_URL", f"duckdb:///{home() / 'warehouse.duckdb'}")
+    return os.environ.get(WAREHOUSE_ENV, f"duckdb:///{home() / 'warehouse.duckdb'}")
 
 
 def spark_master() -> str:

@@ -6,7 +6,9 @@ all steps of a run share one Spark session (a session costs seconds to start; se
 
 from __future__ import annotations
 
-from dagster import Definitions, definitions, in_process_executor
+import os
+
+from dagster import Definitions, EnvVar, definitions, in_process_executor
 
 from medallion_assets import config
 from medallion_assets.assets import build_assets
@@ -17,23 +19,34 @@ from medallion_assets.sensors.healing import build_healing_sensor
 from medallion_assets.sensors.launcher import build_launcher_sensor
 
 
+def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
+    """The environment variable a setting comes from, when it does. Dagster keeps and shows a resource setting
+    given as an EnvVar by the variable's name, never its value: a catalog or warehouse URL may hold a password."""
+    return EnvVar(variable) if explicit is None and variable in os.environ else None
+
+
 def build_definitions(catalog_url: str | None = None, lake_root: str | None = None,
                       warehouse_url: str | None = None) -> Definitions:
+    catalog_setting = _from_environment(catalog_url, config.CATALOG_ENV)
+    warehouse_setting = _from_environment(warehouse_url, config.WAREHOUSE_ENV)
     catalog_url = catalog_url or config.catalog_url()
     lake_root = lake_root or config.lake_url()
     warehouse_url = warehouse_url or config.warehouse_url()
     store = CatalogStore(catalog_url)
     store.migrate()
     snapshot = store.snapshot()
+    assets = build_assets(snapshot, lake_root)
+    sensors = [build_control_sensor(snapshot, store)]
+    if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
+        sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url)]
     return Definitions(
-        assets=build_assets(snapshot, lake_root),
-        sensors=[build_control_sensor(snapshot, store), build_launcher_sensor(snapshot, store),
-                 build_healing_sensor(snapshot, store, lake_root, warehouse_url)],
+        assets=assets,
+        sensors=sensors,
         resources={
             "spark": SparkResource(),
             "lake": LakeResource(root=lake_root),
-            "warehouse": WarehouseResource(url=warehouse_url),
-            "catalog": CatalogResource(url=catalog_url),
+            "warehouse": WarehouseResource(url=warehouse_setting or warehouse_url),
+            "catalog": CatalogResource(url=catalog_setting or catalog_url),
         },
         executor=in_process_executor,
     )

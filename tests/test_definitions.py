@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from dagster import AssetSpec, Definitions
+from dagster import AssetSpec, Definitions, EnvVar
+from dagster._core.remote_representation.external_data import RepositorySnap
+from dagster._serdes import serialize_value
 
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
@@ -102,3 +104,26 @@ def test_hand_written_specs_and_generated_assets_agree_on_keys(catalog_url, tmp_
     assert all(isinstance(key.path, list) and len(key.path) == 2 for key in keys)
     assert {key.path[0] for key in keys} == {"raw", "bronze", "silver", "gold"}
     assert AssetSpec(key=["gold", "daily_revenue"]).key in keys
+
+
+def test_an_empty_catalog_loads_with_the_control_sensor_only(tmp_path):
+    defs = build_definitions(f"sqlite:///{tmp_path}/empty.db", str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    Definitions.validate_loadable(defs)
+    assert [sensor.name for sensor in defs.sensors] == ["medallion_control"]
+
+
+def test_the_seed_loads_with_all_three_sensors_on_dagsters_own_asset_job(catalog_url, tmp_path):
+    defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    Definitions.validate_loadable(defs)
+    jobs = {sensor.name: [target.job_name for target in sensor.targets] for sensor in defs.sensors}
+    assert jobs == {"medallion_control": [], "medallion_launcher": ["__ASSET_JOB"], "medallion_healing": ["__ASSET_JOB"]}
+    assert [job.name for job in defs.get_repository_def().get_all_jobs()] == ["__ASSET_JOB"]
+
+
+def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(catalog_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", catalog_url)
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", "postgresql://loader:s3cr3t-pw@127.0.0.1:5432/warehouse")
+    defs = build_definitions(lake_root=str(tmp_path / "lake"))
+    shown = serialize_value(RepositorySnap.from_def(defs.get_repository_def()))
+    assert "MEDALLION_WAREHOUSE_URL" in shown and "s3cr3t-pw" not in shown
+    assert defs.resources["warehouse"].url == EnvVar("MEDALLION_WAREHOUSE_URL")
