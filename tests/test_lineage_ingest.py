@@ -27,7 +27,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.lineage.graph import build_graph
 from medallion_assets.lineage.schema_validation import PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event
-from medallion_assets.lineage.server import LineageServer
+from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
 from tests.conftest import REPO, SEED
 
 AIRFLOW, DBT = "https://github.com/apache/airflow/tree/2.10.0", "https://github.com/dbt-labs/dbt-core/tree/1.9.0"
@@ -147,6 +147,9 @@ def test_serve_answers_as_marquez_does(server, catalog, tmp_path):
     assert (status, json.loads(body)) == (400, {"code": 400, "message": "eventTime: 1700000000 is not of type 'string'"})
     assert post(endpoint, gzip.compress(json.dumps(dbt_report(tmp_path)).encode()), {"Content-Encoding": "gzip"}) == (
         201, b"")
+    bomb = gzip.compress(b" " * (MAX_BODY_BYTES + 1))  # 17 MB of blanks, 17 kB on the wire
+    status, body = post(endpoint, bomb, {"Content-Encoding": "gzip"})
+    assert (status, json.loads(body)["message"]) == (413, f"an event inflates to over the limit of {MAX_BODY_BYTES} bytes")
     status, body = post(f"{server}/api/v1/namespaces", b"{}")
     assert (status, json.loads(body)["message"]) == (404, "no endpoint /api/v1/namespaces; send events to POST "
                                                           "/api/v1/lineage")
