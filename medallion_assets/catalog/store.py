@@ -31,7 +31,10 @@ class CatalogStore:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.url = url
-        self.engine: Engine = create_engine(url, future=True)
+        # A pooled SQLite connection may be reset or closed by another thread (the garbage collector's, at
+        # exit); the pool never lets two threads use one connection at a time, so the check is not needed.
+        connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
+        self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
 
     def migrate(self) -> None:
         """Bring the schema to the newest migration; a no-op when it is there already."""
