@@ -159,11 +159,14 @@ def _decision(event: str, details: dict) -> str:
 @click.option("--rows", default=20_000, show_default=True, help="number of user events")
 @click.option("--to", "to_url", required=True, help="s3://bucket/prefix or a local folder")
 @click.option("--seed", default=7, show_default=True)
-def sample_data(rows, to_url, seed) -> None:
+@click.option("--weather", is_flag=True, help="also daily weather, for the forecast example's second version")
+def sample_data(rows, to_url, seed, weather) -> None:
     """Write deterministic raw sample data, with a small known share of malformed records."""
-    from medallion_assets.sample_data import write_sample_data
+    from medallion_assets.sample_data import write_sample_data, write_weather_sample
 
     click.echo(str(write_sample_data(to_url, rows, seed)))
+    if weather:
+        click.echo(write_weather_sample(to_url, seed))
 
 
 def _run(pipeline_id: str, as_json: bool) -> str:

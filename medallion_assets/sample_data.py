@@ -9,6 +9,7 @@ benchmarks can check what the pipeline kept, quarantined and deduplicated.
 from __future__ import annotations
 
 import io
+import json
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -225,3 +226,17 @@ def _write_parts(
         objects.write_bytes(url, ("\n".join(chunk) + "\n").encode())
         urls.append(url)
     return urls
+
+
+def write_weather_sample(to_url: str, seed: int = 7) -> str:
+    """Write daily weather per country for the sample's days and the week after them, as JSON lines under
+    ``weather/`` (the forecast example of metadata_seed/revenue_forecast.v2.yaml.example reads it); returns
+    the object's url. About a third of the days are rainy (10 mm or more)."""
+    rng = random.Random(seed)
+    first = date.fromisoformat(_DAYS[0])
+    days = [(first + timedelta(days=offset)).isoformat() for offset in range(2 * _SPAN_DAYS)]
+    lines = [json.dumps({"weather_date": day, "country": country, "rain_mm": round(rng.random() * 30, 1),
+                         "temperature_c": round(rng.uniform(-5, 30), 1)})
+             for day in days for country in _COUNTRIES]
+    (url,) = _write_parts(f"{to_url.rstrip('/')}/weather", "jsonl", None, lines, len(lines))
+    return url

@@ -9,21 +9,23 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from datetime import date, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 
 import boto3
-
 import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, instance_for_test, materialize
 
 from medallion_assets.catalog.models import ControlFlag
 from medallion_assets.definitions import build_definitions
-
 from medallion_assets.runner import PipelineReport
+from medallion_assets.sample_data import write_weather_sample
 from medallion_assets.storage.objects import read_bytes
 from medallion_assets.storage.warehouse import warehouse_from_url
-from tests.conftest import RAW
+from tests.conftest import RAW, SEED
 from tests.reference import expected_daily_revenue, expected_daily_user_events
+
 
 def statuses(report: PipelineReport) -> dict[str, str]:
     return {asset.key: asset.status for asset in report.assets}
@@ -230,3 +232,32 @@ def test_with_bronze_down_too_the_rebuild_fails_listing_every_path(medallion, ra
         "  1. user_events_raw → bronze_user_events → silver_user_events (cost 2) down: "
         "bronze_user_events: dataset bronze_user_events marked unavailable by ops: files corrupted")
     assert medallion.store.audit_entries(event="reroute") == []
+
+
+def test_the_forecast_example_runs_in_both_lineage_versions(medallion, raw_data):
+    """v1: the revenue of the same day a week before; v2 also reads the weather and takes a fifth off rainy days."""
+    medallion.set_retries(3, backoff_sec=0)
+    assert medallion.run("orders_etl").status == "success"
+    medallion.load(SEED / "revenue_forecast.v1.yaml.example")
+    assert medallion.run("revenue_forecast").status == "success"
+    week = timedelta(days=7)
+    baseline = {(row["order_date"] + week, row["country"]): row["revenue"] for row in expected_daily_revenue(RAW)}
+    forecast = medallion.gold("analytics.revenue_forecast")
+    assert [(r["forecast_date"], r["country"], r["forecast_revenue"]) for r in forecast] == [
+        (day, country, revenue) for (day, country), revenue in sorted(baseline.items())]
+
+    weather_url = write_weather_sample(RAW)
+    medallion.load(SEED / "revenue_forecast.v2.yaml.example")
+    assert medallion.run("weather_etl").status == "success"
+    assert medallion.run("revenue_forecast").status == "success"
+    rain = {(date.fromisoformat(w["weather_date"]), w["country"]): w["rain_mm"]
+            for w in map(json.loads, read_bytes(weather_url).decode().splitlines())}
+    rainy = Decimal("0.8")
+    assert [(r["forecast_date"], r["country"], r["forecast_revenue"], r["rain_mm"])
+            for r in medallion.gold("analytics.revenue_forecast")] == [
+        (day, country, (revenue * (rainy if rain[day, country] >= 10 else 1)).quantize(Decimal("0.01"), ROUND_HALF_UP),
+         rain[day, country]) for (day, country), revenue in sorted(baseline.items())]
+    assert sum(rain[key] >= 10 for key in baseline) > 0  # the rain adjustment is exercised
+    versions = [v["version"] for v in medallion.store.table_rows("lineage_versions")
+                if v["dataset"] == "gold_revenue_forecast"]
+    assert sorted(versions) == [1, 2]
