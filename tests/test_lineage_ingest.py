@@ -14,7 +14,6 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
