@@ -238,5 +238,6 @@ def write_weather_sample(to_url: str, seed: int = 7) -> str:
     lines = [json.dumps({"weather_date": day, "country": country, "rain_mm": round(rng.random() * 30, 1),
                          "temperature_c": round(rng.uniform(-5, 30), 1)})
              for day in days for country in _COUNTRIES]
-    (url,) = _write_parts(f"{to_url.rstrip('/')}/weather", "jsonl", None, lines, len(lines))
+    url = f"{to_url.rstrip('/')}/weather/part-00000.jsonl"
+    objects.write_bytes(url, ("\n".join(lines) + "\n").encode())
     return url

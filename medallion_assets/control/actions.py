@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
-from medallion_assets.control.healing import HealingContext, Remedy, healing_action
+from medallion_assets.control.healing import HealingContext, Remedy, causes, healing_action
 from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import quarantine_path
 from medallion_assets.storage.objects import SourceNotFound, list_objects, read_bytes, write_bytes
@@ -47,9 +47,7 @@ def _wait_until(params: WaitParams, ready, what: str) -> Remedy:
 
 
 def _find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
-    while error is not None and not isinstance(error, kind):
-        error = error.__cause__ or error.__context__
-    return error
+    return next((cause for cause in causes(error) if isinstance(cause, kind)), None)
 
 
 @healing_action("wait_for_upstream", WaitParams)

@@ -12,7 +12,7 @@ re-executes failed runs; a rule is one or the other, so no failure is retried tw
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,6 +24,13 @@ from medallion_assets.catalog.store import CatalogStore
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """The error, then what caused it, and so on down the chain."""
+    while error is not None:
+        yield error
+        error = error.__cause__ or error.__context__
 
 
 @dataclass(frozen=True)
@@ -44,12 +51,11 @@ class Fault:
 
     @classmethod
     def of(cls, error: BaseException, stage: Stage, layer: str, attempt: int, run_id: str | None = None) -> Fault:
-        codes, cause = set(), error
-        while cause is not None:
+        codes = set()
+        for cause in causes(error):
             codes |= {kind.__name__ for kind in type(cause).__mro__}
             if getattr(cause, "pgcode", None):
                 codes.add(cause.pgcode)
-            cause = cause.__cause__ or cause.__context__
         return cls(stage, layer, attempt, frozenset(codes), f"{type(error).__name__}: {error}", run_id, error)
 
 

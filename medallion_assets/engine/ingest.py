@@ -74,6 +74,12 @@ def spark_schema(columns: dict[str, str]) -> str:
     return ", ".join(f"{spark_identifier(name)} {type_name}" for name, type_name in columns.items())
 
 
+def bronze_schema(source: Source) -> str:
+    """The schema of a bronze dataset, in the order its files hold it: where each record came from, the
+    source's declared columns, and when it was ingested (the batch partition column is added by Spark)."""
+    return f"_source_file string, _source_line bigint, {spark_schema(source.columns)}, _ingested_at timestamp"
+
+
 def _decoded(source: Source, info: ObjectInfo, data: bytes) -> str:
     try:
         return data.decode("utf-8")

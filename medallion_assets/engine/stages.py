@@ -23,7 +23,7 @@ from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import target_system, throttle, throttled
-from medallion_assets.engine.ingest import INGESTION_COLUMNS, ingest
+from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ingest
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
 from medallion_assets.lineage.availability import Availability
@@ -94,9 +94,13 @@ class StageRunner:
 
     def read_dataset(self, target_id: str) -> DataFrame:
         target = self.snapshot.targets[target_id]
-        # Bronze batches ingested before a source gained a column lack it: merged, they read as null.
-        reader = self.spark.read.option("mergeSchema", "true") if target.layer == "bronze" else self.spark.read
-        return reader.parquet(lake_path(self.lake_root, target.layer, target_id))
+        path = lake_path(self.lake_root, target.layer, target_id)
+        if target.layer != "bronze":
+            return self.spark.read.parquet(path)
+        # Read with the catalog's schema: batches ingested before the source gained a column read it as null,
+        # and no Spark job has to merge the footers of every batch.
+        source = self.snapshot.sources[self.snapshot.stage_producing(target_id).source_id]
+        return self.spark.read.schema(bronze_schema(source)).parquet(path)
 
     def rules(self, stage: Stage) -> list[Rule]:
         if not stage.validation_set_id:
