@@ -66,8 +66,10 @@ def tables_in(warehouse, schema_name: str) -> list[str]:
 # --- a lost connection ----------------------------------------------------------------------------------------
 
 
-def blocked_backend(pg_url: str, marker: str, deadline_sec: float = 60) -> tuple[int, str]:
-    """The pid and statement of the backend waiting on a lock whose statement names ``marker``."""
+def blocked_backend(pg_url: str, marker: str, statement: str = "", deadline_sec: float = 60) -> tuple[int, str]:
+    """The pid and statement of the backend waiting on a lock whose statement names ``marker`` and starts with
+    ``statement``. A statement before it may wait for a moment too (seen under load); the load is blocked for
+    good only at the one that conflicts with the test's lock."""
     # Its own connection in autocommit: a transaction would see one snapshot of pg_stat_activity throughout.
     watcher = psycopg2.connect(pg_url)
     watcher.autocommit = True
@@ -77,7 +79,7 @@ def blocked_backend(pg_url: str, marker: str, deadline_sec: float = 60) -> tuple
             while time.monotonic() - started < deadline_sec:
                 cursor.execute("SELECT pid, query FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                                "AND query LIKE %s AND pid <> pg_backend_pid()", (f"%{marker}%",))
-                found = cursor.fetchall()
+                found = [(pid, query) for pid, query in cursor.fetchall() if query.startswith(statement)]
                 if found:
                     return found[0]
                 time.sleep(0.05)
@@ -109,7 +111,7 @@ def test_a_terminated_load_is_rolled_back_and_lands_exactly_once_after_reconnect
             with locker.cursor() as cursor:
                 cursor.execute(f"LOCK TABLE {table} IN SHARE MODE")
                 loading = pool.submit(warehouse.load, table, new, mode, ["id"])
-                pid, statement = blocked_backend(pg_url, pg_schema)
+                pid, statement = blocked_backend(pg_url, pg_schema, blocked_at)
                 assert statement.startswith(blocked_at)
                 cursor.execute("SELECT pg_terminate_backend(%s)", (pid,))
             locker.rollback()
