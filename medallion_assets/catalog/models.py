@@ -18,6 +18,7 @@ QualifiedName = Annotated[str, AfterValidator(lambda value: ".".join(split_quali
 COLUMN_TYPE = re.compile(r"^(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))$")
 Layer = Literal["bronze", "silver", "gold"]
 FileFormat = Literal["jsonl", "csv", "parquet"]
+Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
 RULE_TYPES = (
     "row_count", "not_null", "unique", "accepted_values", "range", "regex", "schema_match", "freshness",
     "great_expectations",
@@ -62,6 +63,9 @@ class Source(Row):
     source_id: Identifier
     s3_path: str = Field(description="s3://bucket/prefix/ or a local folder holding the raw files")
     file_format: FileFormat
+    compression: Compression = Field(
+        default="auto",
+        description="how jsonl and csv objects are compressed; auto: by the key's ending (.gz, .bz2, .zst)")
     columns: Columns = Field(description="the raw schema: column name → type, in file order")
     options: dict[str, Any] = Field(default_factory=dict, description="reader options, e.g. csv delimiter")
     system: Identifier | None = Field(default=None, description="source system for throttles; default: the bucket")
