@@ -215,10 +215,9 @@ def main() -> None:
     args = parser.parse_args()
     rows, repeats = (100_000, 2) if args.quick else (args.rows, args.repeats)
 
-    spark = spark_session(config.spark_master(), "medallion-bench",
-                          {"spark.driver.memory": DRIVER_MEMORY, "spark.ui.showConsoleProgress": "false"})
-    heap_gb = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**30
-    print(f"Spark {spark.version}, master {config.spark_master()}, driver heap {heap_gb:.2f} GiB")
+    spark = spark_session({"spark.driver.memory": DRIVER_MEMORY}, "medallion-bench")
+    print(f"Spark {spark.version}, master {config.spark_remote() or config.spark_master()}, "
+          f"driver memory {DRIVER_MEMORY}")
 
     with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch:
         # The first Spark jobs in a JVM and the first Dagster run in a process are slower (class loading,

@@ -164,7 +164,7 @@ def main() -> None:
     args = parser.parse_args()
     rows, repeats = (10_000, 2) if args.quick else (args.rows, args.repeats)
 
-    spark_session(config.spark_master(), "medallion-bench", {"spark.ui.showConsoleProgress": "false"})
+    spark_session(app_name="medallion-bench")
     warnings = Warnings()
     logging.getLogger(openlineage.__name__).addHandler(warnings)
     logging.getLogger(openlineage.__name__).propagate = False  # the figures, not a screen of warnings

@@ -160,11 +160,12 @@ def _decision(event: str, details: dict) -> str:
 @click.option("--to", "to_url", required=True, help="s3://bucket/prefix or a local folder")
 @click.option("--seed", default=7, show_default=True)
 @click.option("--weather", is_flag=True, help="also daily weather, for the forecast example's second version")
-def sample_data(rows, to_url, seed, weather) -> None:
+@click.option("--gzip", "gzipped", is_flag=True, help="gzip-compress the jsonl and csv files (.gz)")
+def sample_data(rows, to_url, seed, weather, gzipped) -> None:
     """Write deterministic raw sample data, with a small known share of malformed records."""
     from medallion_assets.sample_data import write_sample_data, write_weather_sample
 
-    click.echo(str(write_sample_data(to_url, rows, seed)))
+    click.echo(str(write_sample_data(to_url, rows, seed, gzipped=gzipped)))
     if weather:
         click.echo(write_weather_sample(to_url, seed))
 

@@ -26,5 +26,10 @@ def warehouse_url() -> str:
     return os.environ.get(WAREHOUSE_ENV, f"duckdb:///{home() / 'warehouse.duckdb'}")
 
 
+def spark_remote() -> str | None:
+    """A Spark Connect URL (sc://host:port); when set, it wins over SPARK_MASTER."""
+    return os.environ.get("SPARK_REMOTE") or None
+
+
 def spark_master() -> str:
     return os.environ.get("SPARK_MASTER", "local[2]")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import gzip
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -67,13 +68,13 @@ class SampleSummary:
 
 
 def write_sample_data(
-    to_url: str, rows: int, seed: int = 7, *, lines_per_file: int = LINES_PER_FILE
+    to_url: str, rows: int, seed: int = 7, *, lines_per_file: int = LINES_PER_FILE, gzipped: bool = False
 ) -> SampleSummary:
     """Write ``rows`` user events, ``max(rows // 5, 10)`` orders and their customers under ``to_url``.
 
     Layout: ``user_events/part-NNNNN.jsonl`` and ``orders/part-NNNNN.csv`` (at most ``lines_per_file``
-    data lines each) and ``customers/customers.parquet``. Objects of the same name are replaced; other
-    objects under ``to_url`` are left alone.
+    data lines each; ``.jsonl.gz`` and ``.csv.gz`` when ``gzipped``) and ``customers/customers.parquet``.
+    Objects of the same name are replaced; other objects under ``to_url`` are left alone.
     """
     if rows < MIN_ROWS:
         raise ValueError(f"rows must be at least {MIN_ROWS}, got {rows}")
@@ -84,10 +85,10 @@ def write_sample_data(
 
     event_defects = _place_defects(rng, rows)
     event_lines = _event_lines(rng, rows, event_defects)
-    event_urls = _write_parts(f"{root}/user_events", "jsonl", None, event_lines, lines_per_file)
+    event_urls = _write_parts(f"{root}/user_events", "jsonl", None, event_lines, lines_per_file, gzipped)
     order_defects = _place_defects(rng, n_orders)
     order_lines = _order_lines(rng, n_orders, n_customers, order_defects)
-    order_urls = _write_parts(f"{root}/orders", "csv", _ORDERS_HEADER, order_lines, lines_per_file)
+    order_urls = _write_parts(f"{root}/orders", "csv", _ORDERS_HEADER, order_lines, lines_per_file, gzipped)
     customers_url = f"{root}/customers/customers.parquet"
     objects.write_bytes(customers_url, _customers_parquet(rng, n_customers))
 
@@ -214,7 +215,7 @@ def _customers_parquet(rng: random.Random, n_customers: int) -> bytes:
 
 
 def _write_parts(
-    prefix: str, extension: str, header: str | None, lines: Iterable[str], lines_per_file: int
+    prefix: str, extension: str, header: str | None, lines: Iterable[str], lines_per_file: int, gzipped: bool
 ) -> list[str]:
     """Write ``lines`` as numbered parts of at most ``lines_per_file`` data lines, each under ``header``."""
     urls = []
@@ -222,8 +223,10 @@ def _write_parts(
     while chunk := list(islice(lines, lines_per_file)):
         if header is not None:
             chunk.insert(0, header)
-        url = f"{prefix}/part-{len(urls):05d}.{extension}"
-        objects.write_bytes(url, ("\n".join(chunk) + "\n").encode())
+        url = f"{prefix}/part-{len(urls):05d}.{extension}" + (".gz" if gzipped else "")
+        data = ("\n".join(chunk) + "\n").encode()
+        # mtime=0: the same sample compresses to the same bytes, so reruns keep their ETags.
+        objects.write_bytes(url, gzip.compress(data, mtime=0) if gzipped else data)
         urls.append(url)
     return urls
 

@@ -123,12 +123,15 @@ def pg_database(pg_url) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """One local Spark session for the whole test run (a session costs seconds to start)."""
+def spark(s3_endpoint):
+    """One local Spark session for the whole test run (a session costs seconds to start).
+
+    Started after the S3 API server, so that its executors' Python workers, which read raw objects through
+    boto3, inherit the endpoint and credentials from the environment, as on a cluster's nodes."""
     # The driver's result-size limit is a real Spark limit, set low so a healing test can run into it with
     # a gold table of a few MB; every other result in the suite is far below it.
-    session = spark_session("local[2]", "medallion-tests", {"spark.sql.shuffle.partitions": "4",
-                                                            "spark.driver.maxResultSize": "8m"})
+    session = spark_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4",
+                             "spark.driver.maxResultSize": "8m"}, "medallion-tests")
     yield session
     session.stop()
 

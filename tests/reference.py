@@ -8,6 +8,7 @@ lets the same functions read raw data from S3 or from a local folder.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 from collections import defaultdict
@@ -95,7 +96,8 @@ def expected_daily_revenue(raw_url: str) -> list[dict]:
 
 def _lines(url: str) -> Iterator[str]:
     for info in list_objects(url):
-        for raw_line in read_bytes(info.url).split(b"\n"):
+        data = read_bytes(info.url)
+        for raw_line in (gzip.decompress(data) if info.url.endswith(".gz") else data).split(b"\n"):
             try:
                 yield raw_line.decode("utf-8").rstrip("\r")
             except UnicodeDecodeError:

@@ -125,7 +125,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         healed = healing_in_run(store, context.run_id)
         live = store.snapshot() if healed else snapshot
         adjustments = Adjustments(**overrides_for(healed, stage))
-        runner = StageRunner(spark.get_session(), live, store, lake.root,
+        runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
                              warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason,
                              adjustments)
         try:

@@ -1,28 +1,30 @@
 """Bronze ingestion: new raw objects → typed bronze parquet plus ingestion columns; bad records → quarantine.
 
-Raw text is split into lines by pyarrow (C++, no Python object per line), so every record keeps its file
-and line number, then Spark parses the lines against the source's declared schema in PERMISSIVE mode:
-a record that does not parse lands in quarantine with its file, line and reason instead of vanishing.
+The driver only lists objects. Spark executors fetch, decompress and split them (`raw_reader`, run through
+`mapInArrow`), so raw bytes never pass through the Dagster process and nothing is staged on its disk. Every
+record keeps its file and line number, then Spark parses the lines against the source's declared schema in
+PERMISSIVE mode: a record that does not parse lands in quarantine with its file, line and reason.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from medallion_assets.catalog.models import Source
+from medallion_assets.engine import raw_reader
 from medallion_assets.naming import spark_identifier
-from medallion_assets.storage.objects import ObjectInfo, read_bytes
+from medallion_assets.storage.objects import ObjectInfo, configured_endpoint
+
+# Executors receive the reader's code with each task, so a cluster does not need Medallion installed.
+cloudpickle.register_pickle_by_value(raw_reader)
 
 CORRUPT = "_corrupt_record"
 BATCH_PARTITION = "medallion_batch"
@@ -32,12 +34,8 @@ REJECTION_REASON = {
     "csv": "wrong number of fields or a value that does not fit the declared schema",
     "parquet": "a value that does not fit the declared schema",
 }
-
-
-# Schema drift is looked for in the first lines of every new object: a producer that adds a field adds it to
-# every record it writes from then on, so the head of a file shows it without a scan of the whole file.
-DRIFT_SAMPLE_LINES = 50
-_JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
+# Objects per ingestion task at the least: one task per object, up to this many tasks.
+MAX_TASKS = 256
 
 
 class CorruptSourceObject(Exception):
@@ -80,102 +78,62 @@ def bronze_schema(source: Source) -> str:
     return f"_source_file string, _source_line bigint, {spark_schema(source.columns)}, _ingested_at timestamp"
 
 
-def _decoded(source: Source, info: ObjectInfo, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CorruptSourceObject(source.source_id, info.url, f"not UTF-8 text (byte {error.start})") from None
+def _objects(spark: SparkSession, objects: list[ObjectInfo]) -> DataFrame:
+    """One row per object, spread so that each task reads its own objects."""
+    frame = spark.createDataFrame([(info.url, info.etag) for info in objects], "url string, etag string")
+    return frame.repartition(min(len(objects), MAX_TASKS))
 
 
-def _json_type(value: object) -> str:
-    return next((name for kind, name in _JSON_TYPES if type(value) is kind), "string")
+def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> None:
+    """Read the head of every new object on the executors; raise for the first that cannot be ingested as is."""
+    probe = raw_reader.findings_task(source.file_format, source.compression, source.columns, source.options,
+                                     configured_endpoint())
+    found = sorted(objects.mapInArrow(probe, raw_reader.FINDINGS_SCHEMA).collect(), key=lambda row: row.url)
+    for finding in found:
+        if finding.kind == "corrupt":
+            raise CorruptSourceObject(source.source_id, finding.url, finding.detail)
+        if finding.kind == "breaking":
+            raise BreakingSourceSchemaChange(f"source {source.source_id}: {finding.detail}")
+    if found:  # every object's new fields at once, so that one healing covers them all
+        new_columns = {name: kind for finding in reversed(found) for name, kind in json.loads(finding.new_columns).items()}
+        raise SourceSchemaDrift(source.source_id, found[0].url, new_columns)
 
 
-def _text_drift(source: Source, info: ObjectInfo, text: str) -> dict[str, str]:
-    """Fields of the object's first records that the catalog does not declare, with their inferred types."""
-    head = [line for line in text[:1 << 16].split("\n")[:DRIFT_SAMPLE_LINES] if line.strip()]
-    if source.file_format == "csv":
-        if not (head and source.options.get("header", True)):
-            return {}
-        delimiter = str(source.options.get("sep", source.options.get("delimiter", ",")))
-        header = [name.strip().strip('"') for name in head[0].split(delimiter)]
-        missing = [name for name in source.columns if name not in header]
-        if missing:
-            raise BreakingSourceSchemaChange(
-                f"source {source.source_id}: {info.url}:1 header lacks declared column(s) {', '.join(missing)}; "
-                f"header is {', '.join(header)}")
-        return {name: "string" for name in header if name not in source.columns}
-    new: dict[str, str] = {}
-    for line in head:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a malformed line is a record problem, quarantined with its reason later
-        if isinstance(record, dict):
-            for name, value in record.items():
-                if name not in source.columns and name not in new:
-                    new[name] = _json_type(value)
-    return new
-
-
-def _parquet_drift(source: Source, info: ObjectInfo, staged: Path) -> dict[str, str]:
-    try:
-        schema = pq.read_schema(staged)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CorruptSourceObject(source.source_id, info.url, f"not a parquet file ({error})") from None
-    missing = [name for name in source.columns if name not in schema.names]
-    if missing:
-        raise BreakingSourceSchemaChange(
-            f"source {source.source_id}: {info.url} lacks declared column(s) {', '.join(missing)}")
-    return {field.name: _column_type(field.type) for field in schema if field.name not in source.columns}
-
-
-def _column_type(arrow_type: pa.DataType) -> str:
-    """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual is read as string."""
-    if pa.types.is_decimal(arrow_type):
-        return f"decimal({arrow_type.precision},{arrow_type.scale})"
-    for test, name in ((pa.types.is_boolean, "boolean"), (pa.types.is_int32, "int"), (pa.types.is_integer, "bigint"),
-                       (pa.types.is_float32, "float"), (pa.types.is_floating, "double"), (pa.types.is_date, "date"),
-                       (pa.types.is_timestamp, "timestamp")):
-        if test(arrow_type):
-            return name
-    return "string"
-
-
-def _lines_table(info: ObjectInfo, text: str, skip_header: bool) -> pa.Table:
-    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
-    numbers = pa.array(range(1, len(lines) + 1), pa.int64())
-    table = pa.table({"_source_file": pa.array([info.url] * len(lines)), "_source_line": numbers, "value": lines})
-    keep = pc.not_equal(pc.utf8_trim_whitespace(table["value"]), "")
-    if skip_header:
-        keep = pc.and_(keep, pc.greater(numbers, 1))
-    return table.filter(keep)
-
-
-def _parse_text(spark: SparkSession, source: Source, landing: Path) -> DataFrame:
-    """Parse landed lines; rows that fail carry the raw line in _corrupt_record."""
+def _parse_text(source: Source, objects: DataFrame) -> DataFrame:
+    """Parse the objects' lines; rows that fail carry the raw line in _corrupt_record, and why in _reason."""
+    skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
+    lines = objects.mapInArrow(raw_reader.lines_task(source.compression, skip_header, configured_endpoint()),
+                               raw_reader.LINES_SCHEMA)
     schema = spark_schema(source.columns) + f", {CORRUPT} string"
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT,
                **{k: str(v) for k, v in source.options.items() if k != "header"}}
     parse = F.from_json if source.file_format == "jsonl" else F.from_csv
-    lines = spark.read.parquet(str(landing))
-    parsed = lines.select("_source_file", "_source_line", "value", parse("value", schema, options).alias("r"))
+    parsed = lines.select("_source_file", "_source_line", "value", "_unreadable",
+                          parse("value", schema, options).alias("r"))
     # A line that is valid JSON but not an object (123, [1]) parses to a null struct: also corrupt.
+    corrupt = F.col("_unreadable").isNotNull() | F.col("r").isNull() | F.col(f"r.{CORRUPT}").isNotNull()
     return parsed.select(
         "_source_file", "_source_line", *[F.col("r")[name].alias(name) for name in source.columns],
-        F.when(F.col("r").isNull() | F.col(f"r.{CORRUPT}").isNotNull(), F.col("value")).alias(CORRUPT),
+        F.when(corrupt, F.col("value")).alias(CORRUPT),
+        F.coalesce("_unreadable", F.lit(REJECTION_REASON[source.file_format])).alias("_reason"),
     )
 
 
-def _read_parquet(spark: SparkSession, source: Source, staged: Path, urls: list[str]) -> DataFrame:
-    """Staged files are named by their index in `urls`, which maps each row back to its object."""
-    file_index = F.regexp_extract(F.col("_metadata.file_name"), r"^(\d+)\.parquet$", 1).cast("int")
-    return spark.read.parquet(str(staged)).select(
-        F.element_at(F.array(*map(F.lit, urls)), file_index + 1).alias("_source_file"),
-        (F.col("_metadata.row_index") + 1).alias("_source_line"),
-        *[F.col(name).cast(type_name).alias(name) for name, type_name in source.columns.items()],
-        F.lit(None).cast("string").alias(CORRUPT),
-    )
+def _read_parquet(spark: SparkSession, source: Source, objects: DataFrame) -> DataFrame:
+    declared = f"_source_file string, _source_line bigint, {spark_schema(source.columns)}, {CORRUPT} string"
+    # The empty frame is how a DDL schema is parsed in classic Spark and Spark Connect alike.
+    arrow_schema = to_arrow_schema(spark.createDataFrame([], declared).schema)
+    rows = objects.mapInArrow(raw_reader.parquet_task(arrow_schema, configured_endpoint()), declared)
+    return rows.withColumn("_reason", F.lit(REJECTION_REASON["parquet"]))
+
+
+def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject | None:
+    """The CorruptSourceObject a task reported through its error message, if that is why the job failed."""
+    found = re.search(re.escape(raw_reader.UNREADABLE_MARKER) + r" (\{.*\})", str(error))
+    if not found:
+        return None
+    reported = json.loads(found.group(1))
+    return CorruptSourceObject(source.source_id, reported["url"], reported["reason"])
 
 
 def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronze_path: str,
@@ -183,48 +141,38 @@ def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronz
     """Ingest `objects` (the ones not yet bookmarked) as one batch, a partition `medallion_batch=<batch_id>`.
 
     The partition name has no leading underscore: pyarrow, DuckDB and Spark treat such folders as hidden.
-    Before anything is written, every object is checked: an unreadable one raises CorruptSourceObject, and
-    undeclared fields raise SourceSchemaDrift (the healing rules decide what happens next).
+    Before anything is written, the head of every object is checked: an unreadable one raises
+    CorruptSourceObject, and undeclared fields raise SourceSchemaDrift (the healing rules decide what happens
+    next). An object that turns out unreadable further on fails the write, which then commits nothing.
     """
     if not objects:
         return IngestResult(batch_id, [], 0, 0, 0)
-    staging = Path(tempfile.mkdtemp(prefix=f"medallion-{source.source_id}-"))
+    listed = _objects(spark, objects)
+    _check_heads(spark, source, listed)
+    records = _read_parquet(spark, source, listed) if source.file_format == "parquet" else \
+        _parse_text(source, listed)
+    ingested_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    # Cached: the quarantine's write, if there is anything to quarantine, reads the parsed records again.
+    records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()
     try:
-        for index, info in enumerate(objects):
-            staged = staging / f"{index:06d}.parquet"
-            if source.file_format == "parquet":
-                staged.write_bytes(read_bytes(info.url))
-                drift = _parquet_drift(source, info, staged)
-            else:
-                text = _decoded(source, info, read_bytes(info.url))
-                drift = _text_drift(source, info, text)
-                skip_header = source.file_format == "csv" and source.options.get("header", True)
-                pq.write_table(_lines_table(info, text, skip_header), staged)
-            if drift:
-                raise SourceSchemaDrift(source.source_id, info.url, drift)
-        if source.file_format == "parquet":
-            records = _read_parquet(spark, source, staging, [info.url for info in objects])
-        else:
-            records = _parse_text(spark, source, staging)
-        ingested_at = datetime.now(timezone.utc).replace(tzinfo=None)
-        # Cached: the quarantine's write, if there is anything to quarantine, reads the parsed records again.
-        records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()
-        try:
-            is_corrupt = F.col(CORRUPT).isNotNull()
-            # The bronze write counts every record and the corrupt ones as it goes: no pass only to count.
-            counts = Observation()
-            counted = records.observe(counts, F.count(F.lit(1)).alias("rows"),
-                                      F.count(F.when(is_corrupt, 1)).alias("corrupt"))
-            good = counted.where(~is_corrupt).drop(CORRUPT)
-            good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
-            rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
-            if quarantined:
-                records.where(is_corrupt).select(
-                    "_source_file", "_source_line", F.lit(REJECTION_REASON[source.file_format]).alias("reason"),
-                    F.col(CORRUPT).alias("raw"), "_ingested_at",
-                ).write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
-        finally:
-            records.unpersist()
-        return IngestResult(batch_id, objects, rows_read, rows_read - quarantined, quarantined)
+        is_corrupt = F.col(CORRUPT).isNotNull()
+        # The bronze write counts every record and the corrupt ones as it goes: no pass only to count.
+        counts = Observation()
+        counted = records.observe(counts, F.count(F.lit(1)).alias("rows"),
+                                  F.count(F.when(is_corrupt, 1)).alias("corrupt"))
+        good = counted.where(~is_corrupt).drop(CORRUPT, "_reason")
+        good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
+        rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
+        if quarantined:
+            records.where(is_corrupt).select(
+                "_source_file", "_source_line", F.col("_reason").alias("reason"), F.col(CORRUPT).alias("raw"),
+                "_ingested_at",
+            ).write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
+    except Exception as error:
+        corrupt = _unreadable_object(source, error)
+        if corrupt:
+            raise corrupt from None
+        raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        records.unpersist()
+    return IngestResult(batch_id, objects, rows_read, rows_read - quarantined, quarantined)

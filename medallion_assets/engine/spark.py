@@ -1,28 +1,118 @@
-"""The Spark session: one per process, created on first use, shared by every stage a run executes.
+"""Which Spark a run uses, chosen by configuration alone: `SPARK_REMOTE` (Spark Connect) or `SPARK_MASTER`.
 
-A session costs seconds to start, so runs execute their steps in one process (Dagster's in-process
-executor) and every step reuses this session instead of paying for its own.
+`SPARK_REMOTE=sc://host:port` runs every DataFrame on a Spark Connect server (EMR, Databricks, a server of
+your own) and the run process holds no JVM; otherwise `SPARK_MASTER` (`local[2]` by default, `spark://…`,
+`yarn`, `k8s://…`) starts a driver in the run process. The engine uses only the DataFrame API that both
+support (no SparkContext, no RDDs). One session per process, created on first use, serves every step.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
+import uuid
 from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-DEFAULT_CONF = {
+from medallion_assets import config
+
+# Settings of the driver Medallion starts itself; a Connect server keeps the ones it was started with.
+DRIVER_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "ERROR",
+}
+SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
 }
+CONNECT_TIMEOUT_SEC = 5
+CONNECT_PORT = 15002  # Spark Connect's default
 
 
-def spark_session(master: str, app_name: str = "medallion", conf: Mapping[str, str] | None = None) -> SparkSession:
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+class SparkUnreachable(RuntimeError):
+    """The configured Spark cannot be used: a Connect server that does not answer, or a cluster that cannot
+    see the lake."""
+
+
+def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting of a new session: the master when there is no Connect server, Medallion's defaults, and
+    `conf` on top. The Connect URL itself is never a setting: PySpark reads SPARK_REMOTE, so a token in it
+    does not reach resource configuration shown by Dagster."""
+    if config.spark_remote():
+        return {**SESSION_CONF, **(conf or {})}
+    return {"spark.master": config.spark_master(), **DRIVER_CONF, **SESSION_CONF, **(conf or {})}
+
+
+def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "medallion") -> SparkSession:
+    """The process's session, for callers outside Dagster (tests, benchmarks); assets use the resource."""
+    prepare_session()
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in session_conf(conf).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return builder.getOrCreate()
+
+
+def prepare_session() -> None:
+    """What must hold before a session is created.
+
+    With Spark Connect: fail at once, naming SPARK_REMOTE, when no server answers (the client would retry for
+    minutes before saying anything). With a local master: Python tasks run in this interpreter, which has the
+    packages they need, unless PYSPARK_PYTHON says otherwise (on a cluster, the cluster's setting rules).
+    """
+    remote = config.spark_remote()
+    if not remote:
+        if is_single_machine():
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        return
+    parsed = urlparse(remote)
+    try:
+        socket.create_connection((parsed.hostname or "localhost", parsed.port or CONNECT_PORT),
+                                 timeout=CONNECT_TIMEOUT_SEC).close()
+    except OSError as error:
+        raise SparkUnreachable(f"SPARK_REMOTE={_shown(remote)}: no Spark Connect server answers "
+                               f"({error.strerror or error}); start one or unset SPARK_REMOTE") from None
+
+
+def is_single_machine() -> bool:
+    """True when Spark runs inside this process (`local[...]`): then it sees every local folder we see."""
+    return not config.spark_remote() and config.spark_master().startswith("local")
+
+
+def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
+    """Refuse, before anything is written, a lake in a local folder that the Spark executors cannot see.
+
+    A marker written here must be readable by a task: true of a folder shared by every node (a mount), false
+    of a folder on this machine only, which a remote cluster would write into its own disks instead.
+    """
+    if "://" in lake_root or is_single_machine():
+        return
+    from pyspark.sql import functions as F
+
+    from medallion_assets.engine import raw_reader
+
+    marker = Path(lake_root).absolute() / "_medallion" / f"visible-{uuid.uuid4().hex}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("medallion")
+    try:
+        probe = spark.range(1).select(F.lit(str(marker)).alias("path"))
+        seen = probe.mapInArrow(raw_reader.paths_seen, "seen boolean").collect()[0].seen
+    finally:
+        marker.unlink(missing_ok=True)
+    if not seen:
+        where = f"SPARK_REMOTE={_shown(config.spark_remote())}" if config.spark_remote() else \
+            f"SPARK_MASTER={config.spark_master()}"
+        raise SparkUnreachable(f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
+                               f"executors ({where}) cannot see; use storage every node shares "
+                               "(s3a://…, hdfs://…, or a shared mount)")
+
+
+def _shown(remote: str) -> str:
+    """The Connect URL without its parameters, which may carry a token."""
+    parsed = urlparse(remote)
+    return f"sc://{parsed.hostname or 'localhost'}:{parsed.port or CONNECT_PORT}"

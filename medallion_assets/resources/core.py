@@ -3,26 +3,36 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from dagster import ConfigurableResource
+from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
 from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.engine.spark import spark_session
+from medallion_assets.engine.spark import check_lake_visible, prepare_session, session_conf
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 
 
-class SparkResource(ConfigurableResource):
-    """Spark session, created lazily on first use and shared by every step of an in-process run."""
+class SparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy session: created on first use and shared by every step of an in-process run.
 
-    master: str = Field(default_factory=config.spark_master, description="Spark master URL (SPARK_MASTER)")
-    app_name: str = Field(default="medallion", description="application name shown in the Spark UI")
-    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.driver.memory")
+    SPARK_REMOTE (Spark Connect) or SPARK_MASTER picks the engine; see engine/spark.py.
+    """
 
-    def get_session(self) -> SparkSession:
-        return spark_session(self.master, self.app_name, self.conf)
+    spark_config: dict[str, Any] = Field(
+        default_factory=session_conf,
+        description="Spark settings: the master (SPARK_MASTER, unless SPARK_REMOTE names a Connect server), "
+                    "Medallion's defaults, and any of your own, e.g. spark.executor.memory")
+
+    def get_session(self, lake_root: str) -> SparkSession:
+        """The session, once the Connect server answers and the executors can see the lake."""
+        prepare_session()
+        session: SparkSession = self.spark_session
+        check_lake_visible(session, lake_root)
+        return session
 
 
 class LakeResource(ConfigurableResource):

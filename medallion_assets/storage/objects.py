@@ -120,6 +120,11 @@ def delete_object(url: str) -> None:
     _local_path(url).unlink(missing_ok=True)
 
 
+def configured_endpoint() -> str | None:
+    """The S3 endpoint this process was pointed at, to hand to Spark executors so they read the same store."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
 def _s3():
     """The S3 client of this process for the current AWS environment, created on first use."""
     # Keyed by process too: a client's connection pool must not be shared with a forked child.

@@ -1,0 +1,153 @@
+"""The same catalog and assets on a Spark standalone cluster and on Spark Connect, chosen by configuration alone.
+
+Each run is `medallion run` in a process of its own, as a user would start it, with SPARK_MASTER or
+SPARK_REMOTE set; the servers are real, started from the pyspark wheel on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import psutil
+import pytest
+
+from medallion_assets.sample_data import write_sample_data
+from tests.conftest import RAW, Medallion
+from tests.reference import expected_daily_revenue, expected_daily_user_events
+from tests.spark_servers import connect_server, free_port, standalone_cluster
+
+MEDALLION = str(Path(sys.executable).parent / "medallion")
+
+
+@pytest.fixture(scope="module")
+def cluster(s3_endpoint, tmp_path_factory):
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"), {}) as (url, worker):
+        yield url, worker
+
+
+@pytest.fixture(scope="module")
+def connect(s3_endpoint, tmp_path_factory):
+    with connect_server(tmp_path_factory.mktemp("spark-connect"), {}) as url:
+        yield url
+
+
+def medallion_run(installation: Medallion, pipeline_id: str, **spark: str) -> tuple[int, dict | None, str]:
+    """`medallion run PIPELINE --json` in a new process; returns its exit code, its report and its stderr."""
+    env = {**os.environ, "MEDALLION_CATALOG_URL": installation.store.url, "MEDALLION_LAKE_URL": str(installation.lake),
+           "MEDALLION_WAREHOUSE_URL": installation.warehouse_url, **spark}
+    env.pop("DAGSTER_HOME", None)
+    done = subprocess.run([MEDALLION, "run", pipeline_id, "--json"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    report = json.loads(done.stdout) if done.stdout.strip() else None
+    return done.returncode, report, done.stderr
+
+
+def assert_seed_gold(installation: Medallion) -> None:
+    assert installation.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+    assert installation.gold("analytics.daily_revenue") == expected_daily_revenue(RAW)
+
+
+def test_seed_pipelines_on_a_standalone_cluster(medallion, raw_data, cluster):
+    master, _ = cluster
+    for pipeline_id in ("user_events_etl", "orders_etl"):
+        code, report, stderr = medallion_run(medallion, pipeline_id, SPARK_MASTER=master)
+        assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
+    assert_seed_gold(medallion)
+    bronze = medallion.stage_audit("bronze_ingest")[-1]
+    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (raw_data.event_lines, raw_data.malformed_events)
+
+
+def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallion, cluster):
+    """The worker's executor is killed while it reads raw objects; Spark reruns the lost tasks on a new one."""
+    master, worker = cluster
+    boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
+    summary = write_sample_data(RAW, rows=300_000, lines_per_file=20_000, gzipped=True)
+    env = {**os.environ, "MEDALLION_CATALOG_URL": medallion.store.url, "MEDALLION_LAKE_URL": str(medallion.lake),
+           "MEDALLION_WAREHOUSE_URL": medallion.warehouse_url, "SPARK_MASTER": master}
+    env.pop("DAGSTER_HOME", None)
+    run = subprocess.Popen([MEDALLION, "run", "user_events_etl", "--json"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    killed = kill_executor_once_it_reads(worker.pid, run)
+    stdout, stderr = run.communicate(timeout=900)
+    assert killed, "no executor read raw objects"
+    assert run.returncode == 0, stderr[-3000:]
+    bronze = [entry for entry in medallion.stage_audit("bronze_ingest") if entry["status"] == "success"]
+    assert [(entry["rows_read"], entry["rows_quarantined"]) for entry in bronze] == [
+        (summary.event_lines, summary.malformed_events)]
+    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+
+
+def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
+    """SIGKILL the executor JVM as soon as it has Python workers (they exist only while raw objects are read)."""
+    deadline = time.monotonic() + 600
+    while run.poll() is None and time.monotonic() < deadline:
+        for executor in psutil.Process(worker_pid).children(recursive=True):
+            try:
+                if "CoarseGrainedExecutorBackend" in " ".join(executor.cmdline()) and executor.children(recursive=True):
+                    executor.kill()
+                    return True
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.05)
+    return False
+
+
+def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, connect):
+    boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
+    summary = write_sample_data(RAW, rows=3000, lines_per_file=1000, gzipped=True)
+    for pipeline_id in ("user_events_etl", "orders_etl"):
+        code, report, stderr = medallion_run(medallion, pipeline_id, SPARK_REMOTE=connect)
+        assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
+    assert_seed_gold(medallion)
+    bronze = medallion.stage_audit("bronze_ingest")[-1]
+    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (summary.event_lines, summary.malformed_events)
+
+
+def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket="medallion-raw", Key="user_events/zz-a-corrupt.jsonl",
+                  Body=b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
+    drift = "".join(json.dumps({"event_id": f"drift-{i}", "user_id": f"u{i}", "event_type": "click",
+                                "event_ts": "2026-01-02T10:00:00Z", "device": "android"}) + "\n" for i in range(60))
+    s3.put_object(Bucket="medallion-raw", Key="user_events/zz-b-drift.jsonl", Body=drift.encode())
+    code, report, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=connect)
+    assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
+    healed = [(entry["details"]["rule"], entry["status"]) for entry in medallion.store.audit_entries(event="healing")]
+    assert healed == [("corrupt_source_object", "retry"), ("source_schema_drift", "retry")]
+    assert "device" in medallion.store.snapshot().sources["user_events_raw"].columns
+    bronze = medallion.stage_audit("bronze_ingest")[-1]
+    assert bronze["rows_read"] == raw_data.event_lines + 60
+    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+
+
+def test_a_connect_server_that_is_down_is_named_at_once(medallion):
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    code, _, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=s3cret")
+    assert code == 1
+    assert f"SPARK_REMOTE=sc://127.0.0.1:{port}: no Spark Connect server answers" in stderr
+    assert "s3cret" not in stderr
+    assert time.monotonic() - started < 300, "the client retried instead of failing"
+    assert not medallion.stage_audit("bronze_ingest") or all(
+        entry["status"] != "success" for entry in medallion.stage_audit("bronze_ingest"))
+
+
+def test_a_lake_the_spark_server_cannot_see_is_refused_before_anything_is_written(medallion, tmp_path,
+                                                                                    s3_endpoint):
+    hidden = tmp_path / "not-shared"
+    hidden.mkdir()
+    medallion.lake = hidden / "lake"
+    with connect_server(tmp_path, {}, hidden=hidden) as url:
+        code, report, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=url)
+    assert code == 1
+    expected = (f"MEDALLION_LAKE_URL={medallion.lake} is a folder on this machine that the Spark executors "
+                f"(SPARK_REMOTE={url}) cannot see")
+    assert expected in stderr
+    assert not list(medallion.lake.rglob("*.parquet"))
+    assert not medallion.store.processed_objects("user_events_raw")
