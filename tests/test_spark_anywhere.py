@@ -50,7 +50,7 @@ def medallion_run(installation: Medallion, pipeline_id: str, **spark: str) -> tu
 
 def assert_seed_gold(installation: Medallion) -> None:
     assert installation.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
-    assert installation.gold("analytics.daily_revenue") == expected_daily_revenue(RAW)
+    assert installation.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
 
 def test_seed_pipelines_on_a_standalone_cluster(medallion, raw_data, cluster):

@@ -29,6 +29,7 @@ from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import pool_name
+from medallion_assets.storage.warehouse import Batch, StagedParquet
 
 # Must equal `concurrency.pools.default_limit` in dagster.yaml: a system with no concurrency row gets it.
 DEFAULT_CONCURRENCY_LIMIT = 2
@@ -140,15 +141,15 @@ def throttle(store: CatalogStore, system_kind: str, system_id: str, amounts: dic
     return grants
 
 
-def throttled(data: pa.Table | Iterable[pa.RecordBatch], store: CatalogStore, system_kind: str, system_id: str,
-              **audit) -> pa.Table | Iterable[pa.RecordBatch]:
-    """A load's data, its rows and (in-memory Arrow) bytes taken from the target system's buckets first:
-    a whole table before the load, or each batch of a streamed load before the loader receives it."""
-    def take_for(batch: pa.Table | pa.RecordBatch) -> None:
+def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str, **audit) -> Batch:
+    """A load's data, its rows and bytes (in-memory Arrow, or staged parquet) taken from the target system's
+    buckets first: a whole table or staged batch before the load, or each batch of a streamed load before
+    the loader receives it."""
+    def take_for(batch: pa.Table | pa.RecordBatch | StagedParquet) -> None:
         throttle(store, system_kind, system_id, {"rows_per_minute": batch.num_rows, "bytes_per_hour": batch.nbytes},
                  **audit)
 
-    if isinstance(data, pa.Table):
+    if isinstance(data, pa.Table | StagedParquet):
         take_for(data)
         return data
 

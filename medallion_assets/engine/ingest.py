@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pyspark import cloudpickle
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -22,9 +21,6 @@ from medallion_assets.catalog.models import Source
 from medallion_assets.engine import raw_reader
 from medallion_assets.naming import spark_identifier
 from medallion_assets.storage.objects import ObjectInfo, configured_endpoint
-
-# Executors receive the reader's code with each task, so a cluster does not need Medallion installed.
-cloudpickle.register_pickle_by_value(raw_reader)
 
 CORRUPT = "_corrupt_record"
 BATCH_PARTITION = "medallion_batch"

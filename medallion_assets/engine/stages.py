@@ -23,6 +23,7 @@ from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import target_system, throttle, throttled
+from medallion_assets.engine import staging_writer
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ingest
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
@@ -30,8 +31,8 @@ from medallion_assets.lineage.availability import Availability
 from medallion_assets.lineage.graph import build_graph
 from medallion_assets.lineage.paths import NoAvailablePath, recovery_paths, shortest_available_path
 from medallion_assets.naming import lake_path, quarantine_path
-from medallion_assets.storage.objects import list_objects
-from medallion_assets.storage.warehouse import LoadResult, Warehouse
+from medallion_assets.storage.objects import configured_endpoint, list_objects
+from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse
 
 
 # Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
@@ -274,10 +275,22 @@ class StageRunner:
         if self.warehouse is None:
             raise RuntimeError(f"target {target.target_id} loads into the warehouse, but no warehouse is configured")
         partitions = self.adjustments.load_partitions
-        data = written.toArrow() if partitions is None else arrow_batches(written, partitions)
+        prefix = self.warehouse.staging_prefix(target.location)
+        staged = staged_on_executors(written, prefix) if prefix else None
+        data = staged or (written.toArrow() if partitions is None else arrow_batches(written, partitions))
         data = throttled(data, self.store, "target", target_system(target), dataset=target.target_id)
         return self.warehouse.load(target.location, data, target.load_mode, target.keys,
                                    evolve=self.adjustments.evolve_warehouse_schema)
+
+
+def staged_on_executors(frame: DataFrame, prefix: str) -> StagedParquet | None:
+    """The frame staged as parquet under the S3 `prefix` by the executors, one object per partition, for a
+    warehouse that COPYs from S3 (Redshift); None when there are no rows, which need no staging."""
+    schema = to_arrow_schema(frame.schema)
+    write = staging_writer.parts_task(prefix, schema, configured_endpoint())
+    parts = frame.mapInArrow(write, staging_writer.PARTS_SCHEMA).collect()
+    rows = sum(part.rows for part in parts)
+    return StagedParquet(prefix, schema, rows, sum(part.nbytes for part in parts)) if rows else None
 
 
 def arrow_batches(frame: DataFrame, partitions: int) -> pa.RecordBatchReader:

@@ -47,11 +47,24 @@ import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medallion_assets.naming import check_identifier, quote_identifier, quote_qualified, split_qualified
-from medallion_assets.storage.objects import SourceNotFound, delete_object, write_bytes
+from medallion_assets.storage.objects import SourceNotFound, delete_object, list_objects, write_bytes
 
 Mode = Literal["replace", "merge"]
 Dialect = Literal["duckdb", "postgres", "redshift"]
-Batch = pa.Table | Iterable[pa.RecordBatch]
+
+
+@dataclass(frozen=True)
+class StagedParquet:
+    """A batch already staged as parquet objects under an S3 prefix (by Spark's executors): Redshift COPYs
+    the prefix, so the rows never pass through the loading process."""
+
+    prefix: str
+    schema: pa.Schema
+    num_rows: int  # named as pyarrow names them, so that a staged batch is counted like a table
+    nbytes: int
+
+
+Batch = pa.Table | Iterable[pa.RecordBatch] | StagedParquet
 
 SCHEMES = ("duckdb", "postgresql", "postgresql+psycopg2", "redshift")
 STAGING_SUFFIX = "__medallion_stage"
@@ -169,6 +182,9 @@ class Warehouse(ABC):
         too, after the rollback). Raises WarehouseError when the warehouse refuses the load, and
         WarehouseConnectionLost when the connection dies; either way the table is left as it was.
         """
+        if isinstance(data, StagedParquet) and self.staging_prefix(table) is None:
+            raise ValueError(f"load into {table}: {type(self).__name__} cannot COPY parquet staged on S3; "
+                             "pass the rows instead")
         # A lone string is one key, not a sequence of one-letter keys.
         keys = (keys,) if isinstance(keys, str) else tuple(keys)
         stream = _Stream(table, data)
@@ -197,6 +213,11 @@ class Warehouse(ABC):
         staging = staging_table(table)
         self.query(f"DROP TABLE IF EXISTS {quote_qualified(staging)}")
         return staging
+
+    def staging_prefix(self, table: str) -> str | None:
+        """Where Spark's executors may stage ``table``'s rows as parquet for this warehouse to COPY, or None
+        when the rows reach the warehouse through this process."""
+        return None
 
     def reconnect(self) -> None:
         """Replace the connection, lost or not, with a new one opened with the same settings."""
@@ -389,8 +410,19 @@ class RedshiftWarehouse(PostgresWarehouse):
         super().__init__(**connect_kwargs)
         self._secrets = (*self._secrets, iam_role)
 
+    def staging_prefix(self, table: str) -> str | None:
+        """A new prefix, of this load alone, for executors to stage ``table``'s parquet under."""
+        return f"{self._s3_staging.rstrip('/')}/{table}/{uuid.uuid4().hex}/"
+
     @contextmanager
     def _copy_source(self, table: str, stream: _Stream) -> Iterator[str]:
+        if isinstance(stream.data, StagedParquet):
+            try:
+                yield redshift_copy_source(stream.data.prefix, self._iam_role)
+            finally:
+                for staged in list_objects(stream.data.prefix):
+                    delete_object(staged.url)
+            return
         with staged_parquet(stream, self._s3_staging, table) as s3_uri:
             yield redshift_copy_source(s3_uri, self._iam_role)
 
@@ -407,6 +439,9 @@ class _Stream:
 
     def __init__(self, table: str, data: Batch) -> None:
         self.table, self.data, self.rows = table, data, 0
+        if isinstance(data, StagedParquet):
+            self.schema, self.rows, self._batches = data.schema, data.num_rows, iter(())
+            return
         if isinstance(data, pa.Table):
             self.schema, self._batches = data.schema, iter(data.to_batches())
             return

@@ -1,0 +1,43 @@
+"""What Spark executors run to stage a gold table for Redshift's COPY: each partition becomes one parquet
+object under the load's S3 prefix, written through boto3.
+
+Written by the executors, so no row passes through the Dagster process, and through boto3 rather than
+Spark's own writer, which would need the s3a connector (hadoop-aws and the AWS SDK jars) on every cluster.
+Shipped to executors by value, like raw_reader: a cluster needs pyarrow and boto3, not Medallion.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PARTS_SCHEMA = "url string, rows bigint, nbytes bigint"
+
+
+def parts_task(prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None):
+    """The function each task runs over its partition: write it as `part-<partition>.parquet` under `prefix`.
+
+    The name comes from the partition, not the attempt, so a task that is retried replaces its own part
+    instead of adding a second copy of its rows.
+    """
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import boto3
+        from pyspark import TaskContext
+
+        buffer, rows = io.BytesIO(), 0
+        # Redshift's TIMESTAMP holds microseconds, and COPY reads parquet timestamps at that unit.
+        with pq.ParquetWriter(buffer, arrow_schema, coerce_timestamps="us", allow_truncated_timestamps=True) as out:
+            for batch in batches:
+                out.write_batch(batch)
+                rows += batch.num_rows
+        if not rows:
+            return
+        bucket, _, key = prefix.removeprefix("s3://").partition("/")
+        key = f"{key}part-{TaskContext.get().partitionId():05d}.parquet"
+        body = buffer.getvalue()
+        boto3.session.Session().client("s3", endpoint_url=endpoint_url).put_object(Bucket=bucket, Key=key, Body=body)
+        yield pa.RecordBatch.from_pydict({"url": [f"s3://{bucket}/{key}"], "rows": [rows], "nbytes": [len(body)]})
+    return write
