@@ -153,16 +153,29 @@ def test_statements_that_transform_nothing_are_skipped_and_listed(cli, store, tm
     assert all(rows == [] for rows in all_rows(store).values())
 
 
-def test_without_known_columns_lineage_falls_back_to_table_level_with_a_warning(cli, tmp_path):
+def test_without_ddl_columns_resolve_by_scope_and_a_truly_ambiguous_one_is_reported(cli, tmp_path):
     sql = write_sql(tmp_path / "unknown.sql", [
-        "INSERT INTO mart.mystery SELECT a, b FROM ext.left_t l JOIN ext.right_t r ON l.id = r.id"])
+        "INSERT INTO mart.mystery SELECT l.a, b, c FROM ext.left_t l JOIN ext.right_t r ON l.id = r.id WHERE l.b > 0",
+        "INSERT INTO mart.whole SELECT * FROM ext.left_t"])
     result = cli("onboard", sql, "--json")
     assert result.exit_code == 0
-    [statement] = json.loads(result.stdout)["statements"]
-    assert statement["sources"] == ["ext.left_t", "ext.right_t"]
-    assert statement["columns"] == []
-    assert statement["warnings"][0].startswith("column lineage unavailable (column 'a' cannot be tied to a table")
-    assert "ext.left_t is not made by any stage (an external table)" in statement["warnings"][1]
+    joined, starred = json.loads(result.stdout)["statements"]
+    assert joined["sources"] == ["ext.left_t", "ext.right_t"]
+    # a is l's outright; b is l's because l is shown to hold it; c may be either table's.
+    assert joined["columns"] == [
+        {"target": "a", "sources": ["ext.left_t.a"], "transformations": {"ext.left_t.a": "identity"}},
+        {"target": "b", "sources": ["ext.left_t.b"], "transformations": {"ext.left_t.b": "identity"}},
+        {"target": "c", "sources": ["ext.left_t.c", "ext.right_t.c"],
+         "transformations": {"ext.left_t.c": "ambiguous", "ext.right_t.c": "ambiguous"}},
+        {"target": "*", "sources": ["ext.left_t.b", "ext.left_t.id", "ext.right_t.id"],
+         "transformations": {"ext.left_t.b": "filter", "ext.left_t.id": "join_key", "ext.right_t.id": "join_key"}},
+    ]
+    assert joined["warnings"][0] == ("target column c: c is ambiguous, it may be ext.left_t.c or ext.right_t.c "
+                                     "(their columns are unknown); qualify it with its table")
+    # SELECT * over a table of unknown columns cannot be expanded: table level only, and it says why.
+    assert starred["sources"] == ["ext.left_t"] and starred["columns"] == []
+    assert starred["warnings"][0] == ("column lineage unavailable (SELECT * over a table whose columns are "
+                                      "unknown): table-level lineage only")
 
 
 def test_names_that_are_not_plain_identifiers_are_refused_with_the_statement_line(cli, store, tmp_path):

@@ -24,7 +24,7 @@ from medallion_assets.catalog.models import (
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
 from medallion_assets.onboarding.lineage import (
-    IDENTITY, JOIN_KEY, SqlAnalyzer, StatementLineage, stronger, union_all,
+    AMBIGUOUS, IDENTITY, JOIN_KEY, SqlAnalyzer, StatementLineage, stronger, union_all,
 )
 from medallion_assets.onboarding.parse import DEFAULT_SCHEMA, DIRECT_KINDS, CopyLoad, canonical_table
 
@@ -489,6 +489,8 @@ class PlanBuilder:
                 self._add("dataset_lineage", DatasetLineage(upstream=upstream, downstream=target_id, via=via,
                                                             kind="stage" if stage else "sql"), index)
         for edge in lineage.edges or ():
+            if edge.transformation == AMBIGUOUS:
+                continue  # the statement's report names the candidates; the catalog keeps known edges only
             self._add("column_lineage", ColumnLineage(
                 downstream=target_id, downstream_column=edge.target_column,
                 upstream=self._upstream_id(lineage, edge.source), upstream_column=edge.source_column,
