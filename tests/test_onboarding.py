@@ -197,14 +197,27 @@ def test_copy_options_become_the_raw_source_and_unreadable_formats_are_refused(s
         "NULL AS 'none' MAXERROR 5 BLANKSASNULL",
         "COPY raw.j (id, label) FROM 's3://b/j/' IAM_ROLE default FORMAT AS JSON 'auto'",
         "COPY raw.a FROM 's3://b/zipped/' IAM_ROLE default CSV\nGZIP",
+        "COPY raw.a FROM 's3://b/bz/' IAM_ROLE default CSV BZIP2",
+        "COPY raw.j (id) FROM 's3://b/zst/' IAM_ROLE default JSON 'auto' ZSTD",
         "COPY raw.a FROM 's3://b/avro/' IAM_ROLE default FORMAT AS AVRO 'auto'",
+        "COPY raw.a FROM 's3://b/orc/' IAM_ROLE default FORMAT AS ORC",
+        "COPY raw.a FROM 's3://b/a.manifest' IAM_ROLE default CSV MANIFEST",
+        "COPY raw.a FROM 's3://b/fixed/' IAM_ROLE default FIXEDWIDTH 'id:8,label:10'",
+        "COPY raw.p FROM 's3://b/p/' IAM_ROLE default FORMAT AS PARQUET",
     ])
     report = onboard([sql], store, pipeline_id="loads")
     errors = [s.error for s in report.statements if s.error]
     assert errors == [
-        f"{sql}:8: COPY GZIP: the bronze ingest cannot read gzip-compressed files "
-        "(it reads CSV, JSON lines and parquet)",
-        f"{sql}:10: COPY AVRO: the bronze ingest cannot read AVRO files (it reads CSV, JSON lines and parquet)",
+        f"{sql}:14: COPY AVRO: the bronze ingest cannot read Avro files (it reads CSV, JSON lines and parquet: "
+        "export them as parquet)",
+        f"{sql}:16: COPY ORC: the bronze ingest cannot read ORC files (it reads CSV, JSON lines and parquet: "
+        "export them as parquet)",
+        f"{sql}:18: COPY MANIFEST: the bronze ingest cannot read manifests, which list the files to load (point "
+        "the COPY at the files' prefix instead)",
+        f"{sql}:20: COPY FIXEDWIDTH: the bronze ingest cannot read fixed-width files (it reads CSV, JSON lines and "
+        "parquet: export them delimited)",
+        f"{sql}:22: the columns of raw.p are unknown (parquet files carry theirs, but a source declares its "
+        "columns): list them in the COPY (raw.p (a, b, …) FROM …) or declare them with CREATE TABLE before it",
     ]
     assert report.statements[1].warnings == ["COPY option BLANKSASNULL is not carried over to the bronze ingest"]
     sources = {s.s3_path: s for s in store.snapshot().sources.values()}
@@ -214,8 +227,55 @@ def test_copy_options_become_the_raw_source_and_unreadable_formats_are_refused(s
     assert csv_source.columns == {"id": "int", "label": "string", "amount": "decimal(8,2)", "at": "timestamp"}
     assert (json_source.file_format, json_source.options, json_source.columns) == (
         "jsonl", {}, {"id": "string", "label": "string"})
+    assert {path: (source.file_format, source.compression) for path, source in sources.items()} == {
+        "s3://b/a/": ("csv", "auto"), "s3://b/j/": ("jsonl", "auto"), "s3://b/zipped/": ("csv", "gzip"),
+        "s3://b/bz/": ("csv", "bzip2"), "s3://b/zst/": ("jsonl", "zstd")}
     stages = {s.target_id: s for s in store.snapshot().stages("loads")}
     assert stages["bronze_a"].source_id == "a_raw" and stages["bronze_a"].transform_sql is None
+
+
+def test_every_statement_kind_gets_a_line_saying_what_it_became_or_why_not(cli, store, tmp_path):
+    sql = write_sql(tmp_path / "kinds.sql", [
+        "INSERT INTO ref.country (code, name) VALUES ('DE', 'Germany'), ('FR', 'France')",
+        "CALL etl.refresh_sales(1, 'x')",
+        "CREATE OR REPLACE PROCEDURE etl.refresh() AS $$ BEGIN INSERT INTO a SELECT * FROM b; END; $$ "
+        "LANGUAGE plpgsql",
+        "CREATE EXTERNAL TABLE spectrum.sales (salesid INTEGER, listid INTEGER, saletime TIMESTAMP) "
+        "ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\t' STORED AS TEXTFILE LOCATION 's3://tickit/sales/'",
+        "CREATE TABLE core.sales AS SELECT salesid, listid, saletime FROM spectrum.sales",
+        "ALTER TABLE core.sales APPEND FROM core.sales_staging IGNOREEXTRA",
+        "UPDATE core.sales SET listid = f.listid FROM core.fixes f WHERE sales.salesid = f.salesid",
+        "UNLOAD ('SELECT salesid, saletime FROM core.sales WHERE listid > 3') TO 's3://out/sales_' "
+        "IAM_ROLE default PARQUET",
+        "VACUUM core.sales",
+    ])
+    result = cli("onboard", sql)
+    assert result.exit_code == 0, result.output
+    lines = [line.split("  ", 3)[1:] for line in result.stdout.splitlines() if line.startswith(str(sql))]
+    assert [line[:2] for line in lines] == [
+        ["insert_values", "ref.country ← (no tables)"],
+        ["call", "skipped: a stored procedure's body is not in the statement: onboard the SQL it runs (its "
+                 "CREATE PROCEDURE body) as statements of their own"],
+        ["create_procedure", "skipped: a procedure body runs only when called: onboard the SQL it runs as "
+                             "statements of their own"],
+        ["create_external_table", "spectrum.sales ← s3://tickit/sales/"],
+        ["create_table_as", "core.sales ← spectrum.sales"],
+        ["alter_table_append", "core.sales ← core.sales_staging"],
+        ["update", "core.sales ← core.fixes"],
+        ["unload", "s3://out/sales_ ← core.sales"],
+        ["vacuum", "skipped: moves no rows between tables"],
+    ]
+    snapshot = store.snapshot()
+    spectrum = next(s for s in snapshot.sources.values() if s.s3_path == "s3://tickit/sales/")
+    assert (spectrum.file_format, spectrum.options, spectrum.columns) == (
+        "csv", {"delimiter": "\t", "header": False}, {"salesid": "int", "listid": "int", "saletime": "timestamp"})
+    assert snapshot.targets["bronze_sales"].location == "spectrum.sales"
+    assert "ref.country" in {t.location for t in snapshot.targets.values()}
+    # APPEND moves columns by name: from a source of unknown columns, the target's.
+    appended = {(row.upstream_column, row.downstream_column) for row in snapshot.tables["column_lineage"].values()
+                if row.upstream == "silver_sales_staging"}
+    assert appended == {("salesid", "salesid"), ("listid", "listid"), ("saletime", "saletime")}
+
 
 
 # --- layers, stages, rules --------------------------------------------------------------------------------
@@ -405,7 +465,7 @@ def test_json_reports_each_statement_as_the_issue_specifies(cli, store, tmp_path
             {"target": "unique_users", "sources": ["public.silver_user_events.user_id"],
              "transformations": {"public.silver_user_events.user_id": "aggregate"}},
         ],
-        "warnings": [], "error": None,
+        "warnings": [], "error": None, "reason": None,
     }
 
 

@@ -81,7 +81,8 @@ def _print(report: OnboardingReport, dry_run: bool) -> None:
             continue
         if statement.status in ("skipped", "schema"):
             click.echo(f"{where}  {statement.kind}  {statement.status}" + (
-                f"  {statement.target}" if statement.target else ""))
+                f"  {statement.target}" if statement.target else "") + (
+                f": {statement.reason}" if statement.reason else ""))
             continue
         layer = f"  [{statement.layer}: {statement.layer_reason}]" if statement.layer else ""
         stage = f"  stage {statement.stage}" if statement.stage else ""

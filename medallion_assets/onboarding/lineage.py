@@ -50,6 +50,8 @@ _STRENGTH = {IDENTITY: 0, EXPRESSION: 1, AGGREGATE: 2, FILTER: 0, JOIN_KEY: 1, A
 UNKNOWN_TYPE = "UNKNOWN"
 _UNEXPANDED_STAR = "SELECT * over a table whose columns are unknown"
 _SELF_EXCLUDED = ("update", "delete", "merge")
+# Statements whose outputs are named by the target's columns when they list none.
+_BY_TARGET_COLUMNS = ("insert", "insert_values", "alter_table_append")
 CACHE_SIZE = 4096
 
 BaseColumn = tuple[str, str]
@@ -221,7 +223,7 @@ class SqlAnalyzer:
         if transformation.stage_query is not None and transformation.stage_query is not transformation.lineage_query:
             queries.append(transformation.stage_query)
         tables = [table for query in queries for table in referenced_tables(query)]
-        if transformation.kind == "insert" and transformation.target_columns is None:
+        if transformation.kind in _BY_TARGET_COLUMNS and transformation.target_columns is None:
             tables.append(transformation.target)  # its columns name the query's outputs
         # Column names decide qualification and lineage; types decide neither.
         fingerprint = repr([(table, list(self.column_types(table) or ())) for table in tables])
@@ -237,8 +239,11 @@ class SqlAnalyzer:
         types = self.column_types(copy.target)
         columns = copy.columns or tuple(types or ())
         if not columns:
-            raise StatementError(copy.statement.line, f"the columns of {copy.target} are unknown: declare them "
-                                                      "with CREATE TABLE before the COPY, or list them in it")
+            carried = " (parquet files carry theirs, but a source declares its columns)" \
+                if copy.file_format == "parquet" else ""
+            raise StatementError(copy.statement.line, f"the columns of {copy.target} are unknown{carried}: list "
+                                 f"them in the COPY ({copy.target} (a, b, …) FROM …) or declare them with CREATE "
+                                 "TABLE before it")
         unknown = [c for c in columns if types is not None and c not in types]
         if unknown:
             raise StatementError(copy.statement.line, f"COPY lists columns {', '.join(unknown)} that "
@@ -270,16 +275,28 @@ class SqlAnalyzer:
         return qualify(query.copy(), dialect=self.dialect, schema=schema or self.schema, db=DEFAULT_SCHEMA,
                        validate_qualify_columns=False, identify=False)
 
+    def _lineage_query(self, transformation: Transformation) -> exp.Query:
+        """The transformation's lineage query; ALTER TABLE … APPEND matches columns by name, so from a source of
+        unknown columns it moves the target's."""
+        query = transformation.lineage_query
+        if transformation.kind == "alter_table_append":
+            [source] = referenced_tables(query)
+            target = self.column_types(transformation.target)
+            if self.column_types(source) is None and target:
+                return exp.select(*target).from_(query.args["from_"].this.copy())
+        return query
+
     def _analyze(self, transformation: Transformation) -> QueryLineage:
-        sources = tuple(referenced_tables(transformation.lineage_query))
+        query = self._lineage_query(transformation)
+        sources = tuple(referenced_tables(query))
         warnings = list(transformation.warnings)
-        schema, complete = self._schema_for(transformation.lineage_query)
+        schema, complete = self._schema_for(query)
         try:
-            qualified = self._qualify(transformation.lineage_query, schema)
+            qualified = self._qualify(query, schema)
         except SqlglotError as error:
             qualified = None
             warnings.append(f"column lineage unavailable ({error}): table-level lineage only")
-        columns = self._target_columns(transformation, qualified or transformation.lineage_query)
+        columns = self._target_columns(transformation, qualified or query)
         edges, group_columns = None, ()
         if qualified is not None:
             try:
@@ -291,12 +308,12 @@ class SqlAnalyzer:
                 warnings += _ambiguity_warnings(edges)
             except LineageUnavailable as reason:
                 warnings.append(f"column lineage unavailable ({reason}): table-level lineage only")
-        aggregated = aggregates(qualified or transformation.lineage_query)
+        aggregated = aggregates(qualified or query)
         if transformation.stage_query is None:
             stage = None
         elif transformation.stage_query is transformation.lineage_query:
             # The walk is done with the qualified query: it becomes the stage's, named as the target's columns.
-            stage = _name_outputs(qualified or transformation.lineage_query.copy(), columns)
+            stage = _name_outputs(qualified or query.copy(), columns)
         else:
             # A MERGE's stage query names its columns already: those of the INSERT clause.
             try:
@@ -311,8 +328,12 @@ class SqlAnalyzer:
         declared = self.column_types(transformation.target)
         if transformation.target_columns is not None:
             columns = transformation.target_columns
-        elif transformation.kind == "insert" and declared:
+        elif transformation.kind in ("insert", "insert_values") and declared:
             columns = tuple(declared)[:len(query.selects)] if expanded else tuple(declared)
+        elif transformation.kind == "insert_values":
+            raise StatementError(transformation.statement.line, f"the columns of {transformation.target} are "
+                                 "unknown: list them (INSERT INTO t (a, b) VALUES …) or declare them with CREATE "
+                                 "TABLE before the INSERT")
         elif expanded:
             columns = tuple(name.lower() for name in query.named_selects)
         else:

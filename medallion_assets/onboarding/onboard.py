@@ -22,7 +22,7 @@ from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
 from medallion_assets.onboarding.lineage import SqlAnalyzer, StatementLineage, TemporaryTables
 from medallion_assets.onboarding.parse import (
-    DIRECT_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation, parse_file,
+    DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation, parse_file,
     session_name,
 )
 
@@ -51,6 +51,7 @@ class StatementReport:
     columns: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    reason: str | None = None
 
     def fail(self, line: int, reason: str) -> None:
         """Mark the statement failed, citing the file line the reason points at."""
@@ -184,6 +185,7 @@ def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
         report.fail(parsed.line, parsed.error)
         return report, None
     if isinstance(parsed, Skipped):
+        report.reason = parsed.reason
         return report, None
     temporary_target = parsed.temporary or temporary.is_temporary(parsed.target)
     # A temporary table lives in the session, not in a schema: it is shown by its name alone.
@@ -205,6 +207,9 @@ def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
             if temporary_target:
                 raise StatementError(statement.line, "COPY into a temporary table: raw files need a permanent "
                                                      "table to become a bronze dataset")
+            if parsed.declared:
+                analyzer.set_columns(parsed.target, {name: data_type.sql(dialect)
+                                                     for name, data_type in parsed.declared.items()})
             lineage = _copy_lineage(parsed, analyzer)
         else:
             lineage = temporary.collapse(parsed, analyzer.analyze(parsed))
@@ -231,7 +236,7 @@ def _copy_lineage(copy: CopyLoad, analyzer: SqlAnalyzer) -> StatementLineage:
 
 def _remember_columns(parsed: CopyLoad | Transformation, lineage: StatementLineage, analyzer: SqlAnalyzer) -> None:
     """A table a statement fills becomes known to later statements by its columns (types unknown)."""
-    if parsed.target.startswith("s3://") or not lineage.columns or parsed.kind not in (*DIRECT_KINDS, "copy"):
+    if parsed.target.startswith("s3://") or not lineage.columns or parsed.kind not in (*DIRECT_KINDS, *LOAD_KINDS):
         return
     known = analyzer.column_types(parsed.target)
     creates = parsed.kind in ("create_table_as", "select_into", "create_view")
