@@ -191,6 +191,12 @@ class SqlAnalyzer:
         self.schema = MappingSchema(dialect=dialect)
         self._parsed = _Lru()
         self._analyses = _Lru()
+        # Columns statements showed tables of unknown columns to have: evidence, not a schema (never complete).
+        self.shown: dict[str, dict[str, None]] = {}
+
+    def show(self, table: str, columns: Iterable[str]) -> None:
+        """Record that a table (canonical name) has these columns, as a statement or the catalog's lineage shows."""
+        self.shown.setdefault(table, {}).update(dict.fromkeys(columns))
 
     def parse(self, text: str, dialect: str) -> list[exp.Expr | None]:
         """sqlglot.parse through the cache. Callers never change the trees: analysis copies before qualifying."""
@@ -226,7 +232,7 @@ class SqlAnalyzer:
         if transformation.kind in _BY_TARGET_COLUMNS and transformation.target_columns is None:
             tables.append(transformation.target)  # its columns name the query's outputs
         # Column names decide qualification and lineage; types decide neither.
-        fingerprint = repr([(table, list(self.column_types(table) or ())) for table in tables])
+        fingerprint = repr([(table, list(self.column_types(table) or self.shown.get(table, ()))) for table in tables])
         key = _digest(self.dialect, transformation.statement.text, fingerprint)
         lineage = self._analyses.get_recent(key)
         if lineage is None:
@@ -262,7 +268,9 @@ class SqlAnalyzer:
         complete = {table for table, columns in known.items() if columns}
         if len(complete) == len(tables):
             return self.schema, complete
-        shown = columns_shown(query, lambda table: known.get(table))
+        shown = columns_shown(query, known.get, {table: self.shown[table] for table in tables if table in self.shown})
+        for table, columns in shown.items():
+            self.show(table, columns)
         mapping: dict[str, dict[str, dict[str, str]]] = {}
         for table in tables:
             columns = known[table] or dict.fromkeys(shown.get(table, ()), UNKNOWN_TYPE)
@@ -350,8 +358,10 @@ def _relations(scope: Scope) -> dict[str, exp.Table | Scope]:
     return {name: source for name, (_, source) in scope.selected_sources.items()}
 
 
-def columns_shown(query: exp.Query, known: Callable[[str], Mapping[str, str] | None]) -> dict[str, list[str]]:
-    """Columns the query shows its tables of unknown columns (`known` gives None for them) to have.
+def columns_shown(query: exp.Query, known: Callable[[str], Mapping[str, str] | None],
+                  shown_before: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    """Columns the query shows its tables of unknown columns (`known` gives None for them) to have, beside those
+    earlier statements showed (`shown_before`).
 
     `alias.col` shows that the table has `col`; a bare `col` belongs to the one relation in its scope that may
     hold it (derived tables and known tables hold only their columns), else to the one shown to have it.
@@ -364,7 +374,7 @@ def columns_shown(query: exp.Query, known: Callable[[str], Mapping[str, str] | N
     if root is None:
         return {}
     scopes = list(root.traverse())
-    shown: dict[str, dict[str, None]] = {}
+    shown = {table: dict.fromkeys(columns) for table, columns in shown_before.items()}
     starred: set[str] = set()
 
     def unknown_table(source) -> str | None:

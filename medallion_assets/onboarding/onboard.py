@@ -15,12 +15,12 @@ from pathlib import Path
 from sqlglot import exp
 
 from medallion_assets.catalog.loader import CatalogInvalid, LoadedRows, check_references, merged_snapshot
-from medallion_assets.catalog.models import LOADABLE
+from medallion_assets.catalog.models import LOADABLE, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
-from medallion_assets.onboarding.lineage import SqlAnalyzer, StatementLineage, TemporaryTables
+from medallion_assets.onboarding.lineage import WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables
 from medallion_assets.onboarding.parse import (
     DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation, parse_file,
     session_name,
@@ -124,7 +124,8 @@ def sql_type(catalog_type: str, dialect: str) -> str:
 
 
 def register_catalog(analyzer: SqlAnalyzer, snapshot: CatalogSnapshot) -> None:
-    """The catalog's datasets as tables of the analyzer's schema, under their location and their id.
+    """The catalog's datasets as tables of the analyzer's schema, under their location and their id, and the
+    columns its lineage shows the others to have.
 
     Bronze datasets declare no columns of their own: theirs are the raw source's.
     """
@@ -137,11 +138,23 @@ def register_catalog(analyzer: SqlAnalyzer, snapshot: CatalogSnapshot) -> None:
         if not columns:
             continue
         types = {name: sql_type(type_name, analyzer.dialect) for name, type_name in columns.items()}
-        names = {canonical_name(target.target_id)}
-        if target.location and not target.location.startswith("s3://"):
-            names.add(canonical_name(target.location))
-        for name in names:
+        for name in _sql_names(target):
             analyzer.set_columns(name, types)
+    # Lineage rows name columns of datasets whose schema the catalog does not declare (SQL of earlier runs).
+    names = {target.target_id: _sql_names(target) for target in snapshot.targets.values()}
+    for row in snapshot.tables["column_lineage"].values():
+        for dataset, column in ((row.upstream, row.upstream_column), (row.downstream, row.downstream_column)):
+            if column != WHOLE_TARGET:
+                for name in names.get(dataset, ()):
+                    analyzer.show(name, [column])
+
+
+def _sql_names(target: Target) -> set[str]:
+    """How SQL names a catalog dataset: by its id, and by its location when that is a table."""
+    names = {canonical_name(target.target_id)}
+    if target.location and not target.location.startswith("s3://"):
+        names.add(canonical_name(target.location))
+    return names
 
 
 def onboard(paths: Sequence[str | Path], store: CatalogStore, *, dialect: str = DEFAULT_DIALECT,
