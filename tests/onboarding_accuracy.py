@@ -1,4 +1,5 @@
-"""Scoring SQL onboarding against the hand-written corpus in tests/onboarding_corpus/.
+"""Scoring SQL onboarding against the hand-written corpora in tests/onboarding_corpus/: the project's own SQL,
+whose 00_schema.sql declares every table, and no_ddl/, Redshift SQL as repositories keep it, without DDL.
 
 The expectations (expected.yaml) were written from the SQL, independently of the parser; this module only
 compares them with what `medallion onboard --json` reports, as table-level and column-level precision and
@@ -13,6 +14,7 @@ from pathlib import Path
 import yaml
 
 CORPUS = Path(__file__).with_name("onboarding_corpus")
+NO_DDL_CORPUS = CORPUS / "no_ddl"
 
 
 @dataclass
@@ -49,9 +51,9 @@ class Scores:
     differences: list[str] = field(default_factory=list)
 
 
-def corpus_files() -> list[Path]:
-    """The corpus's SQL files in the order they are onboarded: the schema first."""
-    return sorted(CORPUS.glob("*.sql"))
+def corpus_files(corpus: Path = CORPUS) -> list[Path]:
+    """The corpus's SQL files in the order they are onboarded: by name (a schema file first)."""
+    return sorted(corpus.glob("*.sql"))
 
 
 def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
@@ -59,10 +61,10 @@ def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
             for source, kind in entry["transformations"].items()}
 
 
-def score(statements: list[dict]) -> Scores:
-    """Compare reported statements (the `statements` of `--json`) with the expectations, statement by statement."""
+def score(statements: list[dict], corpus: Path = CORPUS) -> Scores:
+    """Compare reported statements (the `statements` of `--json`) with a corpus's expectations, one by one."""
     expected = {(file, entry["line"]): entry
-                for file, entries in yaml.safe_load((CORPUS / "expected.yaml").read_text()).items()
+                for file, entries in yaml.safe_load((corpus / "expected.yaml").read_text()).items()
                 for entry in entries}
     reported = {(Path(s["file"]).name, s["line"]): s for s in statements}
     scores = Scores(statements=len(expected))
