@@ -62,6 +62,25 @@ def chain_statements(bucket: str) -> list[str]:
     ]
 
 
+def no_ddl_chain_statements(bucket: str) -> list[str]:
+    """Raw orders without any CREATE TABLE: the COPY lists the columns, CTAS makes the rest."""
+    return [
+        f"COPY lake_raw.orders (order_id, customer_id, order_ts, amount) FROM 's3://{bucket}/no_ddl/orders/' "
+        "IAM_ROLE default CSV IGNOREHEADER 1 MAXERROR 100",
+        "CREATE TABLE lake_clean.orders AS\n"
+        "SELECT DISTINCT order_id, customer_id, order_ts::TIMESTAMP AS order_ts, amount::DECIMAL(12,2) AS amount\n"
+        "FROM lake_raw.orders\n"
+        "WHERE amount ~ '^[0-9]+([.][0-9]+)?$'",
+        "CREATE TABLE lake_mart.customer_days AS\n"
+        "SELECT DATE(order_ts) AS order_date, COUNT(DISTINCT customer_id) AS customers, SUM(amount) AS revenue\n"
+        "FROM (SELECT customer_id, order_ts, amount,\n"
+        "             ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY order_ts) AS copy_number\n"
+        "      FROM lake_clean.orders) AS deduplicated\n"
+        "WHERE copy_number = 1\n"
+        "GROUP BY DATE(order_ts)",
+    ]
+
+
 def write_sql(path: Path, statements: list[str]) -> Path:
     path.write_text(";\n\n".join(statements) + ";\n")
     return path
@@ -584,3 +603,32 @@ def test_onboarded_sql_runs_through_dagster_and_gold_equals_the_sql_run_directly
         "shop_mart.daily_orders")
     assert medallion.gold("shop_mart.daily_orders") == orders_directly
     assert sum(row["orders"] for row in orders_directly) > 0
+
+    # Without DDL: the columns come from the COPY's list and the CTAS outputs, lineage from one table in scope.
+    # Its own raw files: a source's files are ingested once, and the orders above were.
+    write_sample_data(f"s3://{bucket}/no_ddl", rows=1000, lines_per_file=500)
+    no_ddl = no_ddl_chain_statements(bucket)
+    report = onboard([write_sql(tmp_path / "orders_no_ddl.sql", no_ddl)], medallion.store, pipeline_id="orders_no_ddl")
+    assert [(s.kind, s.status, s.layer) for s in report.statements] == [
+        ("copy", "onboarded", "bronze"), ("create_table_as", "onboarded", "silver"),
+        ("create_table_as", "onboarded", "gold")]
+    assert report.statements[2].columns == [
+        {"target": "order_date", "sources": ["lake_clean.orders.order_ts"],
+         "transformations": {"lake_clean.orders.order_ts": "expression"}},
+        {"target": "customers", "sources": ["lake_clean.orders.customer_id"],
+         "transformations": {"lake_clean.orders.customer_id": "aggregate"}},
+        {"target": "revenue", "sources": ["lake_clean.orders.amount"],
+         "transformations": {"lake_clean.orders.amount": "aggregate"}},
+        {"target": "*", "sources": ["lake_clean.orders.order_id", "lake_clean.orders.order_ts"],
+         "transformations": {"lake_clean.orders.order_id": "filter", "lake_clean.orders.order_ts": "filter"}},
+    ]
+    no_ddl_run = medallion.run("orders_no_ddl")
+    assert no_ddl_run.status == "success", no_ddl_run
+    no_ddl_directly = run_directly_on_postgres(
+        pg_database, no_ddl[1:],
+        {"lake_raw.orders": ("CREATE SCHEMA lake_raw; CREATE SCHEMA lake_clean; CREATE SCHEMA lake_mart; "
+                             "CREATE TABLE lake_raw.orders (order_id TEXT, customer_id TEXT, order_ts TEXT, "
+                             "amount TEXT)", csv_rows_copy_would_load(f"s3://{bucket}/no_ddl/orders/"))},
+        "lake_mart.customer_days")
+    assert medallion.gold("lake_mart.customer_days") == no_ddl_directly
+    assert sum(row["customers"] for row in no_ddl_directly) > 0
