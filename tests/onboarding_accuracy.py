@@ -8,6 +8,7 @@ recall, and lists every difference. Used by tests/test_onboarding.py and bench/o
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,12 +49,19 @@ class Scores:
     lineage_statements: int = 0
     table: Counts = field(default_factory=Counts)
     column: Counts = field(default_factory=Counts)
+    column_any_kind: Counts = field(default_factory=Counts)
+    """Column edges compared without their kind: right source column, whatever the transformation."""
+    kinds_expected: Counter = field(default_factory=Counter)
     differences: list[str] = field(default_factory=list)
 
 
 def corpus_files(corpus: Path = CORPUS) -> list[Path]:
     """The corpus's SQL files in the order they are onboarded: by name (a schema file first)."""
     return sorted(corpus.glob("*.sql"))
+
+
+def _without_kinds(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    return {(column, source.partition(" ")[2]) for column, source in edges}
 
 
 def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
@@ -89,6 +97,8 @@ def score(statements: list[dict], corpus: Path = CORPUS) -> Scores:
         column_got = _column_edges(got["columns"])
         column_want = {(column, source) for column, sources in want["columns"].items() for source in sources}
         scores.column.add(column_got, column_want)
+        scores.column_any_kind.add(_without_kinds(column_got), _without_kinds(column_want))
+        scores.kinds_expected.update(source.partition(" ")[0] for _, source in column_want)
         names_got = [entry["target"] for entry in got["columns"] if entry["target"] != "*"]
         names_want = [column for column in want["columns"] if column != "*"]
         if names_got != names_want:
