@@ -220,6 +220,23 @@ def test_without_ddl_columns_resolve_by_scope_and_a_truly_ambiguous_one_is_repor
                                       "unknown): table-level lineage only")
 
 
+def test_columns_shown_in_one_run_resolve_bare_columns_in_the_next_through_the_catalog(store, tmp_path):
+    first = write_sql(tmp_path / "first.sql", [
+        "CREATE TABLE silver.orders_clean AS SELECT order_id, amount::DECIMAL(12,2) AS amount FROM staging.feed"])
+    assert not onboard([first], store, pipeline_id="p").failed
+    second = write_sql(tmp_path / "second.sql", [
+        "CREATE TABLE gold.noted AS SELECT o.order_id, amount, note "
+        "FROM silver.orders_clean o JOIN staging.notes n ON n.order_id = o.order_id"])
+    [statement] = onboard([second], store, pipeline_id="p").statements
+    by_target = {c["target"]: c["transformations"] for c in statement.columns}
+    # The catalog's lineage of the first run shows silver.orders_clean has amount; nothing shows who has note.
+    assert by_target["amount"] == {"silver.orders_clean.amount": "identity"}
+    assert by_target["note"] == {"silver.orders_clean.note": "ambiguous", "staging.notes.note": "ambiguous"}
+    rows = {(r.upstream, r.upstream_column) for r in store.snapshot().tables["column_lineage"].values()
+            if r.downstream == statement.dataset and r.downstream_column in ("amount", "note")}
+    assert rows == {("silver_orders_clean", "amount")}  # ambiguous edges stay out of the catalog
+
+
 def test_names_that_are_not_plain_identifiers_are_refused_with_the_statement_line(cli, store, tmp_path):
     sql = write_sql(tmp_path / "names.sql", [
         "CREATE TABLE silver.ok AS SELECT 1 AS x",

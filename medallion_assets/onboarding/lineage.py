@@ -257,15 +257,15 @@ class SqlAnalyzer:
         edges = tuple(ColumnEdge(c, copy.s3_path, c, IDENTITY) for c in columns)
         return QueryLineage((copy.s3_path,), tuple(columns), edges, False, (), None, copy.warnings)
 
-    def _schema_for(self, query: exp.Query) -> tuple[MappingSchema, set[str]]:
-        """The schema to qualify `query` against, and the tables in it whose columns are all known.
+    def _schema_for(self, query: exp.Query) -> tuple[MappingSchema, dict[str, dict[str, str]]]:
+        """The schema to qualify `query` against, and the tables in it whose columns are all known, with those.
 
         When the query reads tables of unknown columns, a schema of just the tables it reads: the known ones,
         and the others with the columns the query shows they have.
         """
         tables = referenced_tables(query)
         known = {table: self.column_types(table) for table in tables}
-        complete = {table for table, columns in known.items() if columns}
+        complete = {table: columns for table, columns in known.items() if columns}
         if len(complete) == len(tables):
             return self.schema, complete
         shown = columns_shown(query, known.get, {table: self.shown[table] for table in tables if table in self.shown})
@@ -506,7 +506,7 @@ def _under_aggregate(column: exp.Expr, stop: exp.Expr) -> bool:
 class _Walker:
     """Resolves a qualified query's columns, scope by scope, down to base tables (memoized per projection)."""
 
-    def __init__(self, root: Scope | None, complete: set[str]):
+    def __init__(self, root: Scope | None, complete: Mapping[str, Mapping[str, str]]):
         if root is None:
             raise LineageUnavailable("not a query")
         self.root = root
@@ -591,11 +591,16 @@ class _Walker:
         raise LineageUnavailable(f"{table!r} is neither a table nor a query")
 
     def _candidates(self, scope: Scope, column: exp.Column) -> dict[BaseColumn, str]:
-        """A column qualification left without a table: each table of unknown columns in scope may hold it."""
+        """A column qualification left without a table: each table in scope that may hold it (its columns are
+        unknown, or known to include it) is a candidate."""
+        name = column.name.lower()
         candidates = {}
         for source in _relations(scope).values():
-            if isinstance(source, exp.Table) and canonical_table(source) not in self.complete:
-                candidates[(canonical_table(source), column.name.lower())] = AMBIGUOUS
+            if not isinstance(source, exp.Table):
+                continue
+            table = canonical_table(source)
+            if table not in self.complete or name in self.complete[table]:
+                candidates[(table, name)] = AMBIGUOUS
         if not candidates:
             raise LineageUnavailable(f"column {column.name!r} cannot be tied to a table")
         return candidates
