@@ -263,6 +263,10 @@ def test_copy_options_become_the_raw_source_and_unreadable_formats_are_refused(s
         "COPY raw.a FROM 's3://b/a.manifest' IAM_ROLE default CSV MANIFEST",
         "COPY raw.a FROM 's3://b/fixed/' IAM_ROLE default FIXEDWIDTH 'id:8,label:10'",
         "COPY raw.p FROM 's3://b/p/' IAM_ROLE default FORMAT AS PARQUET",
+        "CREATE EXTERNAL TABLE spectrum.j (id INT) ROW FORMAT SERDE 'org.openx.data.jsonserde.JsonSerDe' "
+        "LOCATION 's3://b/json/'",
+        "CREATE EXTERNAL TABLE spectrum.c (id INT) ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.OpenCSVSerde' "
+        "WITH SERDEPROPERTIES ('separatorChar' = ',') STORED AS TEXTFILE LOCATION 's3://b/c/'",
     ])
     report = onboard([sql], store, pipeline_id="loads")
     errors = [s.error for s in report.statements if s.error]
@@ -277,6 +281,10 @@ def test_copy_options_become_the_raw_source_and_unreadable_formats_are_refused(s
         "parquet: export them delimited)",
         f"{sql}:22: the columns of raw.p are unknown (parquet files carry theirs, but a source declares its "
         "columns): list them in the COPY (raw.p (a, b, …) FROM …) or declare them with CREATE TABLE before it",
+        f"{sql}:24: CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
+        "with a LOCATION 's3://…' become sources (a SerDe is not read)",
+        f"{sql}:26: CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
+        "with a LOCATION 's3://…' become sources (a SerDe is not read)",
     ]
     assert report.statements[1].warnings == ["COPY option BLANKSASNULL is not carried over to the bronze ingest"]
     sources = {s.s3_path: s for s in store.snapshot().sources.values()}

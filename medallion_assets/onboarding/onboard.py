@@ -22,8 +22,8 @@ from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
 from medallion_assets.onboarding.lineage import WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables
 from medallion_assets.onboarding.parse import (
-    DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation, parse_file,
-    session_name,
+    DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation,
+    parse_file, session_name,
 )
 
 DEFAULT_DIALECT = "redshift"

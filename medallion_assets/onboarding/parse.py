@@ -280,9 +280,7 @@ def _command(statement: SqlStatement, command: exp.Command, dialect: str, parse:
     if name == "ALTER" and (append := _APPEND.match(command.text("expression").strip())):
         return _alter_table_append(statement, append, dialect)
     if name == "CREATE" and _CREATE_EXTERNAL.match(statement.text):
-        raise StatementError(statement.line, "CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS "
-                                             "TEXTFILE or STORED AS PARQUET with a LOCATION 's3://…' become sources "
-                                             "(a SerDe is not read)")
+        raise StatementError(statement.line, _EXTERNAL_READABLE)
     return Skipped(statement, _kind_name(command))
 
 
@@ -345,6 +343,8 @@ def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
 
 
 _EXTERNAL_FORMATS = {"PARQUET": "parquet", "TEXTFILE": "csv"}
+_EXTERNAL_READABLE = ("CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
+                      "with a LOCATION 's3://…' become sources (a SerDe is not read)")
 
 
 def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
@@ -354,6 +354,8 @@ def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
     location = properties.find(exp.LocationProperty)
     if location is None or not location.this.name.startswith("s3://"):
         raise StatementError(statement.line, "CREATE EXTERNAL TABLE needs LOCATION 's3://…'")
+    if properties.find(exp.RowFormatSerdeProperty):
+        raise StatementError(statement.line, _EXTERNAL_READABLE)
     stored = properties.find(exp.FileFormatProperty)
     stored_as = stored.name.upper() if stored else "TEXTFILE"
     if stored_as not in _EXTERNAL_FORMATS:
