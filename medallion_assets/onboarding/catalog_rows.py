@@ -24,7 +24,7 @@ from medallion_assets.catalog.models import (
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
 from medallion_assets.onboarding.lineage import (
-    AMBIGUOUS, IDENTITY, JOIN_KEY, SqlAnalyzer, StatementLineage, stronger, union_all,
+    AMBIGUOUS, IDENTITY, JOIN_KEY, UNKNOWN_TYPE, SqlAnalyzer, StatementLineage, stronger, union_all,
 )
 from medallion_assets.onboarding.parse import DEFAULT_SCHEMA, DIRECT_KINDS, LOAD_KINDS, CopyLoad, canonical_table
 
@@ -376,7 +376,7 @@ class PlanBuilder:
         for column, type_text in types.items():
             mapped = catalog_type(type_text, self.dialect)
             if mapped is None:
-                if type_text.upper() != "UNKNOWN":
+                if type_text.upper() != UNKNOWN_TYPE:
                     self._warn(index, f"column {column} of type {type_text} has no catalog type: "
                                       "the target declares no columns")
                 return None

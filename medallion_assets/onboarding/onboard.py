@@ -20,7 +20,9 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
-from medallion_assets.onboarding.lineage import WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables
+from medallion_assets.onboarding.lineage import (
+    UNKNOWN_TYPE, WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables,
+)
 from medallion_assets.onboarding.parse import (
     DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation,
     parse_file, session_name,
@@ -254,7 +256,7 @@ def _remember_columns(parsed: CopyLoad | Transformation, lineage: StatementLinea
     known = analyzer.column_types(parsed.target)
     creates = parsed.kind in ("create_table_as", "select_into", "create_view")
     if known is None or (creates and list(known) != list(lineage.columns)):
-        analyzer.set_columns(parsed.target, {column: "UNKNOWN" for column in lineage.columns})
+        analyzer.set_columns(parsed.target, dict.fromkeys(lineage.columns, UNKNOWN_TYPE))
 
 
 def _columns_json(lineage: StatementLineage) -> list[dict]:
