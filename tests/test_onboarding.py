@@ -28,7 +28,7 @@ from medallion_assets.onboarding.onboard import onboard
 from medallion_assets.onboarding.parse import split_statements
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.objects import list_objects, read_bytes
-from tests.onboarding_accuracy import NO_DDL_CORPUS, corpus_files, score
+from tests.onboarding_accuracy import CORPUS, NO_DDL_CORPUS, corpus_files, score
 
 SEED_GOLD_SQL = """\
 INSERT INTO analytics.daily_user_events
@@ -467,11 +467,14 @@ def test_generated_stage_sql_gives_what_the_original_sql_gives(spark, store, tmp
 # --- idempotence, diff, JSON ------------------------------------------------------------------------------
 
 
-def test_onboarding_the_same_sql_again_changes_nothing(store):
-    first = onboard(corpus_files(), store, pipeline_id="corpus")
-    assert first.written and not first.failed
+@pytest.mark.parametrize("corpus", [CORPUS, NO_DDL_CORPUS], ids=["with_ddl", "no_ddl"])
+def test_onboarding_the_same_sql_again_changes_nothing(store, corpus):
+    first = onboard(corpus_files(corpus), store, pipeline_id="corpus")
+    assert first.written
+    # Only the no-DDL corpus's refused loads fail.
+    assert [s.line for s in first.statements if s.status == "failed"] == ([] if corpus == CORPUS else [20, 22, 24])
     before = all_rows(store)
-    second = onboard(corpus_files(), store, pipeline_id="corpus")
+    second = onboard(corpus_files(corpus), store, pipeline_id="corpus")
     assert second.changes == [] and not second.written
     assert all_rows(store) == before
 
