@@ -1,4 +1,5 @@
-"""Scoring SQL onboarding against the hand-written corpus in tests/onboarding_corpus/.
+"""Scoring SQL onboarding against the hand-written corpora in tests/onboarding_corpus/: the project's own SQL,
+whose 00_schema.sql declares every table, and no_ddl/, Redshift SQL as repositories keep it, without DDL.
 
 The expectations (expected.yaml) were written from the SQL, independently of the parser; this module only
 compares them with what `medallion onboard --json` reports, as table-level and column-level precision and
@@ -7,12 +8,14 @@ recall, and lists every difference. Used by tests/test_onboarding.py and bench/o
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 CORPUS = Path(__file__).with_name("onboarding_corpus")
+NO_DDL_CORPUS = CORPUS / "no_ddl"
 
 
 @dataclass
@@ -46,12 +49,19 @@ class Scores:
     lineage_statements: int = 0
     table: Counts = field(default_factory=Counts)
     column: Counts = field(default_factory=Counts)
+    column_any_kind: Counts = field(default_factory=Counts)
+    """Column edges compared without their kind: right source column, whatever the transformation."""
+    kinds_expected: Counter = field(default_factory=Counter)
     differences: list[str] = field(default_factory=list)
 
 
-def corpus_files() -> list[Path]:
-    """The corpus's SQL files in the order they are onboarded: the schema first."""
-    return sorted(CORPUS.glob("*.sql"))
+def corpus_files(corpus: Path = CORPUS) -> list[Path]:
+    """The corpus's SQL files in the order they are onboarded: by name (a schema file first)."""
+    return sorted(corpus.glob("*.sql"))
+
+
+def _without_kinds(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    return {(column, source.partition(" ")[2]) for column, source in edges}
 
 
 def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
@@ -59,10 +69,10 @@ def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
             for source, kind in entry["transformations"].items()}
 
 
-def score(statements: list[dict]) -> Scores:
-    """Compare reported statements (the `statements` of `--json`) with the expectations, statement by statement."""
+def score(statements: list[dict], corpus: Path = CORPUS) -> Scores:
+    """Compare reported statements (the `statements` of `--json`) with a corpus's expectations, one by one."""
     expected = {(file, entry["line"]): entry
-                for file, entries in yaml.safe_load((CORPUS / "expected.yaml").read_text()).items()
+                for file, entries in yaml.safe_load((corpus / "expected.yaml").read_text()).items()
                 for entry in entries}
     reported = {(Path(s["file"]).name, s["line"]): s for s in statements}
     scores = Scores(statements=len(expected))
@@ -87,6 +97,8 @@ def score(statements: list[dict]) -> Scores:
         column_got = _column_edges(got["columns"])
         column_want = {(column, source) for column, sources in want["columns"].items() for source in sources}
         scores.column.add(column_got, column_want)
+        scores.column_any_kind.add(_without_kinds(column_got), _without_kinds(column_want))
+        scores.kinds_expected.update(source.partition(" ")[0] for _, source in column_want)
         names_got = [entry["target"] for entry in got["columns"] if entry["target"] != "*"]
         names_want = [column for column in want["columns"] if column != "*"]
         if names_got != names_want:

@@ -24,9 +24,9 @@ from medallion_assets.catalog.models import (
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
 from medallion_assets.onboarding.lineage import (
-    IDENTITY, JOIN_KEY, SqlAnalyzer, StatementLineage, stronger, union_all,
+    AMBIGUOUS, IDENTITY, JOIN_KEY, UNKNOWN_TYPE, SqlAnalyzer, StatementLineage, stronger, union_all,
 )
-from medallion_assets.onboarding.parse import DEFAULT_SCHEMA, DIRECT_KINDS, CopyLoad, canonical_table
+from medallion_assets.onboarding.parse import DEFAULT_SCHEMA, DIRECT_KINDS, LOAD_KINDS, CopyLoad, canonical_table
 
 LAYERS = ("bronze", "silver", "gold")
 # Schema names and table-name prefixes that say a layer, as teams commonly name them.
@@ -35,7 +35,7 @@ LAYER_WORDS = {
     "silver": ("silver", "clean", "cleansed", "curated", "conformed", "core", "int", "intermediate", "refined"),
     "gold": ("gold", "analytics", "mart", "marts", "reporting", "report", "agg", "dm", "bi", "fct", "fact", "dim"),
 }
-_APPENDING = ("create_table_as", "insert", "select_into")
+_APPENDING = ("create_table_as", "insert", "insert_values", "select_into", "alter_table_append")
 _CATALOG_TYPES = {
     exp.DataType.Type.TEXT: "string", exp.DataType.Type.VARCHAR: "string", exp.DataType.Type.CHAR: "string",
     exp.DataType.Type.NVARCHAR: "string", exp.DataType.Type.NCHAR: "string", exp.DataType.Type.BPCHAR: "string",
@@ -154,7 +154,7 @@ class PlanBuilder:
                 continue
             self.plan.outcomes[index] = StatementOutcome(warnings=list(lineage.warnings))
             dataset = self._dataset(lineage.target)
-            (dataset.writers if lineage.kind in (*DIRECT_KINDS, "copy") else dataset.changers).append(index)
+            (dataset.writers if lineage.kind in (*DIRECT_KINDS, *LOAD_KINDS) else dataset.changers).append(index)
             for source in lineage.sources:
                 if not source.startswith("s3://"):
                     self._dataset(source)
@@ -195,7 +195,8 @@ class PlanBuilder:
         writers = [self.lineages[i] for i in dataset.writers]
         copy = next((w for w in writers if isinstance(w.parsed, CopyLoad)), None)
         if copy:
-            return LayerDecision("bronze", f"loaded from raw files by COPY at {copy.parsed.statement.where()}")
+            return LayerDecision("bronze", f"loaded from raw files by {copy.parsed.kind.replace('_', ' ').upper()} "
+                                           f"at {copy.parsed.statement.where()}")
         aggregating = next((w for w in writers if w.aggregates), None)
         if aggregating:
             return LayerDecision("gold", f"aggregates (GROUP BY or aggregate functions) at "
@@ -305,7 +306,7 @@ class PlanBuilder:
                 self._warn(index, f"changes {dataset.name} in place, which no stage replays: lineage only")
             return [], []
         first = self.lineages[writers[0]]
-        if first.kind == "copy" or first.kind not in _APPENDING:
+        if first.kind not in _APPENDING:
             chosen = [writers[0]]
         else:
             chosen = [i for i in writers if self.lineages[i].kind in _APPENDING]
@@ -313,7 +314,7 @@ class PlanBuilder:
             if index not in chosen:
                 self._warn(index, f"{dataset.name} is already made by the statement at "
                                   f"{first.parsed.statement.where()}: this one gives lineage only")
-        if any(self.lineages[i].stage is None and self.lineages[i].kind != "copy" for i in chosen):
+        if any(self.lineages[i].stage is None and self.lineages[i].kind not in LOAD_KINDS for i in chosen):
             return [], []
         keys = list(first.parsed.merge_keys) if first.kind == "merge" else []
         for index in dataset.changers:
@@ -375,7 +376,7 @@ class PlanBuilder:
         for column, type_text in types.items():
             mapped = catalog_type(type_text, self.dialect)
             if mapped is None:
-                if type_text.upper() != "UNKNOWN":
+                if type_text.upper() != UNKNOWN_TYPE:
                     self._warn(index, f"column {column} of type {type_text} has no catalog type: "
                                       "the target declares no columns")
                 return None
@@ -404,14 +405,15 @@ class PlanBuilder:
         copy = lineage.parsed
         types = self.analyzer.column_types(copy.target) or {}
         columns = {c: catalog_type(types[c], self.dialect) if c in types else None for c in lineage.columns}
-        fields = dict(file_format=copy.file_format, options=copy.options,
+        fields = dict(file_format=copy.file_format, options=copy.options, compression=copy.compression,
                       columns={c: type_name or "string" for c, type_name in columns.items()})
         existing = self.snapshot.sources.get(self.source_id(copy))
         if existing:
             source = Source.model_validate({**existing.model_dump(), **fields})
         else:
             source = Source(source_id=self.source_id(copy), s3_path=copy.s3_path,
-                            description=f"raw files read by COPY at {copy.statement.where()}", **fields)
+                            description=f"raw files read by {copy.kind.replace('_', ' ').upper()} at "
+                                        f"{copy.statement.where()}", **fields)
         self._add("sources", source, index)
 
     def _external_target(self, dataset: _Dataset) -> None:
@@ -431,7 +433,7 @@ class PlanBuilder:
         inputs = list(dict.fromkeys(self._upstream_id(lineage, s) for lineage in lineages for s in lineage.sources))
         existing = self.producers.get(target.target_id)
         rules = self._suggested_rules(target, lineages, statements[0])
-        sql = None if lineages[0].kind == "copy" else self._transform_sql(lineages)
+        sql = None if lineages[0].kind in LOAD_KINDS else self._transform_sql(lineages)
         fields = dict(source_id=inputs[0], inputs=inputs[1:], transform_sql=sql,
                       sql_dialect=self.dialect if sql else "spark")
         if existing:
@@ -489,6 +491,8 @@ class PlanBuilder:
                 self._add("dataset_lineage", DatasetLineage(upstream=upstream, downstream=target_id, via=via,
                                                             kind="stage" if stage else "sql"), index)
         for edge in lineage.edges or ():
+            if edge.transformation == AMBIGUOUS:
+                continue  # the statement's report names the candidates; the catalog keeps known edges only
             self._add("column_lineage", ColumnLineage(
                 downstream=target_id, downstream_column=edge.target_column,
                 upstream=self._upstream_id(lineage, edge.source), upstream_column=edge.source_column,

@@ -37,11 +37,13 @@ def _layer_overrides(specs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--json", "as_json", is_flag=True,
               help="print each statement's target, sources, layer and column lineage")
 def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
-    """Read SQL FILES (CREATE TABLE AS, INSERT, MERGE, CREATE VIEW, UPDATE, DELETE, COPY, UNLOAD…) and fill the
-    catalog: sources, targets, stages in the medallion layers with their SQL, table and column lineage, and
-    suggested validation rules. SQL is parsed, never executed. Onboarding the same SQL again changes nothing.
+    """Read SQL FILES (CREATE TABLE AS, INSERT, MERGE, CREATE VIEW, UPDATE, DELETE, COPY, CREATE EXTERNAL TABLE,
+    ALTER TABLE … APPEND, UNLOAD…) and fill the catalog: sources, targets, stages in the medallion layers with
+    their SQL, table and column lineage, and suggested validation rules. SQL is parsed, never executed; no DDL is
+    needed. Onboarding the same SQL again changes nothing. Each statement gets a line: what it became, or why not.
 
-    Column lineage target "*" lists the filter and join-key columns, which shape every row of the target.
+    Column lineage target "*" lists the filter and join-key columns, which shape every row of the target; kind
+    "ambiguous" marks a bare column that several tables of unknown columns may hold (all are listed).
     Exit code 1 when any statement failed (the others are still onboarded), 2 when the catalog is invalid.
     """
     from sqlglot.dialects.dialect import Dialect
@@ -81,7 +83,8 @@ def _print(report: OnboardingReport, dry_run: bool) -> None:
             continue
         if statement.status in ("skipped", "schema"):
             click.echo(f"{where}  {statement.kind}  {statement.status}" + (
-                f"  {statement.target}" if statement.target else ""))
+                f"  {statement.target}" if statement.target else "") + (
+                f": {statement.reason}" if statement.reason else ""))
             continue
         layer = f"  [{statement.layer}: {statement.layer_reason}]" if statement.layer else ""
         stage = f"  stage {statement.stage}" if statement.stage else ""

@@ -9,7 +9,13 @@ every target column to the base-table columns it is computed from, with the kind
 - aggregate: an argument of an aggregate function, windowed or not, anywhere on the way;
 - filter: a column in a WHERE, HAVING or QUALIFY condition, a one-table JOIN condition, or a filtering
   subquery (IN, EXISTS);
-- join_key: a column in a condition between two tables (JOIN … ON / USING, MERGE ON, an implicit join in WHERE).
+- join_key: a column in a condition between two tables (JOIN … ON / USING, MERGE ON, an implicit join in WHERE);
+- ambiguous: a column written without its table where several tables of unknown columns could hold it; every
+  candidate is listed, none is chosen.
+
+Tables whose columns are unknown (no CREATE TABLE, no catalog row) get the columns the statement itself shows
+they have: `alias.col` says so outright, and a bare `col` with one relation in scope, or with every other
+relation known not to have it, belongs to the remaining one (the SQL runs, so the column is not ambiguous).
 
 Along a path the strongest kind wins (aggregate > expression > identity). Filters and join keys shape every
 row of the target, so they are recorded against the whole target, column "*" (OpenLineage's dataset-level
@@ -21,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -36,10 +42,16 @@ from medallion_assets.onboarding.parse import (
 )
 
 IDENTITY, EXPRESSION, AGGREGATE, FILTER, JOIN_KEY = "identity", "expression", "aggregate", "filter", "join_key"
+AMBIGUOUS = "ambiguous"
 WHOLE_TARGET = "*"
-# Strength orders kinds of the same family: direct (identity < expression < aggregate) and indirect.
-_STRENGTH = {IDENTITY: 0, EXPRESSION: 1, AGGREGATE: 2, FILTER: 0, JOIN_KEY: 1}
+# Strength orders kinds of the same family: direct (identity < expression < aggregate) and indirect; an
+# ambiguous column stays ambiguous whatever is computed from it.
+_STRENGTH = {IDENTITY: 0, EXPRESSION: 1, AGGREGATE: 2, FILTER: 0, JOIN_KEY: 1, AMBIGUOUS: 3}
+UNKNOWN_TYPE = "UNKNOWN"
+_UNEXPANDED_STAR = "SELECT * over a table whose columns are unknown"
 _SELF_EXCLUDED = ("update", "delete", "merge")
+# Statements whose outputs are named by the target's columns when they list none.
+_BY_TARGET_COLUMNS = ("insert", "insert_values", "alter_table_append")
 CACHE_SIZE = 4096
 
 BaseColumn = tuple[str, str]
@@ -179,6 +191,12 @@ class SqlAnalyzer:
         self.schema = MappingSchema(dialect=dialect)
         self._parsed = _Lru()
         self._analyses = _Lru()
+        # Columns statements showed tables of unknown columns to have: evidence, not a schema (never complete).
+        self.shown: dict[str, dict[str, None]] = {}
+
+    def show(self, table: str, columns: Iterable[str]) -> None:
+        """Record that a table (canonical name) has these columns, as a statement or the catalog's lineage shows."""
+        self.shown.setdefault(table, {}).update(dict.fromkeys(columns))
 
     def parse(self, text: str, dialect: str) -> list[exp.Expr | None]:
         """sqlglot.parse through the cache. Callers never change the trees: analysis copies before qualifying."""
@@ -211,10 +229,10 @@ class SqlAnalyzer:
         if transformation.stage_query is not None and transformation.stage_query is not transformation.lineage_query:
             queries.append(transformation.stage_query)
         tables = [table for query in queries for table in referenced_tables(query)]
-        if transformation.kind == "insert" and transformation.target_columns is None:
+        if transformation.kind in _BY_TARGET_COLUMNS and transformation.target_columns is None:
             tables.append(transformation.target)  # its columns name the query's outputs
         # Column names decide qualification and lineage; types decide neither.
-        fingerprint = repr([(table, list(self.column_types(table) or ())) for table in tables])
+        fingerprint = repr([(table, list(self.column_types(table) or self.shown.get(table, ()))) for table in tables])
         key = _digest(self.dialect, transformation.statement.text, fingerprint)
         lineage = self._analyses.get_recent(key)
         if lineage is None:
@@ -227,8 +245,11 @@ class SqlAnalyzer:
         types = self.column_types(copy.target)
         columns = copy.columns or tuple(types or ())
         if not columns:
-            raise StatementError(copy.statement.line, f"the columns of {copy.target} are unknown: declare them "
-                                                      "with CREATE TABLE before the COPY, or list them in it")
+            carried = " (parquet files carry theirs, but a source declares its columns)" \
+                if copy.file_format == "parquet" else ""
+            raise StatementError(copy.statement.line, f"the columns of {copy.target} are unknown{carried}: list "
+                                 f"them in the COPY ({copy.target} (a, b, …) FROM …) or declare them with CREATE "
+                                 "TABLE before it")
         unknown = [c for c in columns if types is not None and c not in types]
         if unknown:
             raise StatementError(copy.statement.line, f"COPY lists columns {', '.join(unknown)} that "
@@ -236,37 +257,75 @@ class SqlAnalyzer:
         edges = tuple(ColumnEdge(c, copy.s3_path, c, IDENTITY) for c in columns)
         return QueryLineage((copy.s3_path,), tuple(columns), edges, False, (), None, copy.warnings)
 
-    def _qualify(self, query: exp.Query) -> exp.Query:
-        return qualify(query.copy(), dialect=self.dialect, schema=self.schema, db=DEFAULT_SCHEMA,
+    def _schema_for(self, query: exp.Query) -> tuple[MappingSchema, dict[str, dict[str, str]]]:
+        """The schema to qualify `query` against, and the tables in it whose columns are all known, with those.
+
+        When the query reads tables of unknown columns, a schema of just the tables it reads: the known ones,
+        and the others with the columns the query shows they have.
+        """
+        tables = referenced_tables(query)
+        known = {table: self.column_types(table) for table in tables}
+        complete = {table: columns for table, columns in known.items() if columns}
+        if len(complete) == len(tables):
+            return self.schema, complete
+        shown = columns_shown(query, known.get, {table: self.shown[table] for table in tables if table in self.shown})
+        for table, columns in shown.items():
+            self.show(table, columns)
+        mapping: dict[str, dict[str, dict[str, str]]] = {}
+        for table in tables:
+            columns = known[table] or dict.fromkeys(shown.get(table, ()), UNKNOWN_TYPE)
+            if columns:
+                db, _, name = table.rpartition(".")
+                mapping.setdefault(db, {})[name] = columns
+        return MappingSchema(mapping, dialect=self.dialect), complete
+
+    def _qualify(self, query: exp.Query, schema: MappingSchema | None = None) -> exp.Query:
+        return qualify(query.copy(), dialect=self.dialect, schema=schema or self.schema, db=DEFAULT_SCHEMA,
                        validate_qualify_columns=False, identify=False)
 
+    def _lineage_query(self, transformation: Transformation) -> exp.Query:
+        """The transformation's lineage query; ALTER TABLE … APPEND matches columns by name, so from a source of
+        unknown columns it moves the target's."""
+        query = transformation.lineage_query
+        if transformation.kind == "alter_table_append":
+            [source] = referenced_tables(query)
+            target = self.column_types(transformation.target)
+            if self.column_types(source) is None and target:
+                return exp.select(*target).from_(query.args["from_"].this.copy())
+        return query
+
     def _analyze(self, transformation: Transformation) -> QueryLineage:
-        sources = tuple(referenced_tables(transformation.lineage_query))
+        query = self._lineage_query(transformation)
+        sources = tuple(referenced_tables(query))
         warnings = list(transformation.warnings)
+        schema, complete = self._schema_for(query)
         try:
-            qualified = self._qualify(transformation.lineage_query)
+            qualified = self._qualify(query, schema)
         except SqlglotError as error:
             qualified = None
             warnings.append(f"column lineage unavailable ({error}): table-level lineage only")
-        columns = self._target_columns(transformation, qualified or transformation.lineage_query)
+        columns = self._target_columns(transformation, qualified or query)
         edges, group_columns = None, ()
         if qualified is not None:
             try:
-                walker = _Walker(build_scope(qualified))
+                if any(_is_star(projection) for projection in qualified.selects):
+                    raise LineageUnavailable(_UNEXPANDED_STAR)
+                walker = _Walker(build_scope(qualified), complete)
                 edges = walker.edges(columns)
                 group_columns = walker.group_columns(columns)
+                warnings += _ambiguity_warnings(edges)
             except LineageUnavailable as reason:
                 warnings.append(f"column lineage unavailable ({reason}): table-level lineage only")
-        aggregated = aggregates(qualified or transformation.lineage_query)
+        aggregated = aggregates(qualified or query)
         if transformation.stage_query is None:
             stage = None
         elif transformation.stage_query is transformation.lineage_query:
             # The walk is done with the qualified query: it becomes the stage's, named as the target's columns.
-            stage = _name_outputs(qualified or transformation.lineage_query.copy(), columns)
+            stage = _name_outputs(qualified or query.copy(), columns)
         else:
             # A MERGE's stage query names its columns already: those of the INSERT clause.
             try:
-                stage = self._qualify(transformation.stage_query)
+                stage = self._qualify(transformation.stage_query, self._schema_for(transformation.stage_query)[0])
             except SqlglotError:
                 stage = transformation.stage_query.copy()
         return QueryLineage(sources, columns, edges, aggregated, group_columns, stage, tuple(warnings))
@@ -277,8 +336,12 @@ class SqlAnalyzer:
         declared = self.column_types(transformation.target)
         if transformation.target_columns is not None:
             columns = transformation.target_columns
-        elif transformation.kind == "insert" and declared:
+        elif transformation.kind in ("insert", "insert_values") and declared:
             columns = tuple(declared)[:len(query.selects)] if expanded else tuple(declared)
+        elif transformation.kind == "insert_values":
+            raise StatementError(transformation.statement.line, f"the columns of {transformation.target} are "
+                                 "unknown: list them (INSERT INTO t (a, b) VALUES …) or declare them with CREATE "
+                                 "TABLE before the INSERT")
         elif expanded:
             columns = tuple(name.lower() for name in query.named_selects)
         else:
@@ -288,6 +351,124 @@ class SqlAnalyzer:
             raise StatementError(transformation.statement.line, f"the query yields {len(query.selects)} "
                                  f"columns for {len(columns)} columns of {transformation.target}")
         return tuple(columns)
+
+
+def _relations(scope: Scope) -> dict[str, exp.Table | Scope]:
+    """The tables and queries a scope selects from (FROM and JOINs), by the name columns refer to them by."""
+    return {name: source for name, (_, source) in scope.selected_sources.items()}
+
+
+def columns_shown(query: exp.Query, known: Callable[[str], Mapping[str, str] | None],
+                  shown_before: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    """Columns the query shows its tables of unknown columns (`known` gives None for them) to have, beside those
+    earlier statements showed (`shown_before`).
+
+    `alias.col` shows that the table has `col`; a bare `col` belongs to the one relation in its scope that may
+    hold it (derived tables and known tables hold only their columns), else to the one shown to have it.
+    Columns of a table read by `SELECT *` or `alias.*` are not guessed: the star would expand to them alone.
+    """
+    try:
+        root = build_scope(query)
+    except SqlglotError:
+        return {}
+    if root is None:
+        return {}
+    scopes = list(root.traverse())
+    shown = {table: dict.fromkeys(columns) for table, columns in shown_before.items()}
+    starred: set[str] = set()
+
+    def unknown_table(source) -> str | None:
+        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            name = canonical_table(source)
+            return name if known(name) is None else None
+        return None
+
+    def owner(scope: Scope, alias: str):
+        while scope is not None:
+            relations = _relations(scope)
+            if alias in relations:
+                return relations[alias]
+            scope = scope.parent
+        return None
+
+    bare: list[tuple[Scope, exp.Column]] = []
+    for scope in scopes:
+        relations = _relations(scope)
+        if isinstance(scope.expression, exp.Select):
+            for projection in scope.expression.selects:
+                if isinstance(projection, exp.Star):
+                    starred.update(filter(None, map(unknown_table, relations.values())))
+                elif _is_star(projection):
+                    starred.update(filter(None, [unknown_table(relations.get(projection.table))]))
+            for join in scope.expression.args.get("joins") or []:
+                for name in join.args.get("using") or []:
+                    for source in (join.this, scope.expression.args["from_"].this):
+                        table = unknown_table(source)
+                        if table:
+                            shown.setdefault(table, {})[name.name.lower()] = None
+        for column in scope.columns:
+            if isinstance(column.this, exp.Star):
+                continue
+            if column.table:
+                table = unknown_table(owner(scope, column.table))
+                if table:
+                    shown.setdefault(table, {})[column.name.lower()] = None
+            elif not _names_alias(scope, column):
+                bare.append((scope, column))
+
+    def may_hold(source, name: str) -> bool | None:
+        """True: it has the column; False: it has not; None: its columns are unknown, it may."""
+        if isinstance(source, Scope):
+            selects = source.expression.selects if isinstance(source.expression, exp.Query) else []
+            if any(_is_star(projection) for projection in selects):
+                return None
+            return name in {select.lower() for select in source.expression.named_selects}
+        table = unknown_table(source)
+        if table is None:
+            columns = known(canonical_table(source)) if isinstance(source, exp.Table) else None
+            return name in columns if columns is not None else None
+        return True if name in shown.get(table, {}) else None
+
+    for scope, column in bare:
+        name = column.name.lower()
+        while scope is not None:
+            holds = {alias: may_hold(source, name) for alias, source in _relations(scope).items()}
+            maybe = [alias for alias, held in holds.items() if held is None]
+            if any(holds.values()):
+                break
+            if len(maybe) == 1:
+                table = unknown_table(_relations(scope)[maybe[0]])
+                if table:
+                    shown.setdefault(table, {})[name] = None
+                break
+            if maybe:
+                break  # ambiguous: left for the walk to report with its candidates
+            scope = scope.parent  # a correlated reference to an outer query's table
+    return {table: list(columns) for table, columns in shown.items() if table not in starred}
+
+
+def _names_alias(scope: Scope, column: exp.Column) -> bool:
+    """Whether a bare column refers to an output of its own SELECT (`GROUP BY day` for `… AS day`)."""
+    select = scope.expression
+    if not isinstance(select, exp.Select):
+        return False
+    name = column.name.lower()
+    for projection in select.selects:
+        if isinstance(projection, exp.Alias) and projection.alias.lower() == name:
+            defining = column.find_ancestor(exp.Alias)
+            return defining is None or defining.alias.lower() != name
+    return False
+
+
+def _ambiguity_warnings(edges: Iterable[ColumnEdge]) -> list[str]:
+    """One warning per target column fed by a column that several tables may hold, naming them."""
+    candidates: dict[tuple[str, str], list[str]] = {}
+    for edge in edges:
+        if edge.transformation == AMBIGUOUS:
+            candidates.setdefault((edge.target_column, edge.source_column), []).append(edge.source)
+    return [f"target column {target}: {column} is ambiguous, it may be "
+            f"{' or '.join(f'{table}.{column}' for table in tables)} (their columns are unknown); qualify it with "
+            "its table" for (target, column), tables in candidates.items()]
 
 
 def _own_nodes(node: exp.Expr) -> Iterator[exp.Expr]:
@@ -325,10 +506,11 @@ def _under_aggregate(column: exp.Expr, stop: exp.Expr) -> bool:
 class _Walker:
     """Resolves a qualified query's columns, scope by scope, down to base tables (memoized per projection)."""
 
-    def __init__(self, root: Scope | None):
+    def __init__(self, root: Scope | None, complete: Mapping[str, Mapping[str, str]]):
         if root is None:
             raise LineageUnavailable("not a query")
         self.root = root
+        self.complete = complete  # tables whose columns are all known: a column they lack is not theirs
         self.scopes = {id(scope.expression): scope for scope in root.traverse()}
         self.memo: dict[tuple[int, int], dict[BaseColumn, str]] = {}
         # Scalar subqueries are values of one column: their conditions shape that value, not the rows.
@@ -362,7 +544,7 @@ class _Walker:
 
     def _value(self, scope: Scope, expression: exp.Expr) -> dict[BaseColumn, str]:
         if _is_star(expression):
-            raise LineageUnavailable("SELECT * over a table whose columns are unknown")
+            raise LineageUnavailable(_UNEXPANDED_STAR)
         result: dict[BaseColumn, str] = {}
         for node in _own_nodes(expression):
             if not isinstance(node, (exp.Column, exp.Query)):
@@ -392,7 +574,7 @@ class _Walker:
     def _column(self, scope: Scope, column: exp.Column) -> dict[BaseColumn, str]:
         table = column.table
         if not table:
-            raise LineageUnavailable(f"column {column.name!r} cannot be tied to a table (unknown columns)")
+            return self._candidates(scope, column)
         owner = scope
         while owner is not None and table not in owner.sources:
             owner = owner.parent
@@ -407,6 +589,21 @@ class _Walker:
                 raise LineageUnavailable(f"{table!r} has no column {column.name!r}")
             return self.projection(source, names.index(column.name.lower()))
         raise LineageUnavailable(f"{table!r} is neither a table nor a query")
+
+    def _candidates(self, scope: Scope, column: exp.Column) -> dict[BaseColumn, str]:
+        """A column qualification left without a table: each table in scope that may hold it (its columns are
+        unknown, or known to include it) is a candidate."""
+        name = column.name.lower()
+        candidates = {}
+        for source in _relations(scope).values():
+            if not isinstance(source, exp.Table):
+                continue
+            table = canonical_table(source)
+            if table not in self.complete or name in self.complete[table]:
+                candidates[(table, name)] = AMBIGUOUS
+        if not candidates:
+            raise LineageUnavailable(f"column {column.name!r} cannot be tied to a table")
+        return candidates
 
     @staticmethod
     def _conditions(scope: Scope) -> list[exp.Expr]:

@@ -15,15 +15,17 @@ from pathlib import Path
 from sqlglot import exp
 
 from medallion_assets.catalog.loader import CatalogInvalid, LoadedRows, check_references, merged_snapshot
-from medallion_assets.catalog.models import LOADABLE
+from medallion_assets.catalog.models import LOADABLE, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
-from medallion_assets.onboarding.lineage import SqlAnalyzer, StatementLineage, TemporaryTables
+from medallion_assets.onboarding.lineage import (
+    UNKNOWN_TYPE, WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables,
+)
 from medallion_assets.onboarding.parse import (
-    DIRECT_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation, parse_file,
-    session_name,
+    DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation,
+    parse_file, session_name,
 )
 
 DEFAULT_DIALECT = "redshift"
@@ -51,6 +53,7 @@ class StatementReport:
     columns: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    reason: str | None = None
 
     def fail(self, line: int, reason: str) -> None:
         """Mark the statement failed, citing the file line the reason points at."""
@@ -123,7 +126,8 @@ def sql_type(catalog_type: str, dialect: str) -> str:
 
 
 def register_catalog(analyzer: SqlAnalyzer, snapshot: CatalogSnapshot) -> None:
-    """The catalog's datasets as tables of the analyzer's schema, under their location and their id.
+    """The catalog's datasets as tables of the analyzer's schema, under their location and their id, and the
+    columns its lineage shows the others to have.
 
     Bronze datasets declare no columns of their own: theirs are the raw source's.
     """
@@ -136,11 +140,23 @@ def register_catalog(analyzer: SqlAnalyzer, snapshot: CatalogSnapshot) -> None:
         if not columns:
             continue
         types = {name: sql_type(type_name, analyzer.dialect) for name, type_name in columns.items()}
-        names = {canonical_name(target.target_id)}
-        if target.location and not target.location.startswith("s3://"):
-            names.add(canonical_name(target.location))
-        for name in names:
+        for name in _sql_names(target):
             analyzer.set_columns(name, types)
+    # Lineage rows name columns of datasets whose schema the catalog does not declare (SQL of earlier runs).
+    names = {target.target_id: _sql_names(target) for target in snapshot.targets.values()}
+    for row in snapshot.tables["column_lineage"].values():
+        for dataset, column in ((row.upstream, row.upstream_column), (row.downstream, row.downstream_column)):
+            if column != WHOLE_TARGET:
+                for name in names.get(dataset, ()):
+                    analyzer.show(name, [column])
+
+
+def _sql_names(target: Target) -> set[str]:
+    """How SQL names a catalog dataset: by its id, and by its location when that is a table."""
+    names = {canonical_name(target.target_id)}
+    if target.location and not target.location.startswith("s3://"):
+        names.add(canonical_name(target.location))
+    return names
 
 
 def onboard(paths: Sequence[str | Path], store: CatalogStore, *, dialect: str = DEFAULT_DIALECT,
@@ -184,6 +200,7 @@ def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
         report.fail(parsed.line, parsed.error)
         return report, None
     if isinstance(parsed, Skipped):
+        report.reason = parsed.reason
         return report, None
     temporary_target = parsed.temporary or temporary.is_temporary(parsed.target)
     # A temporary table lives in the session, not in a schema: it is shown by its name alone.
@@ -205,6 +222,9 @@ def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
             if temporary_target:
                 raise StatementError(statement.line, "COPY into a temporary table: raw files need a permanent "
                                                      "table to become a bronze dataset")
+            if parsed.declared:
+                analyzer.set_columns(parsed.target, {name: data_type.sql(dialect)
+                                                     for name, data_type in parsed.declared.items()})
             lineage = _copy_lineage(parsed, analyzer)
         else:
             lineage = temporary.collapse(parsed, analyzer.analyze(parsed))
@@ -231,12 +251,12 @@ def _copy_lineage(copy: CopyLoad, analyzer: SqlAnalyzer) -> StatementLineage:
 
 def _remember_columns(parsed: CopyLoad | Transformation, lineage: StatementLineage, analyzer: SqlAnalyzer) -> None:
     """A table a statement fills becomes known to later statements by its columns (types unknown)."""
-    if parsed.target.startswith("s3://") or not lineage.columns or parsed.kind not in (*DIRECT_KINDS, "copy"):
+    if parsed.target.startswith("s3://") or not lineage.columns or parsed.kind not in (*DIRECT_KINDS, *LOAD_KINDS):
         return
     known = analyzer.column_types(parsed.target)
     creates = parsed.kind in ("create_table_as", "select_into", "create_view")
     if known is None or (creates and list(known) != list(lineage.columns)):
-        analyzer.set_columns(parsed.target, {column: "UNKNOWN" for column in lineage.columns})
+        analyzer.set_columns(parsed.target, dict.fromkeys(lineage.columns, UNKNOWN_TYPE))
 
 
 def _columns_json(lineage: StatementLineage) -> list[dict]:

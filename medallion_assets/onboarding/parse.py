@@ -23,7 +23,10 @@ from sqlglot.tokens import TokenType
 
 DEFAULT_SCHEMA = "public"
 TEMP_PREFIX = "#"
-DIRECT_KINDS = ("create_table_as", "insert", "select_into", "create_view", "merge", "unload")
+LOAD_KINDS = ("copy", "create_external_table")
+"""Statements that make a table of raw files (a source and its bronze dataset)."""
+DIRECT_KINDS = ("create_table_as", "insert", "insert_values", "select_into", "create_view", "merge", "unload",
+                "alter_table_append")
 """Statements whose rows become the target's rows: each makes a stage. UPDATE and DELETE change rows in place."""
 
 ParseFunction = Callable[[str, str], list[exp.Expr | None]]
@@ -35,6 +38,8 @@ _SPLITTER = re.compile(
 _LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 _TOKEN_REPR = re.compile(r"<Token token_type: [^,]+, text: (.*?), line: \d+, col: \d+, [^>]*>")
 _UNLOAD = re.compile(r"^\(\s*'((?:[^'\\]|\\.|'')*)'\s*\)\s*TO\s*'([^']+)'", re.S | re.I)
+_APPEND = re.compile(r"^TABLE\s+([\w.#\"]+)\s+APPEND\s+FROM\s+([\w.#\"]+)(?:\s+(IGNOREEXTRA|FILLTARGET))?\s*$", re.I)
+_CREATE_EXTERNAL = re.compile(r"^CREATE\s+EXTERNAL\s+TABLE\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,9 @@ class CopyLoad:
     options: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     kind: str = "copy"
+    compression: str = "auto"
+    declared: dict[str, exp.DataType] | None = None
+    """The columns' SQL types, when the statement declares them (CREATE EXTERNAL TABLE)."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +116,11 @@ class TableSchema:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Not a transformation (GRANT, VACUUM, ANALYZE, SET, DROP…): listed, nothing onboarded."""
+    """Not a transformation (GRANT, VACUUM, ANALYZE, SET, DROP, CALL…): listed with the reason, nothing onboarded."""
 
     statement: SqlStatement
     kind: str
+    reason: str = "moves no rows between tables"
 
 
 @dataclass(frozen=True)
@@ -249,11 +258,52 @@ def _classify(statement: SqlStatement, expression: exp.Expr, dialect: str,
         return _delete(statement, expression)
     if isinstance(expression, exp.Copy):
         return _copy(statement, expression, dialect)
-    if isinstance(expression, exp.Command) and expression.name.upper() == "UNLOAD":
-        return _unload(statement, expression, dialect, parse)
+    if isinstance(expression, exp.Command):
+        return _command(statement, expression, dialect, parse)
+    if isinstance(expression, exp.Insert) and isinstance(expression.expression, exp.Values):
+        return _insert_values(statement, expression)
     if isinstance(expression, exp.Insert):
-        return Skipped(statement, "insert_values")
+        return Skipped(statement, "insert_default_values", "DEFAULT VALUES inserts no data the SQL shows")
+    if isinstance(expression, exp.Select):
+        return Skipped(statement, "select", "returns rows to the client and writes no table")
     return Skipped(statement, _kind_name(expression))
+
+
+def _command(statement: SqlStatement, command: exp.Command, dialect: str, parse: ParseFunction | None) -> Parsed:
+    """Statements sqlglot keeps as text: UNLOAD, ALTER TABLE … APPEND, CALL, and those it cannot parse further."""
+    name = command.name.upper()
+    if name == "UNLOAD":
+        return _unload(statement, command, dialect, parse)
+    if name == "CALL":
+        return Skipped(statement, "call", "a stored procedure's body is not in the statement: onboard the SQL "
+                                          "it runs (its CREATE PROCEDURE body) as statements of their own")
+    if name == "ALTER" and (append := _APPEND.match(command.text("expression").strip())):
+        return _alter_table_append(statement, append, dialect)
+    if name == "CREATE" and _CREATE_EXTERNAL.match(statement.text):
+        raise StatementError(statement.line, _EXTERNAL_READABLE)
+    return Skipped(statement, _kind_name(command))
+
+
+def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformation:
+    """`INSERT … VALUES`: a table of literal rows (a reference table); a target with no sources and no stage."""
+    table, columns = _table_and_columns(insert.this)
+    row = insert.expression.expressions[0]
+    values = row.expressions if isinstance(row, exp.Tuple) else [row]
+    query = exp.Select(expressions=[value.copy() for value in values])
+    return Transformation(statement, "insert_values", canonical_table(table), _temporary(table), query, columns, None,
+                          warnings=("literal rows: a reference table with no sources, which no stage makes "
+                                    "(put its rows in a raw file for one)",))
+
+
+def _alter_table_append(statement: SqlStatement, append: re.Match, dialect: str) -> Transformation:
+    """`ALTER TABLE target APPEND FROM source`: moves every row of source into target, columns matched by name."""
+    target, source = (exp.to_table(name, dialect=dialect) for name in append.group(1, 2))
+    query = exp.select("*").from_(source)
+    warnings = () if (append.group(3) or "").upper() != "FILLTARGET" else (
+        "FILLTARGET: target columns the source lacks are filled with their defaults, which the stage does not "
+        "know: they are NULL",)
+    return Transformation(statement, "alter_table_append", canonical_table(target), _temporary(target), query, None,
+                          query, warnings=warnings)
 
 
 def _temporary(table: exp.Table) -> bool:
@@ -270,21 +320,61 @@ def _table_and_columns(node: exp.Expr) -> tuple[exp.Table, tuple[str, ...] | Non
 def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
     kind = (create.args.get("kind") or "").upper()
     query = create.expression if isinstance(create.expression, exp.Query) else None
+    if kind in ("PROCEDURE", "FUNCTION"):
+        return Skipped(statement, f"create_{kind.lower()}", f"a {kind.lower()} body runs only when called: "
+                                                            "onboard the SQL it runs as statements of their own")
     if kind not in ("TABLE", "VIEW") or not isinstance(create.this, (exp.Table, exp.Schema)):
         return Skipped(statement, f"create_{kind.lower() or 'other'}")
-    table, columns = _table_and_columns(create.this)
     properties = create.args.get("properties")
+    if properties and properties.find(exp.ExternalProperty):
+        return _external_table(statement, create)
+    table, columns = _table_and_columns(create.this)
     temporary = _temporary(table) or bool(properties and properties.find(exp.TemporaryProperty))
     if query is not None:
         return Transformation(statement, "create_view" if kind == "VIEW" else "create_table_as",
                               canonical_table(table), temporary, query, columns, query)
     if kind == "VIEW":
-        return Skipped(statement, "create_view")
+        return Skipped(statement, "create_view", "a view without a query")
     definitions = create.this.expressions if isinstance(create.this, exp.Schema) else []
     like = next((d for d in definitions if isinstance(d, exp.LikeProperty)), None)
     types = {d.name.lower(): d.args["kind"] for d in definitions if isinstance(d, exp.ColumnDef) and d.args.get("kind")}
     return TableSchema(statement, canonical_table(table), types, temporary,
                        canonical_table(like.this) if like is not None else None)
+
+
+_EXTERNAL_FORMATS = {"PARQUET": "parquet", "TEXTFILE": "csv"}
+_EXTERNAL_READABLE = ("CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
+                      "with a LOCATION 's3://…' become sources (a SerDe is not read)")
+
+
+def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
+    """`CREATE EXTERNAL TABLE … LOCATION 's3://…'` (Redshift Spectrum): the files there are a raw source and
+    the table their bronze dataset, as a COPY of every column would make it."""
+    properties = create.args["properties"]
+    location = properties.find(exp.LocationProperty)
+    if location is None or not location.this.name.startswith("s3://"):
+        raise StatementError(statement.line, "CREATE EXTERNAL TABLE needs LOCATION 's3://…'")
+    if properties.find(exp.RowFormatSerdeProperty):
+        raise StatementError(statement.line, _EXTERNAL_READABLE)
+    stored = properties.find(exp.FileFormatProperty)
+    stored_as = stored.name.upper() if stored else "TEXTFILE"
+    if stored_as not in _EXTERNAL_FORMATS:
+        raise StatementError(statement.line, f"CREATE EXTERNAL TABLE STORED AS {stored_as}: the bronze ingest reads "
+                                             "text (CSV), JSON lines and parquet files")
+    options, warnings = {}, []
+    if _EXTERNAL_FORMATS[stored_as] == "csv":
+        delimited = properties.find(exp.RowFormatDelimitedProperty)
+        fields = delimited.args.get("fields") if delimited else None
+        # Hive's default field delimiter is \x01 (Ctrl-A), Spectrum's too.
+        options = {"delimiter": fields.name.encode().decode("unicode_escape") if fields else "\x01", "header": False}
+    if properties.find(exp.PartitionedByProperty):
+        warnings.append("PARTITIONED BY: the partition columns live in the S3 keys, which the bronze ingest does "
+                        "not read as columns")
+    declared = {d.name.lower(): d.args["kind"] for d in create.this.expressions
+                if isinstance(d, exp.ColumnDef) and d.args.get("kind")}
+    return CopyLoad(statement, canonical_table(create.this.this), False, tuple(declared), location.this.name,
+                    _EXTERNAL_FORMATS[stored_as], options, tuple(warnings), kind="create_external_table",
+                    declared=declared)
 
 
 def _reference(table: exp.Table) -> str:
@@ -415,12 +505,18 @@ def _unload(statement: SqlStatement, command: exp.Command, dialect: str,
 # Redshift COPY parameters. Options are parsed here from the tokens: sqlglot pairs Redshift's
 # space-separated options with the wrong values (CSV IGNOREHEADER 1 → CSV=IGNOREHEADER, 1=…).
 _COPY_FORMATS = {"CSV": "csv", "JSON": "jsonl", "PARQUET": "parquet"}
+_READS = "it reads CSV, JSON lines and parquet"
 _COPY_UNREADABLE = {
-    "AVRO": "AVRO files", "ORC": "ORC files", "FIXEDWIDTH": "fixed-width files", "SHAPEFILE": "shapefiles",
-    "GZIP": "gzip-compressed files", "BZIP2": "bzip2-compressed files", "LZOP": "lzop-compressed files",
-    "ZSTD": "zstd-compressed files", "MANIFEST": "manifest files", "ENCRYPTED": "client-side encrypted files",
-    "SSH": "SSH sources",
+    "AVRO": f"Avro files ({_READS}: export them as parquet)",
+    "ORC": f"ORC files ({_READS}: export them as parquet)",
+    "FIXEDWIDTH": f"fixed-width files ({_READS}: export them delimited)",
+    "SHAPEFILE": f"shapefiles ({_READS})",
+    "LZOP": "lzop-compressed files (it reads gzip, bzip2 and zstd)",
+    "ENCRYPTED": "client-side encrypted files (use server-side encryption, which S3 undoes on read)",
+    "SSH": "SSH sources (it reads S3)",
+    "MANIFEST": "manifests, which list the files to load (point the COPY at the files' prefix instead)",
 }
+_COPY_COMPRESSIONS = {"GZIP": "gzip", "BZIP2": "bzip2", "ZSTD": "zstd"}
 # Credentials come from the environment, never the catalog; bad records are quarantined whatever the
 # error tolerance; statistics are the warehouse's business. So these change nothing in Medallion.
 _COPY_NO_EFFECT = {
@@ -434,7 +530,7 @@ _COPY_NOT_CARRIED = {
 }
 _COPY_DEFAULTS = {("DATEFORMAT", "AUTO"), ("TIMEFORMAT", "AUTO"), ("ENCODING", "UTF8")}
 _COPY_CARRIED = {"FORMAT", "DELIMITER", "QUOTE", "IGNOREHEADER", "NULL", *_COPY_FORMATS}
-_COPY_OPTIONS = _COPY_CARRIED | set(_COPY_UNREADABLE) | _COPY_NO_EFFECT | _COPY_NOT_CARRIED
+_COPY_OPTIONS = _COPY_CARRIED | set(_COPY_UNREADABLE) | set(_COPY_COMPRESSIONS) | _COPY_NO_EFFECT | _COPY_NOT_CARRIED
 
 
 def _copy_options(statement: SqlStatement, dialect: str) -> list[tuple[str, list[str], int]]:
@@ -459,12 +555,13 @@ def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
     files = copy.args.get("files") or []
     if len(files) != 1 or not files[0].name.startswith("s3://"):
         raise StatementError(statement.line, "COPY must read FROM one 's3://…' path")
-    file_format, options, warnings = None, {}, []
+    file_format, compression, options, warnings = None, "auto", {}, []
     for name, values, line in _copy_options(statement, dialect):
         value = values[0] if values else None
         if name in _COPY_UNREADABLE:
-            raise StatementError(line, f"COPY {name}: the bronze ingest cannot read {_COPY_UNREADABLE[name]} "
-                                       "(it reads CSV, JSON lines and parquet)")
+            raise StatementError(line, f"COPY {name}: the bronze ingest cannot read {_COPY_UNREADABLE[name]}")
+        if name in _COPY_COMPRESSIONS:
+            compression = _COPY_COMPRESSIONS[name]
         if name in _COPY_FORMATS:
             file_format = _COPY_FORMATS[name]
             if name == "JSON" and value and not value.lower().startswith(("auto", "noshred")):
@@ -492,4 +589,4 @@ def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
     else:
         options = {}
     return CopyLoad(statement, canonical_table(table), _temporary(table), columns, files[0].name, file_format,
-                    options, tuple(warnings))
+                    options, tuple(warnings), compression=compression)
