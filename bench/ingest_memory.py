@@ -40,22 +40,25 @@ def installation(folder: Path, megabytes: int, gzipped: bool) -> tuple[dict[str,
     raw = folder / "raw"
     rows = max(megabytes * 1_000_000 // BYTES_PER_EVENT, 1000)
     write_sample_data(str(raw), rows, lines_per_file=200_000, gzipped=gzipped)
+    return seed_installation(folder, raw), sum(path.stat().st_size for path in (raw / "user_events").iterdir())
+
+
+def seed_installation(folder: Path, raw: Path) -> dict[str, str]:
+    """A fresh seed installation in `folder` whose sources read the sample data under `raw`; the run's env."""
     store = CatalogStore(f"sqlite:///{folder}/catalog.db")
     store.migrate()
     loaded = validate_files(store.snapshot(), [SEED]).rows
     loaded["sources"] = [source.model_copy(update={"s3_path": str(raw / source.s3_path.split("/")[-2])})
                          for source in loaded["sources"]]
     store.upsert(loaded)
-    size = sum(path.stat().st_size for path in (raw / "user_events").iterdir())
-    env = {"MEDALLION_CATALOG_URL": store.url, "MEDALLION_LAKE_URL": str(folder / "lake"),
-           "MEDALLION_WAREHOUSE_URL": f"duckdb:///{folder}/warehouse.duckdb"}
-    return env, size
+    return {"MEDALLION_CATALOG_URL": store.url, "MEDALLION_LAKE_URL": str(folder / "lake"),
+            "MEDALLION_WAREHOUSE_URL": f"duckdb:///{folder}/warehouse.duckdb"}
 
 
-def peak_rss(medallion: str, env: dict[str, str]) -> tuple[int, float]:
+def peak_rss(medallion: str, env: dict[str, str], pipeline_id: str = "user_events_etl") -> tuple[int, float]:
     """Run the pipeline; return the run process's peak RSS in bytes and its wall time in seconds."""
     started = time.perf_counter()
-    process = psutil.Popen([medallion, "run", "user_events_etl", "--json"], env={**os.environ, **env},
+    process = psutil.Popen([medallion, "run", pipeline_id, "--json"], env={**os.environ, **env},
                            stdout=-1, stderr=-1, text=True)
     peak = 0
     while process.poll() is None:

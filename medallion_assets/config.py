@@ -31,5 +31,11 @@ def spark_remote() -> str | None:
     return os.environ.get("SPARK_REMOTE") or None
 
 
+def executor() -> str:
+    """How a run executes its steps: in_process (one Spark session for all of them; the default) or
+    multiprocess (a process per step; worth it only with SPARK_REMOTE, where a step's session costs no JVM)."""
+    return os.environ.get("MEDALLION_EXECUTOR", "in_process")
+
+
 def spark_master() -> str:
     return os.environ.get("SPARK_MASTER", "local[2]")

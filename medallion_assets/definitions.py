@@ -1,14 +1,15 @@
 """The one entry point: the catalog, read once per code-location load, becomes Dagster Definitions.
 
 A pipeline added to the catalog appears after a reload, with no code change. Runs execute in process, so
-all steps of a run share one Spark session (a session costs seconds to start; see README, Architecture).
+all steps of a run share one Spark session (a session costs seconds to start; see README, Architecture),
+unless MEDALLION_EXECUTOR=multiprocess asks for a process per step.
 """
 
 from __future__ import annotations
 
 import os
 
-from dagster import Definitions, EnvVar, definitions, in_process_executor
+from dagster import Definitions, EnvVar, definitions, in_process_executor, multiprocess_executor
 
 from medallion_assets import config
 from medallion_assets.assets import build_assets
@@ -48,7 +49,7 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
             "warehouse": WarehouseResource(url=warehouse_setting or warehouse_url),
             "catalog": CatalogResource(url=catalog_setting or catalog_url),
         },
-        executor=in_process_executor,
+        executor=multiprocess_executor if config.executor() == "multiprocess" else in_process_executor,
     )
 
 
