@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,126}$")
+from medallion_assets.paths import path_under
+
+# Matched with fullmatch: a `$` anchor would also accept a name with a trailing newline.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
 
 
 class InvalidIdentifier(ValueError):
@@ -16,7 +19,7 @@ class InvalidIdentifier(ValueError):
 
 
 def check_identifier(value: str, what: str = "identifier") -> str:
-    if not isinstance(value, str) or not IDENTIFIER.match(value):
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
         raise InvalidIdentifier(
             f"{what} {value!r} is not a plain name (letters, digits and underscores, not starting with a digit)"
         )
@@ -66,8 +69,8 @@ def pool_name(system_kind: str, system_id: str) -> str:
 
 
 def lake_path(lake_root: str, layer: str, dataset: str) -> str:
-    return f"{lake_root.rstrip('/')}/{layer}/{dataset}"
+    return path_under(lake_root, check_identifier(layer, "layer"), check_identifier(dataset, "dataset"))
 
 
 def quarantine_path(lake_root: str, dataset: str) -> str:
-    return f"{lake_root.rstrip('/')}/_quarantine/{dataset}"
+    return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))

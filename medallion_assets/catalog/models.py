@@ -15,7 +15,7 @@ from medallion_assets.naming import check_identifier, split_qualified
 Identifier = Annotated[str, AfterValidator(check_identifier)]
 QualifiedName = Annotated[str, AfterValidator(lambda value: ".".join(split_qualified(value)) and value)]
 
-COLUMN_TYPE = re.compile(r"^(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))$")
+COLUMN_TYPE = re.compile(r"(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))")
 Layer = Literal["bronze", "silver", "gold"]
 FileFormat = Literal["jsonl", "csv", "parquet"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
@@ -28,7 +28,7 @@ RULE_TYPES = (
 def _check_columns(columns: dict[str, str]) -> dict[str, str]:
     for name, type_name in columns.items():
         check_identifier(name, "column")
-        if not COLUMN_TYPE.match(type_name):
+        if not COLUMN_TYPE.fullmatch(type_name):
             raise ValueError(f"column {name!r} has unknown type {type_name!r}")
     return columns
 

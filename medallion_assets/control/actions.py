@@ -17,6 +17,7 @@ from medallion_assets.control.flags import set_flag
 from medallion_assets.control.healing import HealingContext, Remedy, causes, healing_action
 from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import quarantine_path
+from medallion_assets.paths import UnsafePath, path_under
 from medallion_assets.storage.objects import SourceNotFound, list_objects, read_bytes, write_bytes
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
@@ -79,7 +80,11 @@ def quarantine_object(context: HealingContext) -> Remedy:
         return Remedy("give_up", "the error names no unreadable object")
     (info,) = list_objects(corrupt.url, corrupt.source_id)
     parts = urlsplit(corrupt.url)
-    kept = f"{quarantine_path(context.lake_root, context.fault.stage.target_id)}/objects/{parts.netloc}{parts.path}"
+    try:
+        kept = path_under(quarantine_path(context.lake_root, context.fault.stage.target_id), "objects",
+                          parts.netloc, parts.path.removeprefix("/"))
+    except UnsafePath as error:
+        return Remedy("give_up", f"{corrupt.url} cannot be kept in quarantine: {error}")
     write_bytes(kept, read_bytes(corrupt.url))
     context.store.record_bookmarks(corrupt.source_id, [(info.url, info.etag, info.size)], "quarantined")
     return Remedy("retry", f"moved {corrupt.url} to {kept} ({corrupt.reason})")

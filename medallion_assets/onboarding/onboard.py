@@ -113,7 +113,7 @@ def _compact(value):
 def default_pipeline_id(path: str | Path) -> str:
     """The pipeline that onboarded stages join when none is named: the first file's name."""
     name = slug(Path(path).stem)
-    return check_identifier(name if IDENTIFIER.match(name) else f"sql_{name}", "pipeline id")
+    return check_identifier(name if IDENTIFIER.fullmatch(name) else f"sql_{name}", "pipeline id")
 
 
 @functools.lru_cache(maxsize=1024)

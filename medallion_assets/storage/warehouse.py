@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medallion_assets.naming import check_identifier, quote_identifier, quote_qualified, split_qualified
+from medallion_assets.paths import path_under
 from medallion_assets.storage.objects import SourceNotFound, delete_object, write_bytes
 
 Mode = Literal["replace", "merge"]
@@ -722,7 +723,7 @@ def staged_parquet(data: pa.Table | pa.RecordBatchReader, s3_staging: str, table
 
     ``data`` is a table or anything with a ``schema`` that yields record batches; they are written one by one.
     """
-    s3_uri = f"{s3_staging.rstrip('/')}/{table}/{uuid.uuid4().hex}.parquet"
+    s3_uri = path_under(s3_staging, table, f"{uuid.uuid4().hex}.parquet")
     buffer = io.BytesIO()
     # Redshift's TIMESTAMP holds microseconds, and COPY reads parquet timestamps at that unit.
     with pq.ParquetWriter(buffer, data.schema, coerce_timestamps="us", allow_truncated_timestamps=True) as writer:
