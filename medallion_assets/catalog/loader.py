@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
-import sqlglot
 import yaml
 from pydantic import ValidationError
 
@@ -18,7 +17,9 @@ from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.throttles import check_throttles
+from medallion_assets.engine.ingest import INGESTION_COLUMNS
 from medallion_assets.lineage.graph import check_lineage
+from medallion_assets.sql_safety import UnsafeSql, checked_query
 
 
 @dataclass(frozen=True)
@@ -162,10 +163,12 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
             if ref and ref not in known:
                 problem("stages", stage, field, f"unknown {what} {ref!r}")
         if stage.transform_sql:
+            schemas = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             try:
-                sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect)
-            except (sqlglot.errors.ParseError, ValueError) as error:
-                problem("stages", stage, "transform_sql", f"does not parse as {stage.sql_dialect}: {error}")
+                checked_query(stage.transform_sql, stage.sql_dialect, stage.input_ids(),
+                              None if None in schemas.values() else schemas)
+            except UnsafeSql as error:
+                problem("stages", stage, "transform_sql", str(error))
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
@@ -185,6 +188,21 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
     for throttle_problem in check_throttles(snapshot):
         problem(*throttle_problem)
     return problems
+
+
+def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] | None:
+    """The columns a dataset is declared to have as a stage's SQL reads it, or None when not declared.
+
+    Bronze holds its source's columns and the ingestion columns; silver and gold hold their declared columns.
+    """
+    target = snapshot.targets.get(dataset_id)
+    if target is None or target.layer != "bronze":
+        return list(target.columns) if target is not None and target.columns is not None else None
+    producer = snapshot.stage_producing(dataset_id)
+    source = snapshot.sources.get(producer.source_id) if producer else None
+    if source is None or source.columns is None:
+        return None
+    return [*source.columns, *INGESTION_COLUMNS]
 
 
 def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:
