@@ -14,6 +14,10 @@ from medallion_assets.paths import path_under
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
 
 
+# A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
+STAGING_SUFFIX = "__medallion_stage"
+
+
 class InvalidIdentifier(ValueError):
     """A catalog value meant as a name contains quotes, semicolons, spaces or other non-name characters."""
 
@@ -24,6 +28,35 @@ def check_identifier(value: str, what: str = "identifier") -> str:
             f"{what} {value!r} is not a plain name (letters, digits and underscores, not starting with a digit)"
         )
     return value
+
+
+def check_identifier_length(value: str, limit: int | None, warehouse: str) -> str:
+    """A warehouse that silently truncates longer names (PostgreSQL at 63 bytes) would make two names one."""
+    if limit is not None and len(value.encode()) > limit:
+        raise InvalidIdentifier(f"name {value!r} is {len(value.encode())} bytes; {warehouse} keeps only {limit}, "
+                                f"so it would be cut to {value.encode()[:limit].decode(errors='ignore')!r}")
+    return value
+
+
+def warehouse_name_problems(locations: dict[str, str]) -> dict[str, str]:
+    """Warehouse tables (target id → schema.table) whose names cannot be used as they are; target id → why.
+
+    Redshift folds names to lower case, so `Sales.Orders` and `sales.orders` are one table. A location ending
+    in the staging suffix is the staging table of another name, which a crashed merge's clean-up drops. The
+    staging table's own name must be a valid identifier too.
+    """
+    problems, seen = {}, {}
+    for target_id, location in sorted(locations.items()):
+        folded = location.lower()
+        if folded.endswith(STAGING_SUFFIX):
+            problems[target_id] = f"{location!r} ends with {STAGING_SUFFIX!r}, the name of a merge's staging table"
+        elif folded in seen:
+            problems[target_id] = f"{location!r} is the same table as target {seen[folded]}'s (names fold to lower case)"
+        elif not IDENTIFIER.fullmatch(location.rsplit(".", 1)[-1] + STAGING_SUFFIX):
+            problems[target_id] = (f"{location!r} is too long: its staging table adds {len(STAGING_SUFFIX)} "
+                                   f"characters and a name may have at most 127")
+        seen.setdefault(folded, target_id)
+    return problems
 
 
 def quote_identifier(value: str) -> str:

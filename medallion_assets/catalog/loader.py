@@ -19,6 +19,7 @@ from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.throttles import check_throttles
 from medallion_assets.engine.ingest import INGESTION_COLUMNS
 from medallion_assets.lineage.graph import check_lineage
+from medallion_assets.naming import warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 
 
@@ -183,6 +184,9 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
             problem("healing_actions", rule, "action" if message.startswith("unknown") else "params", message)
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
+    locations = {target.target_id: target.location for target in targets.values() if target.type == "redshift"}
+    for target_id, message in warehouse_name_problems(locations).items():
+        problem("targets", targets[target_id], "location", message)
     for lineage_problem in check_lineage(snapshot):
         problem(*lineage_problem)
     for throttle_problem in check_throttles(snapshot):

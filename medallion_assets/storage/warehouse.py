@@ -31,7 +31,7 @@ import io
 import itertools
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -46,7 +46,15 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
-from medallion_assets.naming import check_identifier, quote_identifier, quote_qualified, split_qualified
+from medallion_assets.naming import (
+    STAGING_SUFFIX,
+    InvalidIdentifier,
+    check_identifier,
+    check_identifier_length,
+    quote_identifier,
+    quote_qualified,
+    split_qualified,
+)
 from medallion_assets.paths import path_under
 from medallion_assets.storage.objects import SourceNotFound, delete_object, write_bytes
 
@@ -55,7 +63,6 @@ Dialect = Literal["duckdb", "postgres", "redshift"]
 Batch = pa.Table | Iterable[pa.RecordBatch]
 
 SCHEMES = ("duckdb", "postgresql", "postgresql+psycopg2", "redshift")
-STAGING_SUFFIX = "__medallion_stage"
 # The name under which DuckDB sees each Arrow batch while it is inserted.
 BATCH_VIEW = "medallion_batch"
 _CSV_SLICE_ROWS = 65_536
@@ -149,6 +156,8 @@ class Warehouse(ABC):
     """
 
     dialect: ClassVar[Dialect]
+    # Longer names are cut short by the warehouse (PostgreSQL) or refused (Redshift): checked before any SQL.
+    max_identifier_bytes: ClassVar[int | None] = None
     _errors: ClassVar[tuple[type[Exception], ...]]
     _secrets: tuple[str, ...] = ()
     _where: str
@@ -173,6 +182,8 @@ class Warehouse(ABC):
         # A lone string is one key, not a sequence of one-letter keys.
         keys = (keys,) if isinstance(keys, str) else tuple(keys)
         stream = _Stream(table, data)
+        staging = [staging_table(table).rsplit(".", 1)[-1]] if mode == "merge" else []
+        self._check_lengths(table, *stream.schema.names, *staging)
         _check_batch(table, stream.schema, mode, keys)
         if mode == "merge" and stream.in_memory:
             # The whole batch is at hand: its keys are checked before any SQL runs.
@@ -190,14 +201,23 @@ class Warehouse(ABC):
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
 
-    def drop_staging(self, table: str) -> str:
+    def drop_staging(self, table: str, targets: Collection[str] = ()) -> str:
         """Drop the staging table a crashed merge into ``table`` left behind, if any; return its name.
 
-        Only that exact staging table can be dropped this way, never the target or any other table.
+        Only that exact staging table can be dropped this way, never the target or any other table: its name
+        ends with the staging suffix, is not one of ``targets`` (every warehouse table the catalog loads), and
+        fits the warehouse's identifier length, so the warehouse cannot cut it down to the target's name.
         """
         staging = staging_table(table)
+        self._check_lengths(table, staging.rsplit(".", 1)[-1])
+        if staging.lower() in {target.lower() for target in targets}:
+            raise InvalidIdentifier(f"{staging} is a target table, not a staging table; it is not dropped")
         self.query(f"DROP TABLE IF EXISTS {quote_qualified(staging)}")
         return staging
+
+    def _check_lengths(self, table: str, *names: str) -> None:
+        for name in [*split_qualified(table), *names]:
+            check_identifier_length(name, self.max_identifier_bytes, self.dialect)
 
     def reconnect(self) -> None:
         """Replace the connection, lost or not, with a new one opened with the same settings."""
@@ -333,6 +353,7 @@ class PostgresWarehouse(Warehouse):
     """PostgreSQL through psycopg2: the batch travels as CSV through ``COPY ... FROM STDIN``."""
 
     dialect = "postgres"
+    max_identifier_bytes = 63  # NAMEDATALEN - 1
     _errors = (psycopg2.Error,)
 
     def __init__(self, **connect_kwargs: object) -> None:
@@ -379,6 +400,7 @@ class RedshiftWarehouse(PostgresWarehouse):
     """
 
     dialect = "redshift"
+    max_identifier_bytes = 127
     _errors = (psycopg2.Error, BotoCoreError, ClientError, SourceNotFound)
 
     def __init__(self, s3_staging: str, iam_role: str, **connect_kwargs: object) -> None:
