@@ -41,11 +41,11 @@ def catalog_init() -> None:
     click.echo(f"catalog ready at {config.catalog_url()}")
 
 
-def _validated(store, paths):
+def _validated(snapshot, paths):
     from medallion_assets.catalog.loader import CatalogInvalid, validate_files
 
     try:
-        return validate_files(store.snapshot(), list(paths))
+        return validate_files(snapshot, list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
         click.echo(str(error), err=True)
         sys.exit(EXIT_INVALID_CATALOG)
@@ -59,7 +59,7 @@ def catalog_validate(paths) -> None:
     from medallion_assets.control.scheduling import profile_warnings
 
     store = _store()
-    loaded = _validated(store, paths)
+    loaded = _validated(store.snapshot(), paths)
     click.echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
     for warning in profile_warnings(merged_snapshot(store.snapshot(), loaded)):
         click.echo(f"warning: {warning}", err=True)
@@ -72,7 +72,7 @@ def catalog_load(paths) -> None:
     from medallion_assets.lineage.paths import refresh_recovery_paths
 
     store = _store()
-    written = store.upsert(_validated(store, paths).rows)
+    written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
     changed = refresh_recovery_paths(store, store.snapshot())
     click.echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
                + f"; recovery paths refreshed for {len(changed)} dataset(s)")
@@ -220,7 +220,7 @@ def ui(local_s3, rows, port) -> None:
         if local_s3:
             write_sample_data("s3://medallion-raw", rows)
             store = _store()
-            store.upsert(_validated(store, [SEED]).rows)
+            store.upsert_checked(lambda snapshot: _validated(snapshot, [SEED]).rows)
         subprocess.run(["dagster", "dev", "-w", str(workspace), "-p", str(port)], check=False)
 
 
@@ -237,7 +237,7 @@ def demo(rows) -> None:
         click.echo(f"S3 API on {endpoint}; writing {rows} sample events to s3://medallion-raw/")
         click.echo(str(write_sample_data("s3://medallion-raw", rows)))
         store = _store()
-        store.upsert(_validated(store, [SEED]).rows)
+        store.upsert_checked(lambda snapshot: _validated(snapshot, [SEED]).rows)
         statuses = {pipeline_id: _run(pipeline_id, as_json=False) for pipeline_id in sorted(store.snapshot().pipelines)}
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
