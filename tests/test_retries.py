@@ -81,4 +81,4 @@ stages:
     assert report.status == "failed"
     gold = medallion.store.audit_entries(stage_name="gold_daily_aggregate")
     assert [e["status"] for e in gold] == ["failed"]
-    assert "no_such_function" in gold[0]["error"] and medallion.store.audit_entries(event="retry") == []
+    assert "NO_SUCH_FUNCTION" in gold[0]["error"] and medallion.store.audit_entries(event="retry") == []
