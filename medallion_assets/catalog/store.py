@@ -21,6 +21,7 @@ from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.lineage.versions import DEFINING_TABLES, record_lineage_versions
+from medallion_assets.redaction import scrub
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # The key of the PostgreSQL advisory lock every catalog write (and migration) takes: "medallion" in ASCII, cut
@@ -144,8 +145,12 @@ class CatalogStore:
             connection.execute(insert(ingestion_bookmarks), records)
 
     def record_audit(self, **entry: Any) -> None:
-        """One audit_log row. `details` must be JSON-serialisable; it is checked here, not at read time."""
-        json.dumps(entry.get("details"))
+        """One audit_log row. `details` must be JSON-serialisable; it is checked here, not at read time.
+
+        Its text is scrubbed of credentials: an error may quote a URL with its password."""
+        entry = {name: scrub(value) if isinstance(value, str) else value for name, value in entry.items()}
+        if entry.get("details") is not None:
+            entry["details"] = json.loads(scrub(json.dumps(entry["details"])))
         with self.engine.begin() as connection:
             connection.execute(insert(audit_log).values(**entry))
 
