@@ -23,6 +23,10 @@ from medallion_assets.naming import warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 
 
+# Far above any real catalog file (the seed's largest holds under 300), far below what an alias bomb expands to.
+MAX_YAML_VALUES = 100_000
+
+
 @dataclass(frozen=True)
 class CatalogProblem:
     file: str
@@ -64,6 +68,21 @@ def yaml_files(paths: list[str | Path]) -> list[Path]:
     return files
 
 
+def _expanded_values(root: yaml.Node | None) -> int:
+    """How many values a YAML document holds once every alias is expanded, counted without expanding them:
+    an alias is the node it names, so each node's count is computed once."""
+    counts: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        if id(node) not in counts:
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else []
+            counts[id(node)] = 1 + sum(count(child) for child in children)
+        return counts[id(node)]
+
+    return count(root) if root is not None else 0
+
+
 def _row_key_label(table: str, raw: dict) -> str:
     return ", ".join(str(raw.get(name, "?")) for name in LOADABLE[table].key_fields)
 
@@ -74,7 +93,12 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
     for file in yaml_files(paths):
         text = file.read_text()
         try:
-            document, root = yaml.safe_load(text) or {}, yaml.compose(text)
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            if (values := _expanded_values(root)) > MAX_YAML_VALUES:
+                problems.append(CatalogProblem(str(file), 1, "", "", "", f"expands to over {MAX_YAML_VALUES:,} "
+                                               f"values through its aliases ({values:,}); refused"))
+                continue
+            document = yaml.safe_load(text) or {}
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             problems.append(CatalogProblem(str(file), mark.line + 1 if mark else None, "", "", "", f"invalid YAML: {error}"))
