@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from medallion_assets.cli import main
-from medallion_assets.lineage.ingest import MAX_DATASETS_PER_EVENT
+from medallion_assets.engine.stages import StageRunner
+from medallion_assets.lineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
 from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
 from tests.test_lineage_ingest import AIRFLOW, EXPORT, catalog, event  # noqa: F401 (catalog is a fixture)
 
@@ -153,3 +154,27 @@ def test_dataset_names_with_terminal_escapes_are_printed_escaped(serve, catalog)
     assert shown.exit_code == 0
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     assert "s3://in/\\x1b]0;owned\\x07\\x1b[2J → orders_raw" in shown.stdout
+
+
+def test_an_event_naming_the_replica_as_an_output_does_not_change_what_runs_read(serve, catalog, tmp_path):  # noqa: F811
+    """The attack: an external job 'writes' the orders replica. When the primary is down, the run must still
+    read the replica the catalog declares, not follow the event's path to a dataset Medallion cannot read."""
+    replica = tmp_path / "replica" / "orders"
+    replica.mkdir(parents=True)
+    (replica / "part-0.csv").write_text("order_id,customer_id,order_ts,amount\no1,c1,2024-01-01T00:00:00Z,1.00\n")
+    for source_id, folder in (("orders_raw", tmp_path / "gone" / "orders"), ("orders_raw_replica", replica)):
+        source = catalog.snapshot().sources[source_id]
+        catalog.upsert({"sources": [source.model_copy(update={"s3_path": str(folder)})]})
+    snapshot = catalog.snapshot()
+    names = {dataset: naming for naming, dataset in
+             catalog_names(snapshot, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb").items()}
+    takeover = event(AIRFLOW, "airflow/evil.feed", [("s3://attacker", "orders")], [names["orders_raw_replica"]])
+    body = json.dumps(takeover).encode()
+    assert exchange(serve(), post(body, f"Content-Length: {len(body)}")) == (201, None)
+
+    snapshot = catalog.snapshot()
+    runner = StageRunner(spark=None, snapshot=snapshot, store=catalog, lake_root=str(tmp_path / "lake"))
+    chosen = runner.readable_source(snapshot.stage_producing("bronze_orders"))
+    assert chosen.source_id == "orders_raw_replica"
+    [reroute] = catalog.audit_entries(event="reroute")
+    assert reroute["details"]["path"] == ["orders_raw_replica", "bronze_orders"]
