@@ -461,7 +461,7 @@ class Emitter:
         try:
             self._client = configured_client()
         except Exception as error:  # a broken configuration must not break the run that emits
-            log.warning("OpenLineage disabled: its configuration could not be read: %s", error)
+            log.warning("OpenLineage disabled: its configuration could not be read: %s", scrub(str(error)))
             self._client = OpenLineageClient(transport=NoopTransport(NoopConfig()))
         self._thread = threading.Thread(target=self._run, name="openlineage-emitter", daemon=True)
         self._thread.start()
