@@ -11,7 +11,9 @@ from medallion_assets.catalog.models import HealingAction, Rule, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.healing import Fault, matching_rule
+from medallion_assets.definitions import build_definitions
 from medallion_assets.redaction import printable, scrub
+from tests.conftest import SEED
 
 # The classic "billion laughs": nine levels of nine aliases, 9^9 values from a few hundred bytes.
 ALIAS_BOMB = "\n".join(
@@ -93,3 +95,12 @@ def test_the_audit_log_never_stores_a_password(tmp_path, store):
 def test_printable_escapes_every_control_character_but_layout():
     assert printable("ok\tline\n\x1b[31mred\x07\x9b2J\x00") == "ok\tline\n\\x1b[31mred\\x07\\x9b2J\\x00"
     assert scrub("s3://bucket/key postgresql://u:p4ssw0rd@h/db") == "s3://bucket/key postgresql://u:***@h/db"
+
+
+def test_dagster_metadata_never_shows_a_password_of_the_lake_url(store, tmp_path):
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    defs = build_definitions(store.url, "s3a://AKIAEXAMPLE:pa55-lake-secret@lake-bucket/lake",
+                             f"duckdb:///{tmp_path}/warehouse.duckdb")
+    locations = {spec.key.to_user_string(): spec.metadata.get("location") for spec in defs.resolve_all_asset_specs()}
+    assert "pa55-lake-secret" not in str(locations)
+    assert locations["silver/orders"] == "s3a://AKIAEXAMPLE:***@lake-bucket/lake/silver/silver_orders"
