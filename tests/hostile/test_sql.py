@@ -24,6 +24,8 @@ ATTACKS = [
      "calls reflect(), which runs JVM code; it is not allowed"),
     ("SELECT java_method('java.lang.System', 'exit', 1) AS event_date FROM silver_user_events",
      "calls java_method(), which runs JVM code; it is not allowed"),
+    ("SELECT system.builtin.`reflect`('java.lang.Thread', 'sleep', 99999999L) AS x FROM silver_user_events",
+     "calls reflect(), which runs JVM code; it is not allowed"),
     ("SELECT TRANSFORM(event_id) USING 'touch /tmp/owned' AS (event_date) FROM silver_user_events",
      "holds QUERYTRANSFORM (TRANSFORM(event_id) USING 'touch /tmp/owned' AS (event_date)); only a query is allowed"),
     ("CREATE TABLE wiped USING parquet LOCATION '/srv/lake/silver' AS SELECT 1",
