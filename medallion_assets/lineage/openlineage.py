@@ -138,12 +138,12 @@ def _table_naming(url: str, table: str) -> tuple[str, str]:
 
 
 _REDSHIFT_HOST = re.compile(
-    r"^(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com$")
+    r"(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com")
 
 
 def _redshift_cluster(host: str) -> tuple[str, str]:
     """(cluster or workgroup, region) from an AWS endpoint; other hosts (a CNAME) fall back on the AWS region."""
-    if match := _REDSHIFT_HOST.match(host):
+    if match := _REDSHIFT_HOST.fullmatch(host):
         return match["cluster"], match["region"]
     return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "unknown"
 
