@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from medallion_assets.catalog.loader import check_references
+from medallion_assets.catalog.loader import CatalogInvalid, check_references
+from medallion_assets.catalog.models import Pipeline
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.onboarding.onboard import _unchanged_since
 from tests.conftest import REPO
 
 RACES = 12
@@ -66,3 +69,15 @@ def test_two_processes_loading_conflicting_files_at_once_leave_one_producer_per_
         # The problem is reported on whichever of the two stages the check meets second.
         assert outcomes[str(tmp_path / "yaml" / f"{loser}_{i}.yaml")] in {
             f"refused\ttarget 'bronze_race_{i}' is already made by stage {team}.make_{i}" for team in ("team_a", "team_b")}
+
+
+def test_onboarding_writes_nothing_when_the_catalog_changed_after_its_rows_were_checked(tmp_path):
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    planned_on = store.snapshot()
+    store.upsert({"pipelines": [Pipeline(pipeline_id="loaded_meanwhile")]})  # another writer, in between
+    with pytest.raises(CatalogInvalid) as refused:
+        store.upsert_checked(partial(_unchanged_since, planned_on, {"pipelines": [Pipeline(pipeline_id="onboarded")]}))
+    assert [str(problem) for problem in refused.value.problems] == [
+        "catalog: pipelines: changed while the SQL was onboarded; nothing was written, onboard again"]
+    assert [row["pipeline_id"] for row in store.table_rows("pipelines")] == ["loaded_meanwhile"]
