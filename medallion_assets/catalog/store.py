@@ -59,7 +59,7 @@ class CatalogStore:
 
         `remove` names rows by primary key, per table, to delete in the same transaction, first.
         """
-        return self.upsert_checked(lambda snapshot: rows, remove)
+        return self._upsert(lambda: rows, remove)
 
     def upsert_checked(self, prepare: Callable[[CatalogSnapshot], Mapping[str, Iterable[Row]]],
                        remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
@@ -67,9 +67,14 @@ class CatalogStore:
         to write nothing). The check and the write happen under the catalog-wide lock, in one transaction, so
         two loads that are each valid alone cannot commit together into an invalid catalog: the second waits,
         and is then checked against the first's rows."""
+        return self._upsert(lambda: prepare(self.snapshot()), remove)
+
+    def _upsert(self, rows_to_write: Callable[[], Mapping[str, Iterable[Row]]],
+                remove: Mapping[str, Iterable[tuple]] | None) -> dict[str, int]:
+        """Under the catalog-wide lock: the rows `rows_to_write()` returns, written in one transaction."""
         written = {}
         with self._locked() as connection:
-            rows = prepare(self.snapshot())
+            rows = rows_to_write()
             # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
             stamp = datetime.now(timezone.utc)
             for table_name, keys in (remove or {}).items():
