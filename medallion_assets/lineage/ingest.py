@@ -130,7 +130,10 @@ def ingest_events(store: CatalogStore, documents: Iterable[tuple[str, str | byte
         rows.update((edge.key(), edge) for edge in edges)
     if rows:
         store.upsert({"external_lineage": list(rows.values())})
-        refresh_recovery_paths(store, store.snapshot())
+        # The snapshot read above, plus what was just written: a second read of the whole catalog is not needed.
+        for row in rows.values():
+            snapshot.add("external_lineage", row)
+        refresh_recovery_paths(store, snapshot)
     report.edges = list(rows.values())
     report.new_datasets = sorted({n for edge in report.edges for n in (edge.upstream, edge.downstream)} - known)
     return report
