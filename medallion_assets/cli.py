@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from medallion_assets import config
+from medallion_assets.redaction import echo
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 EXIT_FAILED = 1
@@ -38,16 +39,16 @@ def catalog() -> None:
 def catalog_init() -> None:
     """Create the catalog's tables, or migrate them to the newest version."""
     _store()
-    click.echo(f"catalog ready at {config.catalog_url()}")
+    echo(f"catalog ready at {config.catalog_url()}")
 
 
-def _validated(store, paths):
+def _validated(snapshot, paths):
     from medallion_assets.catalog.loader import CatalogInvalid, validate_files
 
     try:
-        return validate_files(store.snapshot(), list(paths))
+        return validate_files(snapshot, list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
-        click.echo(str(error), err=True)
+        echo(str(error), err=True)
         sys.exit(EXIT_INVALID_CATALOG)
 
 
@@ -59,10 +60,10 @@ def catalog_validate(paths) -> None:
     from medallion_assets.control.scheduling import profile_warnings
 
     store = _store()
-    loaded = _validated(store, paths)
-    click.echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
+    loaded = _validated(store.snapshot(), paths)
+    echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
     for warning in profile_warnings(merged_snapshot(store.snapshot(), loaded)):
-        click.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
 
 
 @catalog.command("load")
@@ -72,9 +73,9 @@ def catalog_load(paths) -> None:
     from medallion_assets.lineage.paths import refresh_recovery_paths
 
     store = _store()
-    written = store.upsert(_validated(store, paths).rows)
+    written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
     changed = refresh_recovery_paths(store, store.snapshot())
-    click.echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
+    echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
                + f"; recovery paths refreshed for {len(changed)} dataset(s)")
 
 
@@ -86,13 +87,13 @@ def catalog_show(table, as_json) -> None:
     try:
         rows = _store().table_rows(table)
     except KeyError as error:
-        click.echo(error.args[0], err=True)
+        echo(error.args[0], err=True)
         sys.exit(EXIT_INVALID_CATALOG)
     if as_json:
-        click.echo(json.dumps(rows, default=str, indent=2))
+        echo(json.dumps(rows, default=str, indent=2))
         return
     for row in rows:
-        click.echo("  ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "", [], {})))
+        echo("  ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "", [], {})))
 
 
 def _flip(kind: str, entity_id: str, enabled: bool, reason: str) -> None:
@@ -101,10 +102,10 @@ def _flip(kind: str, entity_id: str, enabled: bool, reason: str) -> None:
     try:
         flag = set_flag(_store(), kind, entity_id, enabled, reason)
     except UnknownEntity as error:
-        click.echo(str(error), err=True)
+        echo(str(error), err=True)
         sys.exit(EXIT_INVALID_CATALOG)
     state = "enabled" if enabled else "disabled"
-    click.echo(f"{kind} {flag.entity_id} {state} by {flag.updated_by}" + (f": {reason}" if reason else ""))
+    echo(f"{kind} {flag.entity_id} {state} by {flag.updated_by}" + (f": {reason}" if reason else ""))
 
 
 KIND = click.Choice(["global", "pipeline", "stage", "dataset", "source", "target"])
@@ -137,12 +138,12 @@ def audit(pipeline_id, run_id, as_json) -> None:
     where = {k: v for k, v in (("pipeline_id", pipeline_id), ("run_id", run_id)) if v}
     entries = _store().audit_entries(**where)
     if as_json:
-        click.echo(json.dumps(entries, default=str, indent=2))
+        echo(json.dumps(entries, default=str, indent=2))
         return
     for e in entries:
         counts = (f" read={e['rows_read']} written={e['rows_written']} quarantined={e['rows_quarantined']}"
                   if e["rows_read"] is not None else "")
-        click.echo(f"{e['created_at']}  {e['pipeline_id']}.{e['stage_name']}  {e['event']}:{e['status']}{counts}"
+        echo(f"{e['created_at']}  {e['pipeline_id']}.{e['stage_name']}  {e['event']}:{e['status']}{counts}"
                    + _decision(e["event"], e["details"] or {}) + (f"  {e['error']}" if e["error"] else ""))
 
 
@@ -165,9 +166,9 @@ def sample_data(rows, to_url, seed, weather, gzipped) -> None:
     """Write deterministic raw sample data, with a small known share of malformed records."""
     from medallion_assets.sample_data import write_sample_data, write_weather_sample
 
-    click.echo(str(write_sample_data(to_url, rows, seed, gzipped=gzipped)))
+    echo(str(write_sample_data(to_url, rows, seed, gzipped=gzipped)))
     if weather:
-        click.echo(write_weather_sample(to_url, seed))
+        echo(write_weather_sample(to_url, seed))
 
 
 def _run(pipeline_id: str, as_json: bool) -> str:
@@ -177,16 +178,16 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     store = _store()
     snapshot = store.snapshot()
     if pipeline_id not in snapshot.pipelines:
-        click.echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
+        echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
         sys.exit(EXIT_INVALID_CATALOG)
     report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, instance())
     if as_json:
-        click.echo(json.dumps(report.as_dict(), default=str))
+        echo(json.dumps(report.as_dict(), default=str))
     else:
-        click.echo(f"{report.pipeline}: {report.status}")
+        echo(f"{report.pipeline}: {report.status}")
         for asset in report.assets:
             checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
-            click.echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}"
+            echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}"
                        + (f"  ({asset.reason})" if asset.reason else ""))
     return report.status
 
@@ -221,7 +222,7 @@ def ui(local_s3, rows, port) -> None:
         if local_s3:
             write_sample_data("s3://medallion-raw", rows)
             store = _store()
-            store.upsert(_validated(store, [SEED]).rows)
+            store.upsert_checked(lambda snapshot: _validated(snapshot, [SEED]).rows)
         subprocess.run(["dagster", "dev", "-w", str(workspace), "-p", str(port)], check=False)
 
 
@@ -235,18 +236,18 @@ def demo(rows) -> None:
     from medallion_assets.storage.warehouse import warehouse_from_url
 
     with local_s3(buckets=("medallion-raw",)) as endpoint:
-        click.echo(f"S3 API on {endpoint}; writing {rows} sample events to s3://medallion-raw/")
-        click.echo(str(write_sample_data("s3://medallion-raw", rows)))
+        echo(f"S3 API on {endpoint}; writing {rows} sample events to s3://medallion-raw/")
+        echo(str(write_sample_data("s3://medallion-raw", rows)))
         store = _store()
-        store.upsert(_validated(store, [SEED]).rows)
+        store.upsert_checked(lambda snapshot: _validated(snapshot, [SEED]).rows)
         statuses = {pipeline_id: _run(pipeline_id, as_json=False) for pipeline_id in sorted(store.snapshot().pipelines)}
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
         for target in store.snapshot().targets.values():
             if target.type == "redshift":
-                click.echo(f"\n{target.location}:")
+                echo(f"\n{target.location}:")
                 for row in warehouse.query(f"SELECT * FROM {quote_qualified(target.location)} ORDER BY 1, 2"):
-                    click.echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+                    echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
     finally:
         warehouse.close()
     if any(status != "success" for status in statuses.values()):

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import re
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,126}$")
+from medallion_assets.paths import path_under
+
+# Matched with fullmatch: a `$` anchor would also accept a name with a trailing newline.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
+
+
+# A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
+STAGING_SUFFIX = "__medallion_stage"
 
 
 class InvalidIdentifier(ValueError):
@@ -16,11 +23,40 @@ class InvalidIdentifier(ValueError):
 
 
 def check_identifier(value: str, what: str = "identifier") -> str:
-    if not isinstance(value, str) or not IDENTIFIER.match(value):
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
         raise InvalidIdentifier(
             f"{what} {value!r} is not a plain name (letters, digits and underscores, not starting with a digit)"
         )
     return value
+
+
+def check_identifier_length(value: str, limit: int | None, warehouse: str) -> str:
+    """A warehouse that silently truncates longer names (PostgreSQL at 63 bytes) would make two names one."""
+    if limit is not None and len(value.encode()) > limit:
+        raise InvalidIdentifier(f"name {value!r} is {len(value.encode())} bytes; {warehouse} keeps only {limit}, "
+                                f"so it would be cut to {value.encode()[:limit].decode(errors='ignore')!r}")
+    return value
+
+
+def warehouse_name_problems(locations: dict[str, str]) -> dict[str, str]:
+    """Warehouse tables (target id → schema.table) whose names cannot be used as they are; target id → why.
+
+    Redshift folds names to lower case, so `Sales.Orders` and `sales.orders` are one table. A location ending
+    in the staging suffix is the staging table of another name, which a crashed merge's clean-up drops. The
+    staging table's own name must be a valid identifier too.
+    """
+    problems, seen = {}, {}
+    for target_id, location in sorted(locations.items()):
+        folded = location.lower()
+        if folded.endswith(STAGING_SUFFIX):
+            problems[target_id] = f"{location!r} ends with {STAGING_SUFFIX!r}, the name of a merge's staging table"
+        elif folded in seen:
+            problems[target_id] = f"{location!r} is the same table as target {seen[folded]}'s (names fold to lower case)"
+        elif not IDENTIFIER.fullmatch(location.rsplit(".", 1)[-1] + STAGING_SUFFIX):
+            problems[target_id] = (f"{location!r} is too long: its staging table adds {len(STAGING_SUFFIX)} "
+                                   f"characters and a name may have at most 127")
+        seen.setdefault(folded, target_id)
+    return problems
 
 
 def quote_identifier(value: str) -> str:
@@ -66,8 +102,8 @@ def pool_name(system_kind: str, system_id: str) -> str:
 
 
 def lake_path(lake_root: str, layer: str, dataset: str) -> str:
-    return f"{lake_root.rstrip('/')}/{layer}/{dataset}"
+    return path_under(lake_root, check_identifier(layer, "layer"), check_identifier(dataset, "dataset"))
 
 
 def quarantine_path(lake_root: str, dataset: str) -> str:
-    return f"{lake_root.rstrip('/')}/_quarantine/{dataset}"
+    return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))

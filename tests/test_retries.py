@@ -73,7 +73,7 @@ def test_sql_that_cannot_analyse_is_never_retried(medallion, raw_data, tmp_path)
 stages:
   - {pipeline_id: user_events_etl, stage_order: 3, stage_name: gold_daily_aggregate, source_id: silver_user_events,
      target_id: gold_daily_user_events,
-     transform_sql: "SELECT no_such_column AS event_date, 1 AS total_events, 1 AS unique_users FROM silver_user_events"}
+     transform_sql: "SELECT no_such_function(event_ts) AS event_date, 1 AS total_events, 1 AS unique_users FROM silver_user_events"}
 """)
     medallion.load(broken)
     medallion.set_retries(3)
@@ -81,4 +81,4 @@ stages:
     assert report.status == "failed"
     gold = medallion.store.audit_entries(stage_name="gold_daily_aggregate")
     assert [e["status"] for e in gold] == ["failed"]
-    assert "no_such_column" in gold[0]["error"] and medallion.store.audit_entries(event="retry") == []
+    assert "NO_SUCH_FUNCTION" in gold[0]["error"] and medallion.store.audit_entries(event="retry") == []

@@ -24,6 +24,7 @@ from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.lineage.openlineage import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.lineage.versions import stage_fingerprint
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
+from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
 
@@ -63,7 +64,7 @@ def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
 def _materialize_result(outcome: StageOutcome) -> MaterializeResult:
     metadata = {
         "dagster/row_count": outcome.rows_written, "rows_read": outcome.rows_read,
-        "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(outcome.output_path),
+        "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(scrub(outcome.output_path)),
         "duration_sec": round(outcome.duration_sec, 3), **outcome.details,
     }
     if outcome.load:
@@ -78,7 +79,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     key = target_key(target)
     pipeline = snapshot.pipelines[stage.pipeline_id]
     metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name, "owner": target.owner or pipeline.owner,
-                "location": lake_path(lake_root, target.layer, target.target_id)}
+                "location": scrub(lake_path(lake_root, target.layer, target.target_id))}
     if target.columns:
         metadata["dagster/column_schema"] = TableSchema(
             columns=[TableColumn(name, type_name) for name, type_name in target.columns.items()])
@@ -160,8 +161,8 @@ def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: st
     source = snapshot.sources[source_id]
     return AssetSpec(
         key=input_key(snapshot, source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
-        description=source.description or f"raw {source.file_format} files at {source.s3_path}",
-        metadata={"location": source.s3_path, "format": source.file_format, "owner": source.owner},
+        description=source.description or f"raw {source.file_format} files at {scrub(source.s3_path)}",
+        metadata={"location": scrub(source.s3_path), "format": source.file_format, "owner": source.owner},
     )
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
-import sqlglot
 import yaml
 from pydantic import ValidationError
 
@@ -18,7 +17,14 @@ from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.throttles import check_throttles
+from medallion_assets.engine.ingest import INGESTION_COLUMNS
 from medallion_assets.lineage.graph import check_lineage
+from medallion_assets.naming import warehouse_name_problems
+from medallion_assets.sql_safety import UnsafeSql, checked_query
+
+
+# Far above any real catalog file (the seed's largest holds under 300), far below what an alias bomb expands to.
+MAX_YAML_VALUES = 100_000
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,21 @@ def yaml_files(paths: list[str | Path]) -> list[Path]:
     return files
 
 
+def _expanded_values(root: yaml.Node | None) -> int:
+    """How many values a YAML document holds once every alias is expanded, counted without expanding them:
+    an alias is the node it names, so each node's count is computed once."""
+    counts: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        if id(node) not in counts:
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else []
+            counts[id(node)] = 1 + sum(count(child) for child in children)
+        return counts[id(node)]
+
+    return count(root) if root is not None else 0
+
+
 def _row_key_label(table: str, raw: dict) -> str:
     return ", ".join(str(raw.get(name, "?")) for name in LOADABLE[table].key_fields)
 
@@ -72,7 +93,12 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
     for file in yaml_files(paths):
         text = file.read_text()
         try:
-            document, root = yaml.safe_load(text) or {}, yaml.compose(text)
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            if (values := _expanded_values(root)) > MAX_YAML_VALUES:
+                problems.append(CatalogProblem(str(file), 1, "", "", "", f"expands to over {MAX_YAML_VALUES:,} "
+                                               f"values through its aliases ({values:,}); refused"))
+                continue
+            document = yaml.safe_load(text) or {}
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             problems.append(CatalogProblem(str(file), mark.line + 1 if mark else None, "", "", "", f"invalid YAML: {error}"))
@@ -162,10 +188,12 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
             if ref and ref not in known:
                 problem("stages", stage, field, f"unknown {what} {ref!r}")
         if stage.transform_sql:
+            schemas = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             try:
-                sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect)
-            except (sqlglot.errors.ParseError, ValueError) as error:
-                problem("stages", stage, "transform_sql", f"does not parse as {stage.sql_dialect}: {error}")
+                checked_query(stage.transform_sql, stage.sql_dialect, stage.input_ids(),
+                              None if None in schemas.values() else schemas)
+            except UnsafeSql as error:
+                problem("stages", stage, "transform_sql", str(error))
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
@@ -180,11 +208,29 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
             problem("healing_actions", rule, "action" if message.startswith("unknown") else "params", message)
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
+    locations = {target.target_id: target.location for target in targets.values() if target.type == "redshift"}
+    for target_id, message in warehouse_name_problems(locations).items():
+        problem("targets", targets[target_id], "location", message)
     for lineage_problem in check_lineage(snapshot):
         problem(*lineage_problem)
     for throttle_problem in check_throttles(snapshot):
         problem(*throttle_problem)
     return problems
+
+
+def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] | None:
+    """The columns a dataset is declared to have as a stage's SQL reads it, or None when not declared.
+
+    Bronze holds its source's columns and the ingestion columns; silver and gold hold their declared columns.
+    """
+    target = snapshot.targets.get(dataset_id)
+    if target is None or target.layer != "bronze":
+        return list(target.columns) if target is not None and target.columns is not None else None
+    producer = snapshot.stage_producing(dataset_id)
+    source = snapshot.sources.get(producer.source_id) if producer else None
+    if source is None or source.columns is None:
+        return None
+    return [*source.columns, *INGESTION_COLUMNS]
 
 
 def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:

@@ -11,11 +11,12 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from medallion_assets.naming import check_identifier, split_qualified
+from medallion_assets.patterns import compiled
 
 Identifier = Annotated[str, AfterValidator(check_identifier)]
 QualifiedName = Annotated[str, AfterValidator(lambda value: ".".join(split_qualified(value)) and value)]
 
-COLUMN_TYPE = re.compile(r"^(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))$")
+COLUMN_TYPE = re.compile(r"(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))")
 Layer = Literal["bronze", "silver", "gold"]
 FileFormat = Literal["jsonl", "csv", "parquet"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
@@ -28,7 +29,7 @@ RULE_TYPES = (
 def _check_columns(columns: dict[str, str]) -> dict[str, str]:
     for name, type_name in columns.items():
         check_identifier(name, "column")
-        if not COLUMN_TYPE.match(type_name):
+        if not COLUMN_TYPE.fullmatch(type_name):
             raise ValueError(f"column {name!r} has unknown type {type_name!r}")
     return columns
 
@@ -156,7 +157,7 @@ class Rule(BaseModel):
         if missing:
             raise ValueError(f"rule type {self.type} needs {', '.join(missing)}")
         if self.type == "regex":
-            re.compile(self.pattern)
+            compiled(self.pattern)
         if self.action is None:
             self.action = "fail" if self.severity == "error" else "warn"
         if self.name is None:
@@ -210,10 +211,7 @@ class HealingAction(Row):
     @classmethod
     def _valid_pattern(cls, pattern: str | None) -> str | None:
         if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+            compiled(pattern)
         return pattern
 
     @model_validator(mode="after")

@@ -7,21 +7,26 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, delete, insert, select
+from sqlalchemy import Connection, Engine, create_engine, delete, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.lineage.versions import DEFINING_TABLES, record_lineage_versions
+from medallion_assets.redaction import scrub
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# The key of the PostgreSQL advisory lock every catalog write (and migration) takes: "medallion" in ASCII, cut
+# to a bigint.
+CATALOG_LOCK_KEY = int.from_bytes(b"medallio", "big") >> 1
 
 
 class CatalogStore:
@@ -33,14 +38,18 @@ class CatalogStore:
         self.url = url
         # A pooled SQLite connection may be reset or closed by another thread (the garbage collector's, at
         # exit); the pool never lets two threads use one connection at a time, so the check is not needed.
-        connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
+        # A writer waits for the catalog's write lock up to `timeout` seconds (see _locked).
+        connect_args = {"check_same_thread": False, "timeout": 60} if url.startswith("sqlite") else {}
         self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
 
     def migrate(self) -> None:
-        """Bring the schema to the newest migration; a no-op when it is there already."""
+        """Bring the schema to the newest migration; a no-op when it is there already.
+
+        Under the catalog-wide lock: a second process starting at the same time waits, then finds it done.
+        """
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
+        with self._locked() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
@@ -50,10 +59,24 @@ class CatalogStore:
 
         `remove` names rows by primary key, per table, to delete in the same transaction, first.
         """
+        return self._upsert(lambda: rows, remove)
+
+    def upsert_checked(self, prepare: Callable[[CatalogSnapshot], Mapping[str, Iterable[Row]]],
+                       remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
+        """Upsert the rows `prepare` returns for the catalog as it is now, checking them against it (it raises
+        to write nothing). The check and the write happen under the catalog-wide lock, in one transaction, so
+        two loads that are each valid alone cannot commit together into an invalid catalog: the second waits,
+        and is then checked against the first's rows."""
+        return self._upsert(lambda: prepare(self.snapshot()), remove)
+
+    def _upsert(self, rows_to_write: Callable[[], Mapping[str, Iterable[Row]]],
+                remove: Mapping[str, Iterable[tuple]] | None) -> dict[str, int]:
+        """Under the catalog-wide lock: the rows `rows_to_write()` returns, written in one transaction."""
         written = {}
-        # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
-        stamp = datetime.now(timezone.utc)
-        with self.engine.begin() as connection:
+        with self._locked() as connection:
+            rows = rows_to_write()
+            # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
+            stamp = datetime.now(timezone.utc)
             for table_name, keys in (remove or {}).items():
                 table = LOADABLE_TABLES[table_name]
                 key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
@@ -74,6 +97,17 @@ class CatalogStore:
         if DEFINING_TABLES.intersection([*written, *(remove or {})]):
             record_lineage_versions(self)
         return written
+
+    @contextmanager
+    def _locked(self) -> Iterator[Connection]:
+        """A transaction holding the catalog-wide write lock until it ends: a transaction-scoped advisory lock
+        on PostgreSQL; on SQLite, BEGIN IMMEDIATE takes the database's write lock before anything is read."""
+        with self.engine.begin() as connection:
+            if self.engine.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CATALOG_LOCK_KEY})
+            else:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            yield connection
 
     def read_table(self, table_name: str) -> list[Row]:
         """The rows of one loadable table as models, read now (runtime controls use this, never a snapshot)."""
@@ -116,8 +150,12 @@ class CatalogStore:
             connection.execute(insert(ingestion_bookmarks), records)
 
     def record_audit(self, **entry: Any) -> None:
-        """One audit_log row. `details` must be JSON-serialisable; it is checked here, not at read time."""
-        json.dumps(entry.get("details"))
+        """One audit_log row. `details` must be JSON-serialisable; it is checked here, not at read time.
+
+        Its text is scrubbed of credentials: an error may quote a URL with its password."""
+        entry = {name: scrub(value) if isinstance(value, str) else value for name, value in entry.items()}
+        if entry.get("details") is not None:
+            entry["details"] = json.loads(scrub(json.dumps(entry["details"])))
         with self.engine.begin() as connection:
             connection.execute(insert(audit_log).values(**entry))
 

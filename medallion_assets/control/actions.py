@@ -17,6 +17,7 @@ from medallion_assets.control.flags import set_flag
 from medallion_assets.control.healing import HealingContext, Remedy, causes, healing_action
 from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import quarantine_path
+from medallion_assets.paths import UnsafePath, path_under
 from medallion_assets.storage.objects import SourceNotFound, list_objects, read_bytes, write_bytes
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
@@ -79,7 +80,11 @@ def quarantine_object(context: HealingContext) -> Remedy:
         return Remedy("give_up", "the error names no unreadable object")
     (info,) = list_objects(corrupt.url, corrupt.source_id)
     parts = urlsplit(corrupt.url)
-    kept = f"{quarantine_path(context.lake_root, context.fault.stage.target_id)}/objects/{parts.netloc}{parts.path}"
+    try:
+        kept = path_under(quarantine_path(context.lake_root, context.fault.stage.target_id), "objects",
+                          parts.netloc, parts.path.removeprefix("/"))
+    except UnsafePath as error:
+        return Remedy("give_up", f"{corrupt.url} cannot be kept in quarantine: {error}")
     write_bytes(kept, read_bytes(corrupt.url))
     context.store.record_bookmarks(corrupt.source_id, [(info.url, info.etag, info.size)], "quarantined")
     return Remedy("retry", f"moved {corrupt.url} to {kept} ({corrupt.reason})")
@@ -110,11 +115,12 @@ def reconnect_warehouse(context: HealingContext) -> Remedy:
 @healing_action("recreate_staging")
 def recreate_staging(context: HealingContext) -> Remedy:
     """A staging table left behind by a crashed load: dropped, so the retried load creates it afresh."""
-    target = context.store.snapshot().targets[context.fault.stage.target_id]
+    targets = context.store.snapshot().targets
+    target = targets[context.fault.stage.target_id]
     if target.type != "redshift":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
     with warehouse_from_url(context.warehouse_url) as warehouse:
-        dropped = warehouse.drop_staging(target.location)
+        dropped = warehouse.drop_staging(target.location, [t.location for t in targets.values() if t.location])
     return Remedy("retry", f"dropped leftover staging table {dropped}")
 
 

@@ -11,7 +11,6 @@ re-executes failed runs; a rule is one or the other, so no failure is retried tw
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.patterns import compiled
 
 
 class NoParams(BaseModel):
@@ -136,7 +136,7 @@ def matching_rule(rules: Iterable[HealingAction], fault: Fault, run_level: bool 
         rule for rule in rules
         if rule.enabled and rule.action in ACTIONS and ACTIONS[rule.action].run_level == run_level
         and (rule.error_code is None or rule.error_code in codes)
-        and (rule.message_pattern is None or re.search(rule.message_pattern, message))
+        and (rule.message_pattern is None or compiled(rule.message_pattern).search(message))
         and rule.layer in (None, fault.layer) and rule.pipeline_id in (None, fault.stage.pipeline_id)
         and rule.stage_name in (None, fault.stage.stage_name)
     ]

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from medallion_assets.redaction import echo
+
 
 @click.group()
 def healing() -> None:
@@ -25,10 +27,10 @@ def actions(as_json) -> None:
                           for name, f in action.params.model_fields.items()}}
               for action in sorted(ACTIONS.values(), key=lambda a: a.name)]
     if as_json:
-        click.echo(json.dumps(listed, indent=2))
+        echo(json.dumps(listed, indent=2))
         return
     for action in listed:
-        click.echo(f"{action['name']}  [{action['scope']}]  {action['description']}")
+        echo(f"{action['name']}  [{action['scope']}]  {action['description']}")
         for name, param in action["params"].items():
-            click.echo(f"    {name}: {param['type']} = {param['default']!r}"
+            echo(f"    {name}: {param['type']} = {param['default']!r}"
                        + (f"  ({param['description']})" if param["description"] else ""))

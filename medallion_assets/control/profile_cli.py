@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from medallion_assets.redaction import echo
+
 EXIT_INVALID = 2
 
 
@@ -42,7 +44,7 @@ def profile_set(profile_id, pipeline_id) -> None:
     who = getpass.getuser()
     store.record_audit(pipeline_id=pipeline_id, event="profile", status="set",
                        details={"profile": profile_id, "scope": subject, "by": who})
-    click.echo(f"{subject} profile set to {profile_id} by {who}; the launcher applies it on its next tick")
+    echo(f"{subject} profile set to {profile_id} by {who}; the launcher applies it on its next tick")
 
 
 @profile.command("show")
@@ -53,12 +55,12 @@ def profile_show() -> None:
 
     snapshot = _store().snapshot()
     policy = SchedulingPolicy.from_snapshot(snapshot)
-    click.echo(f"default profile: {policy.default_profile}")
+    echo(f"default profile: {policy.default_profile}")
     for name, settings in policy.settings.items():
-        click.echo(f"  {name}: " + ", ".join(f"{k}={v:g}" for k, v in settings.items()))
+        echo(f"  {name}: " + ", ".join(f"{k}={v:g}" for k, v in settings.items()))
     for pipeline_id, pipeline in sorted(snapshot.pipelines.items()):
         source = "override" if pipeline_id in policy.pipeline_profiles else "default"
-        click.echo(f"{pipeline_id:<28} {policy.profile_of(pipeline_id):<9} ({source})  "
+        echo(f"{pipeline_id:<28} {policy.profile_of(pipeline_id):<9} ({source})  "
                    f"criticality={pipeline.criticality} cost={pipeline.expected_cost:g}")
 
 
@@ -77,20 +79,20 @@ def simulate(scenario_path, as_json) -> None:
         _refuse(str(error))
     results = [run_simulation(scenario, "fifo"), run_simulation(scenario, "scenario")]
     if as_json:
-        click.echo(results_json(results))
+        echo(results_json(results))
         return
-    click.echo(f"{'policy':<20}{'runs':>6}{'avg min':>9}{'p95 min':>9}{'crit avg':>10}{'violations':>12}{'cost':>10}")
+    echo(f"{'policy':<20}{'runs':>6}{'avg min':>9}{'p95 min':>9}{'crit avg':>10}{'violations':>12}{'cost':>10}")
     for r in results:
         critical = "-" if r.critical_avg_latency_min is None else f"{r.critical_avg_latency_min:g}"
-        click.echo(f"{r.policy:<20}{r.runs:>6}{r.avg_latency_min:>9g}{r.p95_latency_min:>9g}{critical:>10}"
+        echo(f"{r.policy:<20}{r.runs:>6}{r.avg_latency_min:>9g}{r.p95_latency_min:>9g}{critical:>10}"
                    f"{r.violations:>12}{r.total_cost:>10g}")
     for r in results:
-        click.echo(f"\n{r.policy}: system  peak/limit  max starts per minute  violations")
+        echo(f"\n{r.policy}: system  peak/limit  max starts per minute  violations")
         for pool, stats in r.systems.items():
-            click.echo(f"  {pool:<28}{stats.peak_concurrency:>3}/{stats.limit:<6}{stats.peak_launches_per_minute:>8}"
+            echo(f"  {pool:<28}{stats.peak_concurrency:>3}/{stats.limit:<6}{stats.peak_launches_per_minute:>8}"
                        f"{stats.violations:>14}")
 
 
 def _refuse(message: str) -> None:
-    click.echo(message, err=True)
+    echo(message, err=True)
     sys.exit(EXIT_INVALID)

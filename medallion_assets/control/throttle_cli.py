@@ -8,13 +8,15 @@ import sys
 
 import click
 
+from medallion_assets.redaction import echo
+
 KINDS = ("source", "target")
 METRICS = ("rows_per_minute", "bytes_per_hour", "concurrency")
 EXIT_REFUSED = 2
 
 
 def _refuse(message: str) -> None:
-    click.echo(message, err=True)
+    echo(message, err=True)
     sys.exit(EXIT_REFUSED)
 
 
@@ -56,7 +58,7 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
     store.upsert({"throttles": [row]})
     applies = (f"pool {pool_name(system_kind, system_id)}: the medallion_control sensor applies it on its next tick "
                "(or run `medallion throttle sync`)" if metric == "concurrency" else "applies from the next batch")
-    click.echo(f"{system_kind} {system_id}: {metric} limited to {limit}; {applies}")
+    echo(f"{system_kind} {system_id}: {metric} limited to {limit}; {applies}")
 
 
 @throttle.command("show")
@@ -94,7 +96,7 @@ def show(as_json) -> None:
                                  "limit": throttles[kind, system, metric], "default": False,
                                  "tokens": levels.get((kind, system, metric))})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo(json.dumps(rows, indent=2))
         return
     for row in rows:
         limit = f"{row['limit']:g}" + (" (default)" if row["default"] else "")
@@ -105,7 +107,7 @@ def show(as_json) -> None:
         else:
             state = (f"pool {row['pool']}: limit {row['pool_limit']} on the instance, {row['slots_in_use']} in use, "
                      f"{row['steps_waiting']} waiting")
-        click.echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {limit:<14} {state}")
+        echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {limit:<14} {state}")
 
 
 @throttle.command("sync")
@@ -118,4 +120,4 @@ def sync() -> None:
     snapshot = _store().snapshot()
     changed = sync_pool_limits(instance, snapshot)
     for pool, limit in sorted(concurrency_limits(snapshot).items()):
-        click.echo(f"{pool}: {limit}" + (" (set)" if pool in changed else " (unchanged)"))
+        echo(f"{pool}: {limit}" + (" (set)" if pool in changed else " (unchanged)"))

@@ -28,7 +28,7 @@ from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ing
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
 from medallion_assets.lineage.availability import Availability
-from medallion_assets.lineage.graph import build_graph
+from medallion_assets.lineage.graph import build_graph, declared_graph
 from medallion_assets.lineage.paths import NoAvailablePath, recovery_paths, shortest_available_path
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.objects import configured_endpoint, list_objects
@@ -139,7 +139,7 @@ class StageRunner:
         availability = Availability(self.store, self.snapshot)
         if not availability.unavailable([primary.source_id]):
             return primary
-        graph = build_graph(self.snapshot)
+        graph = declared_graph(build_graph(self.snapshot))
         candidates = [node for node in nx.ancestors(graph, stage.target_id) if node in self.snapshot.sources]
         down = availability.unavailable(candidates)
         path = shortest_available_path(graph, stage.target_id, down)

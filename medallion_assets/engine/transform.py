@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-import sqlglot
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from medallion_assets.engine.ingest import INGESTION_COLUMNS
+from medallion_assets.sql_safety import checked_query
 
 
 @dataclass(frozen=True)
@@ -33,16 +33,18 @@ def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, O
     return frame.observe(observation, rows.alias("rows")), observation
 
 
-def to_spark_sql(sql: str, dialect: str) -> str:
-    """SQL written for another engine (Redshift, say) runs on Spark after sqlglot transpiles it."""
-    return sql if dialect == "spark" else sqlglot.transpile(sql, read=dialect, write="spark")[0]
+def to_spark_sql(sql: str, dialect: str, inputs: Collection[str]) -> str:
+    """The Spark SQL of a transformation (written for Spark, or for another engine such as Redshift), checked
+    again just before it runs to be one query over `inputs`, and generated from the checked syntax tree."""
+    return checked_query(sql, dialect, inputs).sql(dialect="spark")
 
 
 def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dialect: str) -> DataFrame:
     """Run SQL in which each input is a table named by its catalog id."""
+    spark_sql = to_spark_sql(sql, dialect, inputs.keys())
     for name, frame in inputs.items():
         frame.createOrReplaceTempView(name)
-    return spark.sql(to_spark_sql(sql, dialect))
+    return spark.sql(spark_sql)
 
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:

@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from medallion_assets.redaction import echo
+
 
 def _catalog():
     """The catalog store, a snapshot of it and its lineage graph."""
@@ -24,7 +26,7 @@ def _catalog():
 def _refuse_unknown(error: Exception) -> None:
     from medallion_assets.cli import EXIT_INVALID_CATALOG
 
-    click.echo(str(error), err=True)
+    echo(str(error), err=True)
     sys.exit(EXIT_INVALID_CATALOG)
 
 
@@ -55,16 +57,16 @@ def show(dataset, direction, depth, columns, as_json) -> None:
         shown = {dataset, *(n for edges in found.values() for e in edges for n in (e.upstream, e.downstream))}
         report["columns"] = [row.model_dump() for row in column_lineage(graph, shown)]
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo(json.dumps(report, indent=2))
         return
     for name, edges in found.items():
-        click.echo(f"{name} of {dataset}:" + ("" if edges else " none"))
+        echo(f"{name} of {dataset}:" + ("" if edges else " none"))
         for e in edges:
-            click.echo(f"  {e.depth}  {e.upstream} → {e.downstream}  via {e.via} ({e.kind}, {e.line}, cost {e.cost:g})")
+            echo(f"  {e.depth}  {e.upstream} → {e.downstream}  via {e.via} ({e.kind}, {e.line}, cost {e.cost:g})")
     if columns:
-        click.echo("columns:" + ("" if report["columns"] else " none recorded"))
+        echo("columns:" + ("" if report["columns"] else " none recorded"))
         for row in report["columns"]:
-            click.echo(f"  {row['downstream']}.{row['downstream_column']} ← {row['upstream']}.{row['upstream_column']}"
+            echo(f"  {row['downstream']}.{row['downstream_column']} ← {row['upstream']}.{row['upstream_column']}"
                        f" ({row['transformation']})")
 
 
@@ -83,13 +85,13 @@ def history(dataset, as_json) -> None:
         _refuse_unknown(UnknownDataset(dataset, graph.nodes))
     report = history_report(versions)
     if as_json:
-        click.echo(json.dumps({"dataset": dataset, "versions": report}, indent=2))
+        echo(json.dumps({"dataset": dataset, "versions": report}, indent=2))
         return
     if not report:
-        click.echo(f"no lineage versions recorded for {dataset}")
+        echo(f"no lineage versions recorded for {dataset}")
     for entry in report:
         changes = describe_changes(entry) if entry["version"] > 1 else ""
-        click.echo(f"v{entry['version']}  {entry['created_at']}  {entry['code_version']}  "
+        echo(f"v{entry['version']}  {entry['created_at']}  {entry['code_version']}  "
                    f"inputs: {', '.join(entry['inputs'])}" + (f"  ({changes})" if changes else ""))
 
 
@@ -100,7 +102,7 @@ def refresh() -> None:
 
     store, snapshot, _ = _catalog()
     changed = refresh_recovery_paths(store, snapshot)
-    click.echo(f"recovery paths: {len(changed)} dataset(s) updated" + (f": {', '.join(changed)}" if changed else ""))
+    echo(f"recovery paths: {len(changed)} dataset(s) updated" + (f": {', '.join(changed)}" if changed else ""))
 
 
 @lineage.command("ingest")
@@ -117,8 +119,8 @@ def ingest(file) -> None:
 
     report = ingest_events(_store(), lines(file, file.name), config.lake_url(), config.warehouse_url())
     for rejection in report.rejected:
-        click.echo(str(rejection), err=True)
-    click.echo(report.summary())
+        echo(str(rejection), err=True)
+    echo(report.summary())
     if report.rejected:
         sys.exit(EXIT_INVALID_CATALOG)
 
@@ -126,15 +128,21 @@ def ingest(file) -> None:
 @lineage.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--port", default=5000, show_default=True, help="port to listen on (Marquez's API port by default)")
-def serve(host, port) -> None:
+@click.option("--token", envvar="MEDALLION_LINEAGE_TOKEN", default=None,
+              help="bearer token every request must carry; required unless --host is a loopback address "
+                   "(prefer the environment variable MEDALLION_LINEAGE_TOKEN: a command line is visible to all users)")
+def serve(host, port, token) -> None:
     """Receive OpenLineage events over HTTP at POST /api/v1/lineage, as Marquez does, and add their lineage to the
     catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
     from medallion_assets import config
     from medallion_assets.cli import _store
     from medallion_assets.lineage.server import ENDPOINT, LineageServer
 
-    server = LineageServer((host, port), _store(), config.lake_url(), config.warehouse_url())
-    click.echo(f"OpenLineage endpoint on http://{host}:{server.server_port}{ENDPOINT} (Ctrl+C stops it)")
+    try:
+        server = LineageServer((host, port), _store(), config.lake_url(), config.warehouse_url(), token=token)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    echo(f"OpenLineage endpoint on http://{host}:{server.server_port}{ENDPOINT} (Ctrl+C stops it)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -161,12 +169,12 @@ def paths(dataset, as_json) -> None:
     down = Availability(store, snapshot).unavailable({node for path in ranked for node in path.nodes})
     report = paths_report(graph, dataset, ranked, down)
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo(json.dumps(report, indent=2))
         return
     active = " → ".join(report["active"]) if report["active"] else "none: no path is available"
-    click.echo(f"{dataset}  active: {active}")
+    echo(f"{dataset}  active: {active}")
     for rank, path in enumerate(report["paths"], 1):
         state = "available" if path["available"] else "down"
-        click.echo(f"  {rank:>2}  cost {path['cost']:<6g} {state:<9}  {' → '.join(path['nodes'])}")
+        echo(f"  {rank:>2}  cost {path['cost']:<6g} {state:<9}  {' → '.join(path['nodes'])}")
     for node, reason in report["down"].items():
-        click.echo(f"  down: {node}: {reason}")
+        echo(f"  down: {node}: {reason}")

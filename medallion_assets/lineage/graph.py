@@ -162,6 +162,13 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     return graph
 
 
+def declared_graph(graph: nx.DiGraph) -> nx.DiGraph:
+    """The graph as the catalog's own rows declare it (stages, SQL, alternates), without what other tools
+    reported: external lineage shows where data goes, but never changes which path Medallion's runs read from."""
+    return nx.subgraph_view(graph, filter_node=lambda node: graph.nodes[node]["kind"] != "external",
+                            filter_edge=lambda u, v: any(r.kind != "openlineage" for r in graph.edges[u, v]["routes"]))
+
+
 def _edge(pair: tuple[str, str], routes: list[Route]) -> tuple[str, str, dict]:
     best = routes[0] if len(routes) == 1 else min(routes, key=lambda r: (LINE_RANK[r.line], r.cost, r.via))
     return (*pair, {"via": best.via, "kind": best.kind, "line": best.line, "cost": best.cost,

@@ -29,6 +29,8 @@ from medallion_assets.lineage.paths import refresh_recovery_paths
 from medallion_assets.lineage.schema_validation import EventInvalid, validate_event
 
 MEDALLION_PRODUCER = PRODUCER.rsplit(":", 1)[0] + ":"
+# Every input × output pair of an event is an edge: without a cap, one small event could add a million edges.
+MAX_DATASETS_PER_EVENT = 100
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ def dataset_id(namespace: str, name: str, names: dict[tuple[str, str], str]) -> 
 def _edges(event: dict, names: dict[tuple[str, str], str]) -> list[ExternalLineage]:
     if event["producer"].startswith(MEDALLION_PRODUCER) or "job" not in event:
         return []
+    named = len(event.get("inputs") or []) + len(event.get("outputs") or [])
+    if named > MAX_DATASETS_PER_EVENT:
+        raise EventInvalid(f"event: names {named} datasets; an event may name at most {MAX_DATASETS_PER_EVENT}")
     job = f"{event['job']['namespace']}/{event['job']['name']}"
     inputs = [dataset_id(d["namespace"], d["name"], names) for d in event.get("inputs") or []]
     outputs = [dataset_id(d["namespace"], d["name"], names) for d in event.get("outputs") or []]
@@ -125,7 +130,10 @@ def ingest_events(store: CatalogStore, documents: Iterable[tuple[str, str | byte
         rows.update((edge.key(), edge) for edge in edges)
     if rows:
         store.upsert({"external_lineage": list(rows.values())})
-        refresh_recovery_paths(store, store.snapshot())
+        # The snapshot read above, plus what was just written: a second read of the whole catalog is not needed.
+        for row in rows.values():
+            snapshot.add("external_lineage", row)
+        refresh_recovery_paths(store, snapshot)
     report.edges = list(rows.values())
     report.new_datasets = sorted({n for edge in report.edges for n in (edge.upstream, edge.downstream)} - known)
     return report

@@ -52,6 +52,7 @@ from medallion_assets import config
 from medallion_assets.catalog.models import ColumnLineage, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier, lake_path, split_qualified
+from medallion_assets.redaction import scrub
 from medallion_assets.storage.objects import SourceNotFound, list_objects
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
@@ -70,23 +71,6 @@ _TRANSFORMATIONS = {
     "identity": ("DIRECT", "IDENTITY"), "expression": ("DIRECT", "TRANSFORMATION"),
     "aggregate": ("DIRECT", "AGGREGATION"), "filter": ("INDIRECT", "FILTER"), "join_key": ("INDIRECT", "JOIN"),
 }
-_URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@", re.IGNORECASE)
-_SQL_CREDENTIALS = re.compile(
-    r"\b(IAM_ROLE|CREDENTIALS|ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|PASSWORD)(\s+)'[^']*'", re.IGNORECASE)
-_SECRET_NAME = re.compile(r"SECRET|PASSWORD|TOKEN|API_?KEY|CREDENTIAL", re.IGNORECASE)
-# Shorter values (a "1", a "true") would mask ordinary words all over the text.
-_MIN_SECRET_LENGTH = 6
-
-
-def scrub(text: str) -> str:
-    """`text` without credentials: URL passwords, secret environment values and COPY/IAM credentials masked."""
-    text = _SQL_CREDENTIALS.sub(r"\1\2'***'", _URL_CREDENTIALS.sub(r"\1:***@", text))
-    for name, value in os.environ.items():
-        if len(value) >= _MIN_SECRET_LENGTH and _SECRET_NAME.search(name):
-            text = text.replace(value, "***")
-    return text
-
-
 def namespace() -> str:
     """The job namespace: OPENLINEAGE_NAMESPACE, read at each event so a deployment can change it."""
     return os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
@@ -154,12 +138,12 @@ def _table_naming(url: str, table: str) -> tuple[str, str]:
 
 
 _REDSHIFT_HOST = re.compile(
-    r"^(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com$")
+    r"(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com")
 
 
 def _redshift_cluster(host: str) -> tuple[str, str]:
     """(cluster or workgroup, region) from an AWS endpoint; other hosts (a CNAME) fall back on the AWS region."""
-    if match := _REDSHIFT_HOST.match(host):
+    if match := _REDSHIFT_HOST.fullmatch(host):
         return match["cluster"], match["region"]
     return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "unknown"
 
@@ -477,7 +461,7 @@ class Emitter:
         try:
             self._client = configured_client()
         except Exception as error:  # a broken configuration must not break the run that emits
-            log.warning("OpenLineage disabled: its configuration could not be read: %s", error)
+            log.warning("OpenLineage disabled: its configuration could not be read: %s", scrub(str(error)))
             self._client = OpenLineageClient(transport=NoopTransport(NoopConfig()))
         self._thread = threading.Thread(target=self._run, name="openlineage-emitter", daemon=True)
         self._thread.start()

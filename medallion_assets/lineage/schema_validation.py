@@ -124,7 +124,10 @@ def validate_event(event: Any, standard_facets_only: bool = False) -> dict:
             continue
         if key not in schema["properties"]:
             raise EventInvalid(f"{where}: {document} names its facet {', '.join(schema['properties'])}, not {key}")
-        base = schema["$defs"][pointer.rsplit("/", 1)[-1]]["allOf"][0]["$ref"]
+        definition = schema.get("$defs", {}).get(pointer.rsplit("/", 1)[-1])
+        if not isinstance(definition, dict) or not definition.get("allOf"):
+            raise EventInvalid(f"{where}: {facet['_schemaURL']} names no facet definition of {document}")
+        base = definition["allOf"][0]["$ref"]
         if not base.endswith(f"/{FACET_BASE[group]}"):
             raise EventInvalid(f"{where}: a {base.rsplit('/', 1)[-1]} does not belong in {group}")
         if error := best_match(spec.validators[document].iter_errors({key: facet})):

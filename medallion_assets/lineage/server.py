@@ -3,76 +3,170 @@
 pointing its http transport here.
 
 As Marquez does, an accepted event gets `201 Created` with an empty body. A refused one gets `400 Bad Request`
-and a JSON body `{"code": 400, "message": …}` with the schema error. Bodies may be gzip-compressed (the client's
-`compression: gzip`). Events are ingested one at a time, so each is checked against the graph the previous left.
+and a JSON body `{"code": 400, "message": …}` with the schema error; every other failure (no or a bad
+Content-Length, a body over the limit or too slow, a missing bearer token) gets its status and a JSON body
+too. Bodies may be gzip-compressed (the client's `compression: gzip`). Events are ingested one at a time, so
+each is checked against the graph the previous left.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
 import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import urlsplit
 
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.lineage.ingest import IngestReport, ingest_events
+from medallion_assets.redaction import printable
 
 log = logging.getLogger(__name__)
 
 ENDPOINT = "/api/v1/lineage"
 # An OpenLineage event is kilobytes; a large Spark plan facet, a few megabytes.
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# A client that sends nothing for this long (a half-open connection, a trickled body) is dropped.
+READ_TIMEOUT_SEC = 10.0
+WORKERS = 8
+# Connections the kernel holds while every worker is busy: a burst of a few hundred is queued, not reset.
+LISTEN_BACKLOG = 1024
 
 
-class LineageServer(ThreadingHTTPServer):
-    """A threading HTTP server that ingests the events it receives into one catalog."""
+class LineageServer(HTTPServer):
+    """An HTTP server that ingests the events it receives into one catalog, with a bounded pool of workers.
 
-    daemon_threads = True
+    With a `token`, every request must carry `Authorization: Bearer <token>`. Without one it listens only on
+    a loopback address: anyone who can reach the endpoint can add lineage to the catalog.
+    """
 
-    def __init__(self, address: tuple[str, int], store: CatalogStore, lake_root: str, warehouse_url: str):
+    request_queue_size = LISTEN_BACKLOG
+
+    def __init__(self, address: tuple[str, int], store: CatalogStore, lake_root: str, warehouse_url: str,
+                 token: str | None = None, workers: int = WORKERS, read_timeout: float = READ_TIMEOUT_SEC):
+        if not token and not _is_loopback(address[0]):
+            raise ValueError(f"lineage serve on {address[0]} needs a bearer token (--token, or the environment "
+                             "variable MEDALLION_LINEAGE_TOKEN); only a loopback address may go without")
         super().__init__(address, _Handler)
-        self.store, self.lake_root, self.warehouse_url = store, lake_root, warehouse_url
+        self.store, self.lake_root, self.warehouse_url, self.token = store, lake_root, warehouse_url, token
+        self.read_timeout = read_timeout
         self._ingesting = threading.Lock()
+        self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lineage-serve")
 
     def ingest(self, body: bytes) -> IngestReport:
         # One at a time: two events checked for cycles side by side could close one together.
         with self._ingesting:
             return ingest_events(self.store, [("event", body)], self.lake_root, self.warehouse_url)
 
+    def process_request(self, request, client_address) -> None:
+        """Handled by a worker of the pool; accepted connections wait for one in its queue."""
+        self._workers.submit(self._handle, request, client_address)
+
+    def _handle(self, request, client_address) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 (what socketserver does: log it, close the connection, serve on)
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._workers.shutdown(wait=True, cancel_futures=True)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _BodyRefused(Exception):
+    def __init__(self, status: HTTPStatus, message: str):
+        super().__init__(message)
+        self.status = status
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: LineageServer
     server_version = "medallion-lineage"
 
+    @property
+    def timeout(self) -> float:
+        """The socket timeout of every read, the request line and headers included (StreamRequestHandler's)."""
+        return self.server.read_timeout
+
     def do_POST(self) -> None:  # noqa: N802 (the name http.server dispatches to)
+        try:
+            self._post()
+        except _BodyRefused as refused:
+            self._reply(refused.status, str(refused))
+        except TimeoutError:
+            self._reply(HTTPStatus.REQUEST_TIMEOUT, f"no byte of the body for {self.timeout:g} s")
+        except Exception as error:  # noqa: BLE001 (every failure gets a JSON reply, never a dropped connection)
+            log.exception("lineage event from %s failed", self.address_string())
+            self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, f"the event could not be ingested: {type(error).__name__}")
+
+    def _post(self) -> None:
         if urlsplit(self.path).path.rstrip("/") != ENDPOINT:
             return self._reply(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}; send events to POST {ENDPOINT}")
-        length = int(self.headers.get("Content-Length") or 0)
+        if self.server.token and not self._authorized():
+            return self._reply(HTTPStatus.UNAUTHORIZED, "a bearer token is required: Authorization: Bearer <token>",
+                               {"WWW-Authenticate": 'Bearer realm="medallion-lineage"'})
+        body = self._body()
+        report = self.server.ingest(body)
+        if report.rejected:
+            return self._reply(HTTPStatus.BAD_REQUEST, report.rejected[0].reason)
+        self._reply(HTTPStatus.CREATED)
+
+    def _authorized(self) -> bool:
+        scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), self.server.token.encode())
+
+    def _body(self) -> bytes:
+        """The body, read to exactly its declared length, which must be there and within the limit."""
+        declared = self.headers.get("Content-Length")
+        if declared is None:
+            raise _BodyRefused(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
+        if not (declared.isascii() and declared.strip().isdigit()):
+            raise _BodyRefused(HTTPStatus.BAD_REQUEST, f"Content-Length {declared!r} is not a number of bytes")
+        length = int(declared)
         if length > MAX_BODY_BYTES:
-            return self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            raise _BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                f"an event of {length} bytes is over the limit of {MAX_BODY_BYTES}")
         body = self.rfile.read(length)
+        if len(body) != length:
+            raise _BodyRefused(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of {length} bytes")
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
             # Inflated at most to the size limit: a small compressed body must not become gigabytes.
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             try:
                 body = inflater.decompress(body, MAX_BODY_BYTES + 1)
             except zlib.error as error:
-                return self._reply(HTTPStatus.BAD_REQUEST, f"event: not gzip: {error}")
+                raise _BodyRefused(HTTPStatus.BAD_REQUEST, f"event: not gzip: {error}") from None
             if len(body) > MAX_BODY_BYTES:
-                return self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                raise _BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                    f"an event inflates to over the limit of {MAX_BODY_BYTES} bytes")
-        report = self.server.ingest(body)
-        if report.rejected:
-            return self._reply(HTTPStatus.BAD_REQUEST, report.rejected[0].reason)
-        self._reply(HTTPStatus.CREATED)
+        return body
 
-    def _reply(self, status: HTTPStatus, message: str | None = None) -> None:
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a bad request line, an unsupported method) as JSON too."""
+        self.close_connection = True
+        self._reply(HTTPStatus(code), message or HTTPStatus(code).phrase)
+
+    def _reply(self, status: HTTPStatus, message: str | None = None, headers: dict[str, str] | None = None) -> None:
         body = json.dumps({"code": status.value, "message": message}).encode() if message else b""
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if body:
             self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -80,4 +174,4 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
-        log.info("%s %s", self.address_string(), format % args)
+        log.info("%s %s", self.address_string(), printable(format % args))

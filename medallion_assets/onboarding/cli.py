@@ -10,6 +10,7 @@ import click
 from medallion_assets.catalog.models import Layer
 from medallion_assets.naming import InvalidIdentifier, check_identifier
 from medallion_assets.onboarding.onboard import DEFAULT_DIALECT, OnboardingReport
+from medallion_assets.redaction import echo
 
 EXIT_FAILED_STATEMENT = 1
 EXIT_INVALID_CATALOG = 2
@@ -65,10 +66,10 @@ def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
         report = run_onboarding(list(files), _store(), dialect=dialect, pipeline_id=pipeline_id,
                                 layer_overrides=_layer_overrides(layers), dry_run=dry_run)
     except CatalogInvalid as error:
-        click.echo(str(error), err=True)
+        echo(str(error), err=True)
         sys.exit(EXIT_INVALID_CATALOG)
     if as_json:
-        click.echo(json.dumps(report.as_json(), indent=2))
+        echo(json.dumps(report.as_json(), indent=2))
     else:
         _print(report, dry_run)
     if report.failed:
@@ -79,24 +80,24 @@ def _print(report: OnboardingReport, dry_run: bool) -> None:
     for statement in report.statements:
         where = f"{statement.file}:{statement.line}"
         if statement.status == "failed":
-            click.echo(f"{where}  {statement.kind}  FAILED  {statement.error}", err=True)
+            echo(f"{where}  {statement.kind}  FAILED  {statement.error}", err=True)
             continue
         if statement.status in ("skipped", "schema"):
-            click.echo(f"{where}  {statement.kind}  {statement.status}" + (
+            echo(f"{where}  {statement.kind}  {statement.status}" + (
                 f"  {statement.target}" if statement.target else "") + (
                 f": {statement.reason}" if statement.reason else ""))
             continue
         layer = f"  [{statement.layer}: {statement.layer_reason}]" if statement.layer else ""
         stage = f"  stage {statement.stage}" if statement.stage else ""
-        click.echo(f"{where}  {statement.kind}  {statement.target} ← {', '.join(statement.sources) or '(no tables)'}"
+        echo(f"{where}  {statement.kind}  {statement.target} ← {', '.join(statement.sources) or '(no tables)'}"
                    f"{layer}{stage}")
         for warning in statement.warnings:
-            click.echo(f"{where}  warning: {warning}", err=True)
+            echo(f"{where}  warning: {warning}", err=True)
     counts = {action: sum(1 for c in report.changes if c.action == action) for action in "+~-"}
     summary = f"catalog: {counts['+']} rows added, {counts['~']} changed, {counts['-']} removed"
     if dry_run:
-        click.echo(f"{summary} (dry run: nothing written)")
+        echo(f"{summary} (dry run: nothing written)")
         for change in report.changes:
-            click.echo("\n".join(change.lines()))
+            echo("\n".join(change.lines()))
     else:
-        click.echo(summary if report.changes else "catalog: no changes")
+        echo(summary if report.changes else "catalog: no changes")

@@ -14,7 +14,13 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from medallion_assets.catalog.loader import CatalogInvalid, LoadedRows, check_references, merged_snapshot
+from medallion_assets.catalog.loader import (
+    CatalogInvalid,
+    CatalogProblem,
+    LoadedRows,
+    check_references,
+    merged_snapshot,
+)
 from medallion_assets.catalog.models import LOADABLE, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -116,7 +122,7 @@ def _compact(value):
 def default_pipeline_id(path: str | Path) -> str:
     """The pipeline that onboarded stages join when none is named: the first file's name."""
     name = slug(Path(path).stem)
-    return check_identifier(name if IDENTIFIER.match(name) else f"sql_{name}", "pipeline id")
+    return check_identifier(name if IDENTIFIER.fullmatch(name) else f"sql_{name}", "pipeline id")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -187,8 +193,18 @@ def onboard(paths: Sequence[str | Path], store: CatalogStore, *, dialect: str = 
         for change in changes:
             if change.action != "-":
                 rows.setdefault(change.table, []).append(plan.rows[change.table][change.key])
-        store.upsert(rows, remove=plan.removals)
+        store.upsert_checked(functools.partial(_unchanged_since, snapshot, rows), remove=plan.removals)
     return OnboardingReport(reports, changes, bool(changes) and not dry_run)
+
+
+def _unchanged_since(planned_on: CatalogSnapshot, rows: dict[str, list], current: CatalogSnapshot) -> dict[str, list]:
+    """`rows`, if the catalog (read under the write lock) is still the one they were planned and checked on;
+    else CatalogInvalid: another write came in between, and the plan must be made again."""
+    if current.tables != planned_on.tables:
+        changed = sorted(table for table in LOADABLE if current.tables[table] != planned_on.tables[table])
+        raise CatalogInvalid([CatalogProblem("catalog", None, table, "", "", "changed while the SQL was onboarded; "
+                                             "nothing was written, onboard again") for table in changed])
+    return rows
 
 
 def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,

@@ -31,7 +31,7 @@ import io
 import itertools
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -46,7 +46,16 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
-from medallion_assets.naming import check_identifier, quote_identifier, quote_qualified, split_qualified
+from medallion_assets.naming import (
+    STAGING_SUFFIX,
+    InvalidIdentifier,
+    check_identifier,
+    check_identifier_length,
+    quote_identifier,
+    quote_qualified,
+    split_qualified,
+)
+from medallion_assets.paths import path_under
 from medallion_assets.storage.objects import SourceNotFound, delete_object, list_objects, write_bytes
 
 Mode = Literal["replace", "merge"]
@@ -67,7 +76,6 @@ class StagedParquet:
 Batch = pa.Table | Iterable[pa.RecordBatch] | StagedParquet
 
 SCHEMES = ("duckdb", "postgresql", "postgresql+psycopg2", "redshift")
-STAGING_SUFFIX = "__medallion_stage"
 # The name under which DuckDB sees each Arrow batch while it is inserted.
 BATCH_VIEW = "medallion_batch"
 _CSV_SLICE_ROWS = 65_536
@@ -161,6 +169,8 @@ class Warehouse(ABC):
     """
 
     dialect: ClassVar[Dialect]
+    # Longer names are cut short by the warehouse (PostgreSQL) or refused (Redshift): checked before any SQL.
+    max_identifier_bytes: ClassVar[int | None] = None
     _errors: ClassVar[tuple[type[Exception], ...]]
     _secrets: tuple[str, ...] = ()
     _where: str
@@ -188,6 +198,8 @@ class Warehouse(ABC):
         # A lone string is one key, not a sequence of one-letter keys.
         keys = (keys,) if isinstance(keys, str) else tuple(keys)
         stream = _Stream(table, data)
+        staging = [staging_table(table).rsplit(".", 1)[-1]] if mode == "merge" else []
+        self._check_lengths(table, *stream.schema.names, *staging)
         _check_batch(table, stream.schema, mode, keys)
         if mode == "merge" and stream.in_memory:
             # The whole batch is at hand: its keys are checked before any SQL runs.
@@ -205,12 +217,17 @@ class Warehouse(ABC):
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
 
-    def drop_staging(self, table: str) -> str:
+    def drop_staging(self, table: str, targets: Collection[str] = ()) -> str:
         """Drop the staging table a crashed merge into ``table`` left behind, if any; return its name.
 
-        Only that exact staging table can be dropped this way, never the target or any other table.
+        Only that exact staging table can be dropped this way, never the target or any other table: its name
+        ends with the staging suffix, is not one of ``targets`` (every warehouse table the catalog loads), and
+        fits the warehouse's identifier length, so the warehouse cannot cut it down to the target's name.
         """
         staging = staging_table(table)
+        self._check_lengths(table, staging.rsplit(".", 1)[-1])
+        if staging.lower() in {target.lower() for target in targets}:
+            raise InvalidIdentifier(f"{staging} is a target table, not a staging table; it is not dropped")
         self.query(f"DROP TABLE IF EXISTS {quote_qualified(staging)}")
         return staging
 
@@ -218,6 +235,10 @@ class Warehouse(ABC):
         """Where Spark's executors may stage ``table``'s rows as parquet for this warehouse to COPY, or None
         when the rows reach the warehouse through this process."""
         return None
+
+    def _check_lengths(self, table: str, *names: str) -> None:
+        for name in [*split_qualified(table), *names]:
+            check_identifier_length(name, self.max_identifier_bytes, self.dialect)
 
     def reconnect(self) -> None:
         """Replace the connection, lost or not, with a new one opened with the same settings."""
@@ -353,6 +374,7 @@ class PostgresWarehouse(Warehouse):
     """PostgreSQL through psycopg2: the batch travels as CSV through ``COPY ... FROM STDIN``."""
 
     dialect = "postgres"
+    max_identifier_bytes = 63  # NAMEDATALEN - 1
     _errors = (psycopg2.Error,)
 
     def __init__(self, **connect_kwargs: object) -> None:
@@ -399,6 +421,7 @@ class RedshiftWarehouse(PostgresWarehouse):
     """
 
     dialect = "redshift"
+    max_identifier_bytes = 127
     _errors = (psycopg2.Error, BotoCoreError, ClientError, SourceNotFound)
 
     def __init__(self, s3_staging: str, iam_role: str, **connect_kwargs: object) -> None:
@@ -412,7 +435,7 @@ class RedshiftWarehouse(PostgresWarehouse):
 
     def staging_prefix(self, table: str) -> str | None:
         """A new prefix, of this load alone, for executors to stage ``table``'s parquet under."""
-        return f"{self._s3_staging.rstrip('/')}/{table}/{uuid.uuid4().hex}/"
+        return path_under(self._s3_staging, table, uuid.uuid4().hex) + "/"
 
     @contextmanager
     def _copy_source(self, table: str, stream: _Stream) -> Iterator[str]:
@@ -757,7 +780,7 @@ def staged_parquet(data: pa.Table | pa.RecordBatchReader, s3_staging: str, table
 
     ``data`` is a table or anything with a ``schema`` that yields record batches; they are written one by one.
     """
-    s3_uri = f"{s3_staging.rstrip('/')}/{table}/{uuid.uuid4().hex}.parquet"
+    s3_uri = path_under(s3_staging, table, f"{uuid.uuid4().hex}.parquet")
     buffer = io.BytesIO()
     # Redshift's TIMESTAMP holds microseconds, and COPY reads parquet timestamps at that unit.
     with pq.ParquetWriter(buffer, data.schema, coerce_timestamps="us", allow_truncated_timestamps=True) as writer:
