@@ -22,14 +22,18 @@ stages wrote.
 
     python bench/end_to_end.py                 # 5,000,000 events, 3 repeats
     python bench/end_to_end.py --quick         # 100,000 events, 2 repeats
+    python bench/end_to_end.py --rows 2000000 --cluster   # both sides on a standalone cluster on loopback
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import boto3
@@ -48,6 +52,9 @@ from medallion_assets.local_s3 import local_s3
 from medallion_assets.naming import lake_path
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.spark_servers import standalone_cluster  # noqa: E402
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 BUCKET = "medallion-raw"  # the seed's sources live under s3://medallion-raw/
@@ -212,14 +219,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000, help="raw events (default 5,000,000)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (default 3)")
     parser.add_argument("--quick", action="store_true", help="a small run to check that everything works")
+    parser.add_argument("--cluster", action="store_true",
+                        help="both sides on a Spark standalone cluster (a master and a 2-core worker) on loopback")
     args = parser.parse_args()
     rows, repeats = (100_000, 2) if args.quick else (args.rows, args.repeats)
 
-    spark = spark_session({"spark.driver.memory": DRIVER_MEMORY}, "medallion-bench")
-    print(f"Spark {spark.version}, master {config.spark_remote() or config.spark_master()}, "
-          f"driver memory {DRIVER_MEMORY}")
-
-    with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch:
+    with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch, \
+            (standalone_cluster(Path(scratch), {}) if args.cluster else nullcontext((None, None))) as (master, _):
+        if master:  # started after the S3 server, so that its executors see its endpoint and credentials
+            os.environ["SPARK_MASTER"] = master
+        spark = spark_session({"spark.driver.memory": DRIVER_MEMORY}, "medallion-bench")
+        print(f"Spark {spark.version}, master {config.spark_remote() or config.spark_master()}, "
+              f"driver memory {DRIVER_MEMORY}")
         # The first Spark jobs in a JVM and the first Dagster run in a process are slower (class loading,
         # JIT, lazy imports): one untimed run of each side on a small sample, whose objects the full
         # sample then replaces (same names), so neither side pays for it.
