@@ -17,6 +17,7 @@ from medallion_assets.resources import CatalogResource, LakeResource, SparkResou
 from medallion_assets.sensors import build_control_sensor
 from medallion_assets.sensors.healing import build_healing_sensor
 from medallion_assets.sensors.launcher import build_launcher_sensor
+from medallion_assets.sensors.notifications import build_notification_sensor
 
 
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
@@ -36,7 +37,7 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     store.migrate()
     snapshot = store.snapshot()
     assets = build_assets(snapshot, lake_root)
-    sensors = [build_control_sensor(snapshot, store)]
+    sensors = [build_control_sensor(snapshot, store), build_notification_sensor(store)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
         sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url)]
     return Definitions(

@@ -113,3 +113,16 @@ throttle_buckets = Table(
     Column("tokens", Float, nullable=False, doc="may go below zero after a batch bigger than the bucket"),
     Column("refilled_at", Float, nullable=False, doc="epoch seconds of the last refill"),
 )
+
+notification_deliveries = Table(
+    "notification_deliveries", metadata,
+    Column("dedup_key", Text, primary_key=True, doc="notification id and event key: the same event never twice"),
+    Column("notification_id", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("message", JSON, nullable=False),
+    Column("status", Text, nullable=False, doc="pending, delivered or gave_up"),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", Float, nullable=False, doc="epoch seconds: not retried before"),
+    Column("last_error", Text),
+    Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+)
