@@ -36,8 +36,15 @@ def policy_of(sla: Sla) -> FreshnessPolicy:
 
 
 def measures_quality(stage: Stage) -> bool:
-    """Rows written / rows read is a quality rate only where rows map one to one: not through SQL."""
+    """Rows rejected / rows read is a quality rate only where rules judge the rows read: not after SQL reshaped them."""
     return stage.transform_sql is None
+
+
+def rows_rejected(outcome: StageOutcome) -> int:
+    """Quarantined rows (unparseable records included) and rows dropped by rules. Rows breaking two drop rules
+    count twice, so the rate derived is a lower bound."""
+    dropped = sum(o.failing_rows for o in outcome.rule_outcomes if o.rule.action == "drop")
+    return outcome.rows_quarantined + dropped
 
 
 def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list[AssetCheckSpec]:
@@ -49,7 +56,7 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
             f"rows read and written within median ± {band.k:g}·MAD of the last {band.runs} successful runs")))
     if pipeline.min_dq_rate is not None and measures_quality(stage):
         specs.append(AssetCheckSpec(DQ_CHECK, asset=key, description=(
-            f"rows written / rows read at least {pipeline.min_dq_rate:.2%}")))
+            f"share of rows read that no rule rejects at least {pipeline.min_dq_rate:.2%}")))
     return specs
 
 
@@ -76,11 +83,14 @@ def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, sta
                                rows_read=outcome.rows_read, rows_written=outcome.rows_written,
                                details={"verdicts": [v.__dict__ for v in anomalies]})
     if pipeline.min_dq_rate is not None and measures_quality(stage):
-        rate = dq_rate(outcome.rows_read, outcome.rows_written)
+        rejected = rows_rejected(outcome)
+        rate = dq_rate(outcome.rows_read, rejected)
         passed = rate is None or rate >= pipeline.min_dq_rate
-        message = (f"no rows read" if rate is None else
-                   f"{rate:.2%} of {outcome.rows_read} rows read were written (at least {pipeline.min_dq_rate:.2%})")
-        metadata = {"message": message, "threshold": pipeline.min_dq_rate, **rule_rates(outcome)}
+        message = ("no rows read" if rate is None else
+                   f"{rate:.2%} of {outcome.rows_read} rows read passed, {rejected} rejected "
+                   f"(at least {pipeline.min_dq_rate:.2%} required)")
+        metadata = {"message": message, "threshold": pipeline.min_dq_rate, "rows_rejected": rejected,
+                    **rule_rates(outcome)}
         if rate is not None:
             metadata["dq_rate"] = rate
         results.append(AssetCheckResult(check_name=DQ_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR,

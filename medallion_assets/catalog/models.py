@@ -99,7 +99,7 @@ class Pipeline(Row):
     sla: Sla | None = Field(default=None, description="freshness every dataset of the pipeline owes, unless its own")
     volume_band: VolumeBand | None = Field(default=None, description="set (even to {}) to check volumes")
     min_dq_rate: float | None = Field(default=None, gt=0, le=1,
-                                      description="rows written / rows read below this fails a check (e.g. 0.99)")
+                                      description="share of rows read no rule rejects; below it a check fails (e.g. 0.99)")
 
 
 class Source(Row):

@@ -50,8 +50,12 @@ def audit_messages(store: CatalogStore, snapshot: CatalogSnapshot, after_id: int
         if event is None:
             continue
         where = ".".join(part for part in (entry["pipeline_id"], entry["stage_name"]) if part)
+        # A drop in volume flows down the pipeline, and every stage's check shows it; people hear once per run,
+        # of the first stage it reached.
+        key = (f"volume:{entry['run_id']}:{entry['pipeline_id']}" if event == "volume_anomaly"
+               else f"audit:{entry['audit_id']}")
         messages.append(Message(
-            event=event, key=f"audit:{entry['audit_id']}", summary=f"{where}: {entry['error'] or entry['status']}",
+            event=event, key=key, summary=f"{where}: {entry['error'] or entry['status']}",
             pipeline_id=entry["pipeline_id"], dataset=entry["dataset"],
             owner=owner_of(snapshot, entry["pipeline_id"], entry["dataset"]),
             details={"run_id": entry["run_id"], "stage": entry["stage_name"], "status": entry["status"],

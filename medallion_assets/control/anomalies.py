@@ -72,6 +72,7 @@ def volume_verdicts(store: CatalogStore, pipeline_id: str, stage_name: str, coun
             for metric in METRICS]
 
 
-def dq_rate(rows_read: int, rows_written: int) -> float | None:
-    """Share of rows read that were written (the rest dropped or quarantined by rules); None with no input."""
-    return rows_written / rows_read if rows_read else None
+def dq_rate(rows_read: int, rows_rejected: int) -> float | None:
+    """Share of rows read that no rule rejected (dropped or quarantined); None with no input. Deduplication
+    removes rows too, but they were not bad: they are not counted as rejected."""
+    return max(0.0, 1 - rows_rejected / rows_read) if rows_read else None

@@ -216,8 +216,10 @@ def enqueue(store: CatalogStore, rows: list[Notification], messages: Iterable[Me
             now: float | None = None) -> int:
     """Put each message in the outbox once per recipient row; an event seen before is not queued again."""
     now = time.time() if now is None else now
-    wanted = {f"{row.notification_id}|{message.key}": (row, message)
-              for message in messages for row in recipients(rows, message)}
+    wanted: dict[str, tuple[Notification, Message]] = {}
+    for message in messages:  # the first message of a key stands for the event
+        for row in recipients(rows, message):
+            wanted.setdefault(f"{row.notification_id}|{message.key}", (row, message))
     if not wanted:
         return 0
     with store.engine.begin() as connection:
