@@ -37,9 +37,10 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     store.migrate()
     snapshot = store.snapshot()
     assets = build_assets(snapshot, lake_root)
-    sensors = [build_control_sensor(snapshot, store), build_notification_sensor(store)]
+    sensors = [build_control_sensor(snapshot, store)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
-        sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url)]
+        sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url),
+                    build_notification_sensor(store)]
     return Definitions(
         assets=assets,
         sensors=sensors,
