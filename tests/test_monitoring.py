@@ -87,8 +87,8 @@ def test_sla_judgement_matches_dagster_semantics():
     assert judge(daily, now - timedelta(minutes=65), now)[0] == "fresh"  # 05:55, inside 05:00–06:00
     state, explanation, episode = judge(daily, now - timedelta(hours=3), now)  # 04:00: too early
     assert (state, episode) == ("stale", "deadline 2026-11-23T06:00:00+00:00")
-    assert explanation == ("expected between 2026-11-23 05:00 and 06:00 UTC; last update 2026-11-23 04:00:00 UTC")
-    assert judge(daily, None, now)[:2] == ("stale", "expected between 2026-11-23 05:00 and 06:00 UTC; never updated")
+    assert explanation == ("expected between 2026-11-23 05:00 and 2026-11-23 06:00 UTC; last update 2026-11-23 04:00:00 UTC")
+    assert judge(daily, None, now)[:2] == ("stale", "expected between 2026-11-23 05:00 and 2026-11-23 06:00 UTC; never updated")
     window = Sla(max_stale_minutes=120, warn_stale_minutes=60)
     assert [judge(window, now - timedelta(minutes=m), now)[0] for m in (30, 90, 150)] == ["fresh", "late", "stale"]
     assert judge(window, None, now)[0] == "unknown"
@@ -177,3 +177,51 @@ def test_a_source_empty_past_its_sla_sends_exactly_one_sla_missed(tmp_path, buck
     deadline = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     assert {r["body"]["medallion"]["key"] for r in webhook.received} == {
         f"sla:clicks:deadline {deadline.isoformat()}", f"sla:pages:deadline {deadline.isoformat()}"}
+
+
+def test_status_and_notify_test_from_the_command_line(tmp_path, bucket, webhook, monkeypatch):
+    from click.testing import CliRunner
+
+    from medallion_assets.cli import main
+
+    notify = ("notifications:\n  - {notification_id: web_hook, events: [run_failed], channel: webhook, "
+              f"params: {{url_env: {HOOK_ENV}}}}}\n")
+    medallion = Installation(tmp_path, bucket, clicks_catalog(bucket, ", min_dq_rate: 0.99", notify))
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", medallion.store.url)
+    an_hour_ago = datetime.now(timezone.utc) - timedelta(minutes=90)
+    medallion.store.record_audit(run_id="r7", pipeline_id="clicks_etl", stage_name="bronze_ingest", dataset="clicks",
+                                 event="stage", status="success", rows_read=102, rows_written=100,
+                                 details={"dq_rate": 0.980392}, created_at=an_hour_ago)
+    medallion.store.record_audit(run_id="r7", pipeline_id="clicks_etl", stage_name="bronze_ingest", dataset="clicks",
+                                 event="volume_anomaly", status="warn", error="rows_read=102 is outside [990, 1014]",
+                                 created_at=an_hour_ago)
+    medallion.store.record_audit(run_id="r7", pipeline_id="clicks_etl", stage_name="silver_pages", dataset="pages",
+                                 event="stage", status="failed", error="boom", created_at=an_hour_ago)
+    runner = CliRunner()
+    assert runner.invoke(main, ["disable", "pipeline", "clicks_etl", "--reason", "source migration"]).exit_code == 0
+
+    shown = runner.invoke(main, ["status", "--json"])
+    assert shown.exit_code == 0, shown.output
+    clicks = json.loads(shown.stdout)["pipelines"]["clicks_etl"]
+    assert clicks["profile"] == "balanced"
+    assert clicks["last_run"]["run_id"] == "r7" and clicks["last_run"]["status"] == "failed"
+    assert clicks["last_run"]["dq_rate"] == {"bronze_ingest": 0.980392}
+    assert clicks["last_run"]["anomalies"] == ["bronze_ingest: rows_read=102 is outside [990, 1014]"]
+    assert [(f["dataset"], f["state"]) for f in clicks["freshness"]] == [("clicks", "late")]  # 90 of at most 120 min
+    (switch,) = clicks["kill_switches"]
+    assert switch.startswith("pipeline clicks_etl disabled by ") and switch.endswith(": source migration")
+    screen = runner.invoke(main, ["status"]).stdout
+    assert "clicks_etl  [balanced]  last run: failed" in screen
+    assert "  LATE    clicks: 90 min since the last update; warns after 60" in screen
+    assert "  DQ      bronze_ingest: 98.04%" in screen and "  ERROR   silver_pages: boom" in screen
+
+    sent = runner.invoke(main, ["notify", "test", "web_hook"])
+    assert (sent.exit_code, sent.stdout) == (0, "web_hook (webhook): delivered\n")
+    assert webhook.received[0]["body"]["text"] == (
+        "[medallion] test: medallion\ntest message for web_hook from medallion notify test")
+    monkeypatch.delenv(HOOK_ENV)
+    failed = runner.invoke(main, ["notify", "test", "web_hook"])
+    assert failed.exit_code == 1
+    assert "web_hook (webhook): not delivered: environment variable MEDALLION_TEST_WEBHOOK_URL is not set" in failed.output
+    unknown = runner.invoke(main, ["notify", "test", "pager"])
+    assert unknown.exit_code == 2 and "unknown notification 'pager'; notifications: web_hook" in unknown.output

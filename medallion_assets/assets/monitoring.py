@@ -63,7 +63,8 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
 def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, stage: Stage, outcome: StageOutcome,
                              audit: dict) -> list[AssetCheckResult]:
     """The stage's volume and quality verdicts, judged before its own audit entry joins the history. A warning
-    or failure is audited too, which is how the notification sensor hears of it."""
+    or failure is audited too, which is how the notification sensor hears of it. The stage's DQ rate is added
+    to `outcome.details`."""
     pipeline = snapshot.pipelines[stage.pipeline_id]
     results = []
     if pipeline.volume_band:
@@ -82,9 +83,13 @@ def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, sta
             store.record_audit(**{**audit, "event": "volume_anomaly"}, status="warn", error=explanation,
                                rows_read=outcome.rows_read, rows_written=outcome.rows_written,
                                details={"verdicts": [v.__dict__ for v in anomalies]})
-    if pipeline.min_dq_rate is not None and measures_quality(stage):
-        rejected = rows_rejected(outcome)
-        rate = dq_rate(outcome.rows_read, rejected)
+    if not measures_quality(stage):
+        return results
+    rejected = rows_rejected(outcome)
+    rate = dq_rate(outcome.rows_read, rejected)
+    if rate is not None:  # in the details, the rates reach the materialization's metadata and the audit log
+        outcome.details.update(dq_rate=round(rate, 6), **rule_rates(outcome))
+    if pipeline.min_dq_rate is not None:
         passed = rate is None or rate >= pipeline.min_dq_rate
         message = ("no rows read" if rate is None else
                    f"{rate:.2%} of {outcome.rows_read} rows read passed, {rejected} rejected "
@@ -92,7 +97,7 @@ def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, sta
         metadata = {"message": message, "threshold": pipeline.min_dq_rate, "rows_rejected": rejected,
                     **rule_rates(outcome)}
         if rate is not None:
-            metadata["dq_rate"] = rate
+            metadata["dq_rate"] = round(rate, 6)
         results.append(AssetCheckResult(check_name=DQ_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR,
                                         metadata=metadata))
         if not passed:
@@ -105,4 +110,4 @@ def rule_rates(outcome: StageOutcome) -> dict[str, float]:
     """Per rule, the share of rows read that pass it."""
     if not outcome.rows_read:
         return {}
-    return {f"dq_rate_{o.rule.name}": 1 - o.failing_rows / outcome.rows_read for o in outcome.rule_outcomes}
+    return {f"dq_rate_{o.rule.name}": round(1 - o.failing_rows / outcome.rows_read, 6) for o in outcome.rule_outcomes}

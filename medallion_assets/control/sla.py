@@ -59,7 +59,7 @@ def judge(sla: Sla, last_update: datetime | None, now: datetime) -> tuple[State,
     if sla.expected_by:
         deadline = last_deadline(sla, now)
         window_start = deadline - timedelta(minutes=sla.window_minutes)
-        expected = f"expected between {window_start:%Y-%m-%d %H:%M} and {deadline:%H:%M} {sla.timezone}"
+        expected = f"expected between {window_start:%Y-%m-%d %H:%M} and {deadline:%Y-%m-%d %H:%M} {sla.timezone}"
         if last_update is None or last_update < window_start:
             seen = f"last update {last_update:%Y-%m-%d %H:%M:%S} UTC" if last_update else "never updated"
             return "stale", f"{expected}; {seen}", f"deadline {deadline.isoformat()}"
