@@ -225,3 +225,54 @@ def test_status_and_notify_test_from_the_command_line(tmp_path, bucket, webhook,
     assert "web_hook (webhook): not delivered: environment variable MEDALLION_TEST_WEBHOOK_URL is not set" in failed.output
     unknown = runner.invoke(main, ["notify", "test", "pager"])
     assert unknown.exit_code == 2 and "unknown notification 'pager'; notifications: web_hook" in unknown.output
+
+
+def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_path, bucket):
+    import urllib.request
+
+    from dagster import DagsterRunStatus
+    from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from medallion_assets.control.metrics import serve
+
+    medallion = Installation(tmp_path, bucket, clicks_catalog(bucket))
+    record = medallion.store.record_audit
+    recent = datetime.now(timezone.utc) - timedelta(minutes=30)
+    for run, status, read, written, quarantined in (("r1", "success", 100, 98, 2), ("r2", "failed", None, None, None),
+                                                    ("r3", "success", 50, 50, 0), ("r4", "halted", None, None, None)):
+        record(run_id=run, pipeline_id="clicks_etl", stage_name="bronze_ingest", dataset="clicks", event="stage",
+               status=status, rows_read=read, rows_written=written, rows_quarantined=quarantined,
+               duration_sec=2.5 if read else None, details={"dq_rate": 1.0} if run == "r3" else {"dq_rate": 0.98},
+               created_at=recent)
+    record(run_id="r3", pipeline_id="clicks_etl", stage_name="bronze_ingest", event="throttle", status="waited",
+           duration_sec=4.0)
+    job = medallion.defs.resolve_implicit_global_asset_job_def()
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"), job.name)
+    with instance_for_test() as instance:
+        for _ in range(2):
+            instance.create_run_for_job(job_def=job, asset_selection=frozenset({BRONZE}), status=DagsterRunStatus.QUEUED,
+                                        remote_job_origin=origin, tags={"medallion/pipeline": "clicks_etl"})
+        server = serve(medallion.store, 0, "127.0.0.1", instance)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10) as response:
+                text = response.read().decode()
+        finally:
+            server.shutdown()
+            server.server_close()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    stage = (("pipeline", "clicks_etl"), ("stage", "bronze_ingest"))
+
+    def value(name, *labels):
+        return samples[name, tuple(sorted(stage + labels))]
+
+    assert [value("medallion_stage_executions_total", ("status", s)) for s in ("success", "failed", "halted")] == [2, 1, 1]
+    assert value("medallion_stage_duration_seconds_total") == 5.0
+    assert [value("medallion_stage_rows_total", ("kind", k)) for k in ("read", "written", "quarantined")] == [150, 148, 2]
+    assert value("medallion_stage_dq_rate") == 1.0  # the latest successful run's
+    assert (value("medallion_throttle_waits_total"), value("medallion_throttle_wait_seconds_total")) == (1, 4.0)
+    assert samples["medallion_queue_depth", (("pipeline", "clicks_etl"),)] == 2
+    lag = samples["medallion_dataset_freshness_lag_seconds", (("dataset", "clicks"), ("pipeline", "clicks_etl"))]
+    assert 30 * 60 <= lag < 60 * 60
+    assert samples["medallion_dataset_sla_state", (("dataset", "clicks"), ("pipeline", "clicks_etl"), ("state", "fresh"))] == 1

@@ -19,6 +19,33 @@ def status(as_json) -> None:
     click.echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(render(report)))
 
 
+@click.command("metrics")
+@click.option("--port", default=9464, show_default=True, help="port of the /metrics endpoint (0: any free port)")
+@click.option("--address", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--once", is_flag=True, help="print the metrics once, in Prometheus text format, and exit")
+def metrics(port, address, once) -> None:
+    """Prometheus endpoint: runs, failures, halts, duration, rows, DQ rate, freshness lag, throttle waits and
+    queue depth per pipeline and stage (queue depth from the Dagster instance under DAGSTER_HOME)."""
+    import os
+    import time
+
+    from dagster import DagsterInstance
+    from prometheus_client import generate_latest
+
+    from medallion_assets.cli import _store
+    from medallion_assets.control.metrics import registry_for, serve
+
+    store = _store()
+    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
+    if once:
+        click.echo(generate_latest(registry_for(store, instance)).decode(), nl=False)
+        return
+    server = serve(store, port, address, instance)
+    click.echo(f"serving Prometheus metrics on http://{address}:{server.server_port}/metrics", err=True)
+    while True:
+        time.sleep(3600)
+
+
 @click.group()
 def notify() -> None:
     """Notification channels and rows (the notifications table)."""
