@@ -13,9 +13,10 @@ from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_
 from dagster._core.definitions.freshness import CronFreshnessPolicy, TimeWindowFreshnessPolicy
 
 from medallion_assets.catalog.loader import validate_files
-from medallion_assets.catalog.models import Sla, VolumeBand
+from medallion_assets.catalog.models import Notification, Sla, VolumeBand
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.anomalies import judge_volume
+from medallion_assets.control.notifications import Message, enqueue
 from medallion_assets.control.sla import judge
 from medallion_assets.definitions import build_definitions
 from medallion_assets.runner import run_pipeline
@@ -247,6 +248,8 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
                created_at=recent)
     record(run_id="r3", pipeline_id="clicks_etl", stage_name="bronze_ingest", event="throttle", status="waited",
            duration_sec=4.0)
+    ops = Notification(notification_id="ops", events=["run_failed"], channel="webhook", params={"url_env": HOOK_ENV})
+    enqueue(medallion.store, [ops], [Message(event="run_failed", key="run:r2", summary="run r2 failed")])
     job = medallion.defs.resolve_implicit_global_asset_job_def()
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"), job.name)
     with instance_for_test() as instance:
@@ -276,3 +279,10 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
     lag = samples["medallion_dataset_freshness_lag_seconds", (("dataset", "clicks"), ("pipeline", "clicks_etl"))]
     assert 30 * 60 <= lag < 60 * 60
     assert samples["medallion_dataset_sla_state", (("dataset", "clicks"), ("pipeline", "clicks_etl"), ("state", "fresh"))] == 1
+    assert samples["medallion_notification_deliveries", (("status", "pending"),)] == 1
+    # The example dashboard asks only for series the endpoint serves.
+    import re
+    from pathlib import Path
+
+    dashboard = (Path(__file__).resolve().parents[1] / "dashboards" / "medallion_grafana.json").read_text()
+    assert set(re.findall(r"medallion_[a-z_]+", dashboard)) - {"medallion_pipelines"} <= {name for name, _ in samples}
