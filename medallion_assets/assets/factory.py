@@ -91,7 +91,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
         kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
-        metadata=metadata, freshness_policy=freshness_policy(snapshot, target.target_id),
+        metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
         # A halted stage yields no materialization; Dagster then skips everything downstream.
         skippable=True,
     )

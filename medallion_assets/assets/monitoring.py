@@ -19,9 +19,10 @@ from medallion_assets.engine.stages import StageOutcome
 VOLUME_CHECK, DQ_CHECK = "volume_anomaly", "dq_rate"
 
 
-def freshness_policy(snapshot: CatalogSnapshot, target_id: str) -> FreshnessPolicy | None:
-    """The dataset's SLA as Dagster's freshness policy, which the daemon evaluates into fresh, late and stale."""
-    sla = effective_sla(snapshot, target_id)
+def freshness_policy(snapshot: CatalogSnapshot, stage: Stage) -> FreshnessPolicy | None:
+    """The SLA of the stage's dataset as Dagster's freshness policy, which the daemon evaluates into fresh, late
+    and stale."""
+    sla = effective_sla(snapshot, stage)
     return policy_of(sla) if sla else None
 
 

@@ -11,7 +11,7 @@ import types
 import typing
 
 from sqlalchemy import (
-    JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, func,
+    JSON, Boolean, Column, DateTime, Float, Index, Integer, MetaData, String, Table, Text, func,
 )
 
 from medallion_assets.catalog.models import LOADABLE, Row
@@ -58,6 +58,7 @@ audit_log = Table(
     Column("error", Text),
     Column("details", JSON),
     Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    Index("audit_log_stage_history", "pipeline_id", "stage_name", "event", "status"),
 )
 
 ingestion_bookmarks = Table(
@@ -125,4 +126,5 @@ notification_deliveries = Table(
     Column("next_attempt_at", Float, nullable=False, doc="epoch seconds: not retried before"),
     Column("last_error", Text),
     Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    Index("notification_deliveries_pending", "status", "next_attempt_at"),
 )

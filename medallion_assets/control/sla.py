@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import func, select
 
-from medallion_assets.catalog.models import Sla
+from medallion_assets.catalog.models import Sla, Stage
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -37,12 +37,10 @@ class Freshness:
     episode: str | None = None
 
 
-def effective_sla(snapshot: CatalogSnapshot, target_id: str) -> Sla | None:
-    """A target's own SLA, else that of the pipeline whose stage makes it."""
-    target = snapshot.targets[target_id]
-    stage = snapshot.stage_producing(target_id)
-    pipeline = snapshot.pipelines.get(stage.pipeline_id) if stage else None
-    return target.sla or (pipeline.sla if pipeline else None)
+def effective_sla(snapshot: CatalogSnapshot, stage: Stage) -> Sla | None:
+    """The SLA of the dataset a stage makes: the target's own, else its pipeline's."""
+    pipeline = snapshot.pipelines.get(stage.pipeline_id)
+    return snapshot.targets[stage.target_id].sla or (pipeline.sla if pipeline else None)
 
 
 def last_deadline(sla: Sla, now: datetime) -> datetime:
@@ -89,7 +87,7 @@ def freshness(snapshot: CatalogSnapshot, store: CatalogStore, now: datetime | No
     updates = last_updates(store)
     verdicts = []
     for stage in snapshot.stages():
-        sla = effective_sla(snapshot, stage.target_id)
+        sla = effective_sla(snapshot, stage)
         if sla is None:
             continue
         last = updates.get(stage.target_id)

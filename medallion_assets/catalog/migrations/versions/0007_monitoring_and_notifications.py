@@ -1,5 +1,6 @@
 """Monitoring: SLAs on pipelines and targets, volume bands and data-quality thresholds on pipelines, the
-notifications table, and the outbox of notification deliveries (one row per dedup key).
+notifications table, the outbox of notification deliveries (one row per dedup key), and an index for a
+stage's audit history.
 
 Revision ID: 0007
 Revises: 0005
@@ -51,9 +52,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("dedup_key"),
     )
     op.create_index("notification_deliveries_pending", "notification_deliveries", ["status", "next_attempt_at"])
+    # A stage's recent history (volume bands, on every stage run) without scanning the whole log.
+    op.create_index("audit_log_stage_history", "audit_log", ["pipeline_id", "stage_name", "event", "status"])
 
 
 def downgrade() -> None:
+    op.drop_index("audit_log_stage_history", "audit_log")
     op.drop_index("notification_deliveries_pending", "notification_deliveries")
     op.drop_table("notification_deliveries")
     op.drop_table("notifications")
