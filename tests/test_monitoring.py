@@ -286,3 +286,33 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
 
     dashboard = (Path(__file__).resolve().parents[1] / "dashboards" / "medallion_grafana.json").read_text()
     assert set(re.findall(r"medallion_[a-z_]+", dashboard)) - {"medallion_pipelines"} <= {name for name, _ in samples}
+
+
+def test_dagsters_freshness_daemon_judges_assets_by_their_slas(tmp_path, bucket, monkeypatch):
+    """What the UI shows: Dagster's own freshness daemon, on the code location as Dagster loads it."""
+    from dagster import AssetMaterialization
+    from dagster._core.definitions.freshness import FreshnessState
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.test_utils import freeze_time
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+    from dagster._daemon.freshness import FreshnessDaemon
+
+    medallion = Installation(tmp_path, bucket, clicks_catalog(bucket, ', sla: {expected_by: "00:00"}'))
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", medallion.store.url)
+    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/wh.duckdb")
+    pages = AssetKey(["silver", "pages"])
+    with instance_for_test() as instance:
+        # bronze/clicks written 90 minutes ago: late (warns after 60, stale after 120); silver/pages written
+        # two days ago: it missed today's midnight deadline.
+        for key, age in ((BRONZE, timedelta(minutes=90)), (pages, timedelta(days=2))):
+            with freeze_time(datetime.now(timezone.utc) - age):
+                instance.report_runless_asset_event(AssetMaterialization(key))
+        origin = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="medallion_assets.definitions"))
+        with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace:
+            list(FreshnessDaemon().run_iteration(workspace))
+        states = {key: record.freshness_state for key, record in
+                  instance.get_freshness_state_records([BRONZE, pages]).items()}
+    assert states == {BRONZE: FreshnessState.WARN, pages: FreshnessState.FAIL}
