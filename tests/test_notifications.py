@@ -202,3 +202,23 @@ def test_email_reaches_the_smtp_server(store):
     email = message_from_bytes(envelope.content)
     assert email["Subject"] == "[medallion] run failed: orders_etl"
     assert email.get_payload(decode=True).decode().startswith("run r1 of orders_etl failed: bronze__orders: boom")
+
+
+def test_a_hanging_channel_costs_one_attempt_per_tick_and_never_holds_up_other_rows(store, webhook, monkeypatch):
+    down = Webhook(statuses=[503, 503, 503])
+    monkeypatch.setenv("DOWN_HOOK_URL", down.url)
+    try:
+        rows = [hook_row(notification_id="down", params={"url_env": "DOWN_HOOK_URL"}, backoff_sec=0),
+                hook_row(notification_id="up")]
+        store.upsert({"notifications": rows})
+        hostile = Message(event="run_failed", key="run:r2", summary="<!channel> boom & <https://evil|click>",
+                          pipeline_id="orders_etl")
+        enqueue(store, rows, [FAILED, hostile], now=0)
+        assert deliver_due(store, now=0) == {"delivered": 2, "failed": 1, "gave_up": 0}
+        assert len(down.received) == 1  # its second message waits for the next tick
+        assert deliver_due(store, now=1) == {"delivered": 0, "failed": 1, "gave_up": 0}
+    finally:
+        down.close()
+    assert sorted(r["body"]["text"] for r in webhook.received) == [
+        "[medallion] run failed: orders_etl\n&lt;!channel&gt; boom &amp; &lt;https://evil|click&gt;",
+        "[medallion] run failed: orders_etl\nrun r1 of orders_etl failed: bronze__orders: boom"]

@@ -126,8 +126,8 @@ class WebhookParams(Params):
 @notification_channel("webhook", WebhookParams)
 def send_webhook(params: WebhookParams, message: Message) -> None:
     """A webhook (Slack-compatible): POST {"text": …, "medallion": {the event}} as JSON."""
-    body = json.dumps({"text": _subject(message) + "\n" + message.summary, "medallion": message.as_dict()},
-                      default=str).encode()
+    body = json.dumps({"text": _slack_escaped(_subject(message) + "\n" + message.summary),
+                       "medallion": message.as_dict()}, default=str).encode()
     request = urllib.request.Request(_secret(params.url_env), data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
     try:
@@ -138,6 +138,11 @@ def send_webhook(params: WebhookParams, message: Message) -> None:
     except (urllib.error.URLError, OSError) as error:
         # The URL (and its token) stays out of the message: only the kind of failure is kept.
         raise DeliveryFailed(f"webhook unreachable: {type(getattr(error, 'reason', error)).__name__}") from None
+
+
+def _slack_escaped(text: str) -> str:
+    """Error text comes from data and files: escaped as Slack asks, so it cannot mention @channel or fake links."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class EmailParams(Params):
@@ -240,9 +245,14 @@ def deliver_due(store: CatalogStore, now: float | None = None) -> dict[str, int]
     with store.engine.connect() as connection:
         due = connection.execute(select(notification_deliveries).where(
             notification_deliveries.c.status == "pending", notification_deliveries.c.next_attempt_at <= now)
-            .order_by(notification_deliveries.c.created_at)).mappings().all()
+            .order_by(notification_deliveries.c.created_at, notification_deliveries.c.dedup_key)).mappings().all()
     counts = {"delivered": 0, "failed": 0, "gave_up": 0}
+    # A row whose channel failed once in this tick is not tried again until the next: a channel that hangs
+    # costs one timeout per tick, whatever its backlog, and never holds up the other rows.
+    failing: set[str] = set()
     for delivery in due:
+        if delivery["notification_id"] in failing:
+            continue
         row = rows.get(delivery["notification_id"])
         message = Message(**delivery["message"])
         attempts = delivery["attempts"] + 1
@@ -251,6 +261,7 @@ def deliver_due(store: CatalogStore, now: float | None = None) -> dict[str, int]
                 raise DeliveryFailed(f"notification {delivery['notification_id']!r} is no longer in the catalog")
             send(row, message)
         except DeliveryFailed as error:
+            failing.add(delivery["notification_id"])
             gave_up = row is None or attempts >= row.max_attempts
             status = "gave_up" if gave_up else "failed"
             wait = 0 if gave_up else row.backoff_sec * 2 ** (attempts - 1)
