@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import insert, select, update
 
 from medallion_assets.catalog.models import Notification
-from medallion_assets.catalog.schema import notification_deliveries
+from medallion_assets.catalog.schema import audit_log, notification_deliveries
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 
@@ -263,14 +263,11 @@ def deliver_due(store: CatalogStore, now: float | None = None) -> dict[str, int]
         except DeliveryFailed as error:
             failing.add(delivery["notification_id"])
             gave_up = row is None or attempts >= row.max_attempts
-            status = "gave_up" if gave_up else "failed"
-            wait = 0 if gave_up else row.backoff_sec * 2 ** (attempts - 1)
-            _settle(store, delivery["dedup_key"], "gave_up" if gave_up else "pending", attempts, now + wait, str(error))
-            _audit(store, message, delivery, status, attempts, str(error), wait)
+            status, wait, problem = ("gave_up" if gave_up else "failed",
+                                     0 if gave_up else row.backoff_sec * 2 ** (attempts - 1), str(error))
         else:
-            status = "delivered"
-            _settle(store, delivery["dedup_key"], status, attempts, now, None)
-            _audit(store, message, delivery, status, attempts, None, 0)
+            status, wait, problem = "delivered", 0, None
+        _settle(store, delivery, message, status, attempts, now, wait, problem)
         counts[status] += 1
     return counts
 
@@ -284,19 +281,20 @@ def send(row: Notification, message: Message) -> None:
     channel.send(channel.params.model_validate(row.params), message)
 
 
-def _settle(store: CatalogStore, dedup_key: str, status: str, attempts: int, next_attempt_at: float,
-            error: str | None) -> None:
+def _settle(store: CatalogStore, delivery: dict, message: Message, status: str, attempts: int, now: float,
+            wait: float, error: str | None) -> None:
+    """Record an attempt on the delivery and in the audit log, in one transaction."""
+    outbox_status = {"failed": "pending"}.get(status, status)
     with store.engine.begin() as connection:
-        connection.execute(update(notification_deliveries).where(notification_deliveries.c.dedup_key == dedup_key)
-                           .values(status=status, attempts=attempts, next_attempt_at=next_attempt_at, last_error=error))
-
-
-def _audit(store: CatalogStore, message: Message, delivery: dict, status: str, attempts: int, error: str | None,
-           retry_in: float) -> None:
-    store.record_audit(pipeline_id=message.pipeline_id, dataset=message.dataset, event="notification",
-                       status=status, error=error,
-                       details={"notification_id": delivery["notification_id"], "about": message.event,
-                                "dedup_key": delivery["dedup_key"], "attempt": attempts, "retry_in_sec": retry_in})
+        connection.execute(update(notification_deliveries)
+                           .where(notification_deliveries.c.dedup_key == delivery["dedup_key"])
+                           .values(status=outbox_status, attempts=attempts, next_attempt_at=now + wait,
+                                   last_error=error))
+        connection.execute(insert(audit_log).values(
+            pipeline_id=message.pipeline_id, dataset=message.dataset, event="notification", status=status,
+            error=error, details={"notification_id": delivery["notification_id"], "about": message.event,
+                                  "dedup_key": delivery["dedup_key"], "attempt": attempts,
+                                  "retry_in_sec": wait}))
 
 
 def deliveries(store: CatalogStore) -> list[dict]:
