@@ -35,6 +35,9 @@ from medallion_assets.catalog.store import CatalogStore
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 SEND_TIMEOUT_SEC = 10
+# Sending stops for the tick after this long (what is left waits for the next tick), well within the time
+# Dagster gives a sensor evaluation (60 s by default).
+TICK_BUDGET_SEC = 30
 
 
 @dataclass(frozen=True)
@@ -238,9 +241,11 @@ def enqueue(store: CatalogStore, rows: list[Notification], messages: Iterable[Me
     return len(fresh)
 
 
-def deliver_due(store: CatalogStore, now: float | None = None) -> dict[str, int]:
-    """Try every pending delivery that is due; returns how many were delivered, failed (to retry) or gave up."""
+def deliver_due(store: CatalogStore, now: float | None = None, budget_sec: float = TICK_BUDGET_SEC) -> dict[str, int]:
+    """Try the pending deliveries that are due, oldest first, for at most `budget_sec`; returns how many were
+    delivered, failed (to retry) or gave up."""
     now = time.time() if now is None else now
+    started = time.monotonic()
     rows = {row.notification_id: row for row in store.read_table("notifications")}
     with store.engine.connect() as connection:
         due = connection.execute(select(notification_deliveries).where(
@@ -251,6 +256,8 @@ def deliver_due(store: CatalogStore, now: float | None = None) -> dict[str, int]
     # costs one timeout per tick, whatever its backlog, and never holds up the other rows.
     failing: set[str] = set()
     for delivery in due:
+        if time.monotonic() - started >= budget_sec:
+            break
         if delivery["notification_id"] in failing:
             continue
         row = rows.get(delivery["notification_id"])
