@@ -9,7 +9,8 @@
 (b) Delivery off the run's path: the seed's user_events_etl run with no notification rows, and with rows that
     point at a webhook that accepts connections and never answers, while a thread ticks the notification
     sensor every second (each delivery attempt then hangs for its 10 s timeout). Runs alternate; the ratio of
-    median run times is the cost delivery adds to a run.
+    median run times is the cost delivery adds to a run, and the CPU the sensor's thread used (what it can take
+    from a run in the same process; a daemon runs it in another) is reported as a share of the run.
 
     .venv/bin/python bench/monitoring.py            # (a), and (b) with 3 runs per mode
     .venv/bin/python bench/monitoring.py --quick    # (b) with 1 run per mode
@@ -166,6 +167,7 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
     os.environ[HOOK_ENV] = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
     os.environ["OPENLINEAGE_DISABLED"] = "true"  # lineage emission has its own benchmark
     times: dict[str, list[float]] = {"none": [], "hanging webhook": []}
+    cpu_share: dict[str, list[float]] = {mode: [] for mode in times}
     with local_s3(buckets=("medallion-raw",)):
         write_sample_data("s3://medallion-raw", rows)
         for repetition in range(repetitions + 1):  # the first round warms Spark up, untimed
@@ -180,16 +182,17 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
                         os.environ["MEDALLION_ALERT_WEBHOOK_URL"] = os.environ[HOOK_ENV]
                     defs = build_definitions(store.url, f"{folder}/lake", f"duckdb:///{folder}/wh.duckdb")
                     with instance_for_test() as instance:
-                        stop = threading.Event()
+                        stop, sensor_cpu = threading.Event(), []
 
                         def ticks() -> None:
-                            cursor = None
+                            cursor, cpu_started = None, time.thread_time()
                             while not stop.is_set():
                                 # A failed stage would do; a halt is quicker to make: each tick sends one more.
                                 store.record_audit(pipeline_id="user_events_etl", stage_name="silver_clean",
                                                    event="stage", status="halted", error="bench")
                                 cursor, _ = notification_tick(instance, store, cursor)
                                 stop.wait(1)
+                            sensor_cpu.append(time.thread_time() - cpu_started)
 
                         ticker = threading.Thread(target=ticks, daemon=True)
                         ticker.start()
@@ -201,6 +204,7 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
                     assert report.status == "success", report
                     if repetition:
                         times[mode].append(seconds)
+                        cpu_share[mode].append(sensor_cpu[0] / seconds)
     listener.close()
     baseline = statistics.median(times["none"])
     hanging = statistics.median(times["hanging webhook"])
@@ -208,7 +212,8 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
     print(f"    median run: no notifications {baseline:.2f} s, webhook that never answers {hanging:.2f} s "
           f"(ratio {hanging / baseline:.3f})")
     for mode, seconds in times.items():
-        print(f"    {mode}: " + ", ".join(f"{s:.2f} s" for s in seconds))
+        print(f"    {mode}: runs " + ", ".join(f"{s:.2f} s" for s in seconds) + "; the sensor thread's CPU, "
+              f"share of the run (median): {statistics.median(cpu_share[mode]):.2%}")
 
 
 def main() -> None:
