@@ -223,3 +223,37 @@ def test_a_hanging_channel_costs_one_attempt_per_tick_and_never_holds_up_other_r
     assert sorted(r["body"]["text"] for r in webhook.received) == [
         "[medallion] run failed: orders_etl\n&lt;!channel&gt; boom &amp; &lt;https://evil|click&gt;",
         "[medallion] run failed: orders_etl\nrun r1 of orders_etl failed: bronze__orders: boom"]
+
+
+def test_outbox_sla_judgement_and_status_on_a_postgresql_catalog(pg_database, webhook):
+    from datetime import datetime, timedelta, timezone
+
+    from medallion_assets.catalog.models import Pipeline, Sla, Source, Stage, Target
+    from medallion_assets.control.alerts import audit_messages, sla_messages
+    from medallion_assets.control.status import pipeline_status
+
+    store = CatalogStore(pg_database)
+    store.migrate()
+    row = hook_row(events=["sla_missed", "stage_halted"])
+    store.upsert({
+        "pipelines": [Pipeline(pipeline_id="orders_etl", owner="team:finance-data", sla=Sla(max_stale_minutes=60))],
+        "sources": [Source(source_id="orders_raw", s3_path="s3://b/orders/", file_format="csv", columns={"id": "string"})],
+        "targets": [Target(target_id="bronze_orders", layer="bronze")],
+        "stages": [Stage(pipeline_id="orders_etl", stage_order=1, stage_name="ingest", source_id="orders_raw",
+                         target_id="bronze_orders")],
+        "notifications": [row]})
+    two_hours_ago = datetime.now(timezone.utc) - timedelta(hours=2)
+    store.record_audit(run_id="r1", pipeline_id="orders_etl", stage_name="ingest", dataset="bronze_orders",
+                       event="stage", status="success", rows_read=10, rows_written=10, created_at=two_hours_ago)
+    store.record_audit(run_id="r2", pipeline_id="orders_etl", stage_name="ingest", dataset="bronze_orders",
+                       event="stage", status="halted", error="pipeline orders_etl disabled by ops: maintenance")
+    snapshot = store.snapshot()
+    halts, last_id = audit_messages(store, snapshot, 0)
+    messages = halts + sla_messages(store, snapshot)
+    assert [m.event for m in messages] == ["stage_halted", "sla_missed"]
+    assert enqueue(store, [row], messages) == 2 and enqueue(store, [row], messages) == 0
+    assert deliver_due(store) == {"delivered": 2, "failed": 0, "gave_up": 0}
+    assert [r["body"]["text"].splitlines()[0] for r in webhook.received] == [
+        "[medallion] stage halted: bronze_orders", "[medallion] sla missed: bronze_orders"]
+    (orders,) = pipeline_status(store)["pipelines"].values()
+    assert orders["last_run"]["status"] == "halted" and orders["freshness"][0]["state"] == "stale"
