@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from email.message import EmailMessage
 
 import boto3
+from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy import insert, select, update
 
@@ -113,7 +114,10 @@ class SnsParams(Params):
 @notification_channel("sns", SnsParams)
 def send_sns(params: SnsParams, message: Message) -> None:
     """Amazon SNS: the message as JSON to a topic (credentials and endpoint from boto3's usual configuration)."""
-    client = boto3.client("sns", region_name=params.region or params.topic_arn.split(":")[3])
+    # The outbox retries, with backoff, on later ticks: botocore's own retries would only hold the tick up.
+    client = boto3.client("sns", region_name=params.region or params.topic_arn.split(":")[3],
+                          config=Config(connect_timeout=SEND_TIMEOUT_SEC, read_timeout=SEND_TIMEOUT_SEC,
+                                        retries={"total_max_attempts": 1}))
     try:
         client.publish(TopicArn=params.topic_arn, Subject=_subject(message)[:100],
                        Message=json.dumps(message.as_dict(), default=str))
