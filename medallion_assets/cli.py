@@ -264,5 +264,9 @@ main.add_command(profile)
 main.add_command(simulate)
 from medallion_assets.control.throttle_cli import throttle  # noqa: E402
 main.add_command(throttle)
+from medallion_assets.control.monitoring_cli import metrics, notify, status  # noqa: E402
+main.add_command(metrics)
+main.add_command(status)
+main.add_command(notify)
 if __name__ == "__main__":
     main()

@@ -18,6 +18,7 @@ from medallion_assets.resources import CatalogResource, LakeResource, SparkResou
 from medallion_assets.sensors import build_control_sensor
 from medallion_assets.sensors.healing import build_healing_sensor
 from medallion_assets.sensors.launcher import build_launcher_sensor
+from medallion_assets.sensors.notifications import build_notification_sensor
 
 
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
@@ -39,7 +40,8 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     assets = build_assets(snapshot, lake_root)
     sensors = [build_control_sensor(snapshot, store)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
-        sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url)]
+        sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url),
+                    build_notification_sensor(store)]
     return Definitions(
         assets=assets,
         sensors=sensors,

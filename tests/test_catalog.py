@@ -31,7 +31,8 @@ def test_seed_loads_idempotently(store):
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
     assert counts(store) == after_first
     assert first == {"retry_policies": 2, "pipelines": 2, "sources": 4, "targets": 7, "validation_rules": 5,
-                     "stages": 7, "healing_actions": 7, "profiles": 2, "dataset_lineage": 1}
+                     "stages": 7, "healing_actions": 7, "profiles": 2, "dataset_lineage": 1,
+                     "notifications": 1}
     stages = store.snapshot().stages("orders_etl")
     assert [s.stage_name for s in stages] == ["bronze_orders_ingest", "bronze_customers_ingest",
                                              "silver_orders_enrich", "gold_daily_revenue"]
@@ -121,7 +122,7 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     runner = CliRunner()
     assert runner.invoke(main, ["catalog", "init"]).exit_code == 0
     validated = runner.invoke(main, ["catalog", "validate", str(SEED)])
-    assert validated.exit_code == 0 and validated.stdout == "valid: 37 rows\n"
+    assert validated.exit_code == 0 and validated.stdout == "valid: 38 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
     assert loaded.stdout.endswith("; recovery paths refreshed for 11 dataset(s)\n")

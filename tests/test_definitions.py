@@ -112,11 +112,12 @@ def test_an_empty_catalog_loads_with_the_control_sensor_only(tmp_path):
     assert [sensor.name for sensor in defs.sensors] == ["medallion_control"]
 
 
-def test_the_seed_loads_with_all_three_sensors_on_dagsters_own_asset_job(catalog_url, tmp_path):
+def test_the_seed_loads_with_all_four_sensors_on_dagsters_own_asset_job(catalog_url, tmp_path):
     defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
     Definitions.validate_loadable(defs)
     jobs = {sensor.name: [target.job_name for target in sensor.targets] for sensor in defs.sensors}
-    assert jobs == {"medallion_control": [], "medallion_launcher": ["__ASSET_JOB"], "medallion_healing": ["__ASSET_JOB"]}
+    assert jobs == {"medallion_control": [], "medallion_launcher": ["__ASSET_JOB"], "medallion_healing": ["__ASSET_JOB"],
+                    "medallion_notifications": []}
     assert [job.name for job in defs.get_repository_def().get_all_jobs()] == ["__ASSET_JOB"]
 
 

@@ -13,6 +13,7 @@ from dagster import (
     AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
 )
 
+from medallion_assets.assets.monitoring import freshness_policy, monitoring_check_results, monitoring_check_specs
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import disabled_reason, read_control_state
@@ -61,7 +62,7 @@ def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
     )
 
 
-def _materialize_result(outcome: StageOutcome) -> MaterializeResult:
+def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult]) -> MaterializeResult:
     metadata = {
         "dagster/row_count": outcome.rows_written, "rows_read": outcome.rows_read,
         "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(scrub(outcome.output_path)),
@@ -70,7 +71,8 @@ def _materialize_result(outcome: StageOutcome) -> MaterializeResult:
     if outcome.load:
         metadata.update(warehouse_table=outcome.load.table, rows_loaded=outcome.load.rows_loaded,
                         rows_in_table=outcome.load.rows_in_table)
-    return MaterializeResult(metadata=metadata, check_results=[_check_result(o) for o in outcome.rule_outcomes])
+    return MaterializeResult(metadata=metadata,
+                             check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring])
 
 
 def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
@@ -90,7 +92,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
         kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
-        metadata=metadata,
+        metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
         # A halted stage yields no materialization; Dagster then skips everything downstream.
         skippable=True,
     )
@@ -98,7 +100,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     # A one-asset multi_asset, because only there are check outputs optional too (can_subset): a halted
     # stage evaluates none of its checks.
     @multi_asset(
-        name=key.to_python_identifier(), specs=[spec], check_specs=_check_specs(stage, key, snapshot),
+        name=key.to_python_identifier(), specs=[spec],
+        check_specs=[*_check_specs(stage, key, snapshot), *monitoring_check_specs(stage, key, snapshot)],
         can_subset=True, pool=stage_pool(stage, snapshot),
     )
     def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
@@ -145,13 +148,14 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                 runner.warehouse.close()
         if outcome.read != stage.input_ids():  # re-routed: the closing events name what was really read
             lineage = rerouted(lineage, live, lake.root, outcome.read)
+        monitoring = monitoring_check_results(store, snapshot, stage, outcome, audit)
         # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
         store.record_audit(**audit, status="failed" if outcome.blocking_error() else "success",
                            error=outcome.blocking_error(), rows_read=outcome.rows_read,
                            rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
                            duration_sec=outcome.duration_sec, details=outcome.details)
         emitter().emit(*lineage.finish(asset_result(outcome), error=outcome.blocking_error()))
-        yield _materialize_result(outcome)
+        yield _materialize_result(outcome, monitoring)
 
     return _stage_asset
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.healing import rule_problems
+from medallion_assets.control.notifications import check_notifications
 from medallion_assets.control.throttles import check_throttles
 from medallion_assets.engine.ingest import INGESTION_COLUMNS
 from medallion_assets.lineage.graph import check_lineage
@@ -215,6 +216,8 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
         problem(*lineage_problem)
     for throttle_problem in check_throttles(snapshot):
         problem(*throttle_problem)
+    for notification_problem in check_notifications(snapshot):
+        problem(*notification_problem)
     return problems
 
 

@@ -6,6 +6,7 @@ Every model forbids unknown fields, so a typo in YAML is an error that names the
 from __future__ import annotations
 
 import re
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -47,6 +48,45 @@ class Row(BaseModel):
         return tuple(getattr(self, name) for name in self.key_fields)
 
 
+class Sla(BaseModel):
+    """When a dataset must be fresh: at most `max_stale_minutes` old, or updated by `expected_by` (HH:MM) each day.
+
+    Becomes Dagster's freshness policy on the asset (a time window, or a daily cron deadline), and the
+    notification sensor's "SLA missed" event.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    max_stale_minutes: int | None = Field(default=None, ge=1, le=525_600)
+    warn_stale_minutes: int | None = Field(default=None, ge=1, description="warn (late) before failing (stale)")
+    expected_by: str | None = Field(default=None, pattern=r"^([01]\d|2[0-3]):[0-5]\d$",
+                                    description="time of day (HH:MM) the day's data must be in by")
+    window_minutes: int = Field(default=1440, ge=1, le=1440,
+                                description="with expected_by: an update this long before the deadline counts")
+    timezone: str = Field(default="UTC", description="IANA time zone of expected_by")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Sla:
+        if (self.max_stale_minutes is None) == (self.expected_by is None):
+            raise ValueError("an SLA sets exactly one of max_stale_minutes and expected_by")
+        if self.warn_stale_minutes is not None and (self.max_stale_minutes is None
+                                                    or self.warn_stale_minutes >= self.max_stale_minutes):
+            raise ValueError("warn_stale_minutes needs max_stale_minutes, and must be below it")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {self.timezone!r}") from None
+        return self
+
+
+class VolumeBand(BaseModel):
+    """Volume anomaly detection: rows outside median ± k·MAD of the last `runs` successful runs warn."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: float = Field(default=5.0, gt=0, le=100)
+    runs: int = Field(default=14, ge=3, le=1000, description="how many recent successful runs make the band")
+    min_runs: int = Field(default=5, ge=3, le=1000, description="fewer runs of history: no verdict, said so")
+
+
 class Pipeline(Row):
     key_fields = ("pipeline_id",)
     pipeline_id: Identifier
@@ -57,6 +97,10 @@ class Pipeline(Row):
     criticality: Literal["critical", "high", "normal", "low"] = "normal"
     expected_cost: float = Field(default=1.0, ge=0)
     schedule: str | None = Field(default=None, description="cron expression for when the pipeline is due")
+    sla: Sla | None = Field(default=None, description="freshness every dataset of the pipeline owes, unless its own")
+    volume_band: VolumeBand | None = Field(default=None, description="set (even to {}) to check volumes")
+    min_dq_rate: float | None = Field(default=None, gt=0, le=1,
+                                      description="share of rows read no rule rejects; below it a check fails (e.g. 0.99)")
 
 
 class Source(Row):
@@ -95,6 +139,7 @@ class Target(Row):
     system: Identifier | None = Field(default=None, description="target system for throttles")
     owner: str = ""
     description: str = ""
+    sla: Sla | None = Field(default=None, description="freshness the dataset owes; overrides its pipeline's")
 
     @model_validator(mode="after")
     def _warehouse_needs_table(self) -> Target:
@@ -292,6 +337,36 @@ class ExternalLineage(Row):
     event_time: str | None = Field(default=None, description="when the reporting run last said so (ISO 8601)")
     cost: float = Field(default=1.0, ge=0)
 
+NOTIFICATION_EVENTS = (
+    "run_failed", "stage_halted", "healing_gave_up", "circuit_breaker_tripped", "sla_missed", "check_failed",
+    "volume_anomaly",
+)
+
+
+class Notification(Row):
+    """Who hears of what: events in a scope go to a registered channel (`medallion notify channels`).
+
+    Secrets never live here: a channel's params name the environment variables that hold them.
+    """
+
+    key_fields = ("notification_id",)
+    notification_id: Identifier
+    events: list[Literal[NOTIFICATION_EVENTS]] = Field(min_length=1)  # type: ignore[valid-type]
+    scope: Literal["global", "pipeline", "owner"] = "global"
+    scope_id: str | None = Field(default=None, description="the pipeline id, or the owner, the scope names")
+    channel: Identifier = Field(description="name of a registered channel: sns, webhook, email")
+    params: dict[str, Any] = Field(default_factory=dict, description="checked by the channel's own model")
+    max_attempts: int = Field(default=5, ge=1, le=50, description="deliveries tried before giving up")
+    backoff_sec: float = Field(default=30, ge=0, le=86_400, description="wait before the first retry; doubles")
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _scope_named(self) -> Notification:
+        if (self.scope == "global") != (self.scope_id is None):
+            raise ValueError("scope_id names the pipeline or owner, and only for those scopes")
+        return self
+
+
 # The tables a YAML file may fill, in the order that upserts respect references.
 LOADABLE: dict[str, type[Row]] = {
     "retry_policies": RetryPolicy,
@@ -309,4 +384,5 @@ LOADABLE: dict[str, type[Row]] = {
     "dataset_lineage": DatasetLineage,
     "column_lineage": ColumnLineage,
     "external_lineage": ExternalLineage,
+    "notifications": Notification,
 }

@@ -11,7 +11,7 @@ import types
 import typing
 
 from sqlalchemy import (
-    JSON, Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, func,
+    JSON, Boolean, Column, DateTime, Float, Index, Integer, MetaData, String, Table, Text, func,
 )
 
 from medallion_assets.catalog.models import LOADABLE, Row
@@ -58,6 +58,7 @@ audit_log = Table(
     Column("error", Text),
     Column("details", JSON),
     Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    Index("audit_log_stage_history", "pipeline_id", "stage_name", "event", "status"),
 )
 
 ingestion_bookmarks = Table(
@@ -112,4 +113,18 @@ throttle_buckets = Table(
     Column("metric", Text, primary_key=True, doc="rows_per_minute or bytes_per_hour"),
     Column("tokens", Float, nullable=False, doc="may go below zero after a batch bigger than the bucket"),
     Column("refilled_at", Float, nullable=False, doc="epoch seconds of the last refill"),
+)
+
+notification_deliveries = Table(
+    "notification_deliveries", metadata,
+    Column("dedup_key", Text, primary_key=True, doc="notification id and event key: the same event never twice"),
+    Column("notification_id", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("message", JSON, nullable=False),
+    Column("status", Text, nullable=False, doc="pending, delivered or gave_up"),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", Float, nullable=False, doc="epoch seconds: not retried before"),
+    Column("last_error", Text),
+    Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    Index("notification_deliveries_pending", "status", "next_attempt_at"),
 )
