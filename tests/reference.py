@@ -94,10 +94,15 @@ def expected_daily_revenue(raw_url: str) -> list[dict]:
     ]
 
 
+def _content(url: str) -> bytes:
+    """An object's bytes, decompressed when its name says gzip."""
+    data = read_bytes(url)
+    return gzip.decompress(data) if url.endswith(".gz") else data
+
+
 def _lines(url: str) -> Iterator[str]:
     for info in list_objects(url):
-        data = read_bytes(info.url)
-        for raw_line in (gzip.decompress(data) if info.url.endswith(".gz") else data).split(b"\n"):
+        for raw_line in _content(info.url).split(b"\n"):
             try:
                 yield raw_line.decode("utf-8").rstrip("\r")
             except UnicodeDecodeError:
