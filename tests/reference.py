@@ -70,7 +70,7 @@ def expected_daily_revenue(raw_url: str) -> list[dict]:
     revenue: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
     orders: dict[tuple[date, str], int] = defaultdict(int)
     for info in list_objects(f"{root}/orders/"):
-        rows = csv.reader(io.StringIO(read_bytes(info.url).decode("utf-8"), newline=""))
+        rows = csv.reader(io.StringIO(_content(info.url).decode("utf-8"), newline=""))
         header = next(rows, None)
         if header is None:
             continue
