@@ -124,7 +124,7 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     assert validated.exit_code == 0 and validated.stdout == "valid: 37 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
-    assert loaded.stdout.endswith("; recovery paths refreshed for 11 dataset(s)\n")
+    assert loaded.stdout.endswith("; 13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)\n")
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
     shown = runner.invoke(main, ["catalog", "show", "sources"])

@@ -103,3 +103,18 @@ def set_flag(store: CatalogStore, kind: str, entity_id: str, enabled: bool, reas
                        reason=reason, updated_by=who or getpass.getuser())
     store.upsert({"control_flags": [flag]})
     return flag
+
+
+def add_missing_flags(store: CatalogStore, who: str = "catalog load") -> list[ControlFlag]:
+    """Give every pipeline, stage and source an enabled kill switch row of its own, leaving existing rows alone,
+    so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows added."""
+    snapshot = store.snapshot()
+    existing = {(flag.entity_type, flag.entity_id) for flag in store.read_table("control_flags")
+                if flag.flag_name == "enabled"}
+    added = [ControlFlag(entity_type=kind, entity_id=entity_id, flag_value=True, updated_by=who)
+             for kind, ids in (("pipeline", snapshot.pipelines), ("source", snapshot.sources),
+                               ("stage", [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()]))
+             for entity_id in ids if (kind, entity_id) not in existing]
+    if added:
+        store.upsert({"control_flags": added})
+    return added
