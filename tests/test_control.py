@@ -15,7 +15,9 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.control.flags import UnknownEntity, disabled_reason, read_control_state, set_flag
+from medallion_assets.control.flags import (
+    UnknownEntity, add_missing_flags, disabled_reason, read_control_state, set_flag,
+)
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.stages import StageHalted, StageRunner
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
@@ -55,6 +57,33 @@ def test_cli_and_plain_sql_flips_have_the_same_effect_and_history(store):
     sql_user = "sql" if store.engine.dialect.name == "sqlite" else "postgres"
     assert history == [(None, False, "maintenance window", "alice"), (False, True, "", "alice"),
                        (True, False, "bucket migration", sql_user)]
+
+
+def test_the_readme_update_finds_rows_made_on_load_and_keeps_the_author_it_names(store):
+    added = add_missing_flags(store)
+    assert sorted((f.entity_type, f.entity_id) for f in added if f.entity_type != "stage") == [
+        ("pipeline", "orders_etl"), ("pipeline", "user_events_etl"), ("source", "customers_raw"),
+        ("source", "orders_raw"), ("source", "orders_raw_replica"), ("source", "user_events_raw")]
+    assert len([f for f in added if f.entity_type == "stage"]) == 7
+    assert add_missing_flags(store) == []  # idempotent: existing rows, flipped or not, stay as they are
+    with store.engine.begin() as connection:
+        updated = connection.execute(text(
+            "UPDATE control_flags SET flag_value = false, reason = 'bucket migration', updated_by = 'alice' "
+            "WHERE entity_type = 'pipeline' AND entity_id = 'user_events_etl'"))
+        assert updated.rowcount == 1
+        connection.execute(text("UPDATE control_flags SET flag_value = false, reason = 'replica rebuild' "
+                                "WHERE entity_type = 'source' AND entity_id = 'orders_raw_replica'"))
+    snapshot, state = store.snapshot(), read_control_state(store)
+    assert disabled_reason(snapshot, state, gold_stage(store)) == (
+        "pipeline user_events_etl disabled by alice: bucket migration")
+    sql_user = "sql" if store.engine.dialect.name == "sqlite" else "postgres"
+    flipped = [(h["entity_id"], h["new_value"], h["reason"], h["changed_by"])
+               for h in store.table_rows("control_flag_history") if h["old_value"] is not None]
+    assert flipped == [("user_events_etl", False, "bucket migration", "alice"),
+                       ("orders_raw_replica", False, "replica rebuild", sql_user)]
+    rows = {(r["entity_type"], r["entity_id"]): r["updated_by"] for r in store.table_rows("control_flags")}
+    assert rows[("pipeline", "user_events_etl")] == "alice"
+    assert rows[("source", "orders_raw_replica")] == sql_user
 
 
 def test_a_new_row_inserted_by_sql_disables_a_source_system(store):
