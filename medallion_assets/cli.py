@@ -204,7 +204,8 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         click.echo(f"{report.pipeline}: {report.status}")
         for asset in report.assets:
             checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
-            click.echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}"
+            click.echo(f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
+                       f"quarantined={asset.rows_quarantined}  {checks}"
                        + (f"  ({asset.reason})" if asset.reason else ""))
     return report.status
 

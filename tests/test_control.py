@@ -123,7 +123,7 @@ def test_cli_disable_then_run_exits_3_and_launches_nothing(tmp_path, monkeypatch
 
 
 def test_a_stage_disabled_after_launch_halts_at_its_start(tmp_path, s3_endpoint, spark):
-    """Bypass the launcher's own check: the asset itself must notice the switch and halt, not fail."""
+    """Bypass the launcher's own check: the asset itself must notice the switch and halt, saying so."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
@@ -134,7 +134,13 @@ def test_a_stage_disabled_after_launch_halts_at_its_start(tmp_path, s3_endpoint,
     with instance_for_test() as instance:
         result = materialize(list(defs.assets), resources=defs.resources, instance=instance,
                              selection=AssetSelection.assets(silver, gold), raise_on_error=False)
-    assert result.success
+        run = instance.get_run_by_id(result.run_id)
+    # A halt is not a success: the step fails with the reason as its message, the run's tags say why.
+    reason = "dataset silver_user_events disabled by ops: late data"
+    assert not result.success
+    [failure] = result.get_step_failure_events()
+    assert failure.step_failure_data.user_failure_data.description == f"halted by a kill switch before start: {reason}"
+    assert (run.tags["medallion/status"], run.tags["medallion/halt_reason"]) == ("halted", reason)
     assert result.get_asset_materialization_events() == []
     # Dagster skips gold: its upstream yielded no materialization in this run.
     halts = [(h["dataset"], h["error"]) for h in store.audit_entries(status="halted")]
@@ -191,6 +197,11 @@ def test_the_control_sensor_cancels_queued_runs_of_disabled_work(store, tmp_path
                                                                       DagsterRunStatus.CANCELING)
         assert instance.get_run_by_id(queued[orders_gold]).status == DagsterRunStatus.QUEUED
         assert isinstance(instance, DagsterInstance)
+        reason = "pipeline user_events_etl is disabled in the pipelines table"
+        tags = instance.get_run_by_id(queued[events_gold]).tags
+        assert (tags["medallion/status"], tags["medallion/halt_reason"]) == ("cancelled", reason)
+        messages = [entry.message for entry in instance.all_logs(queued[events_gold])]
+        assert f"cancelled by the medallion_control sensor: {reason}" in messages
     [cancel] = store.audit_entries(event="cancel")
     assert (cancel["run_id"], cancel["error"]) == (queued[events_gold],
                                                    "pipeline user_events_etl is disabled in the pipelines table")

@@ -10,12 +10,12 @@ time to recognise its context and resources.
 
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
-    AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
+    AssetSpec, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
 )
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
 from medallion_assets.control.healing import Fault, healing_in_run, overrides_for
 from medallion_assets.control.retries import after_failure
 from medallion_assets.control.throttles import stage_pool
@@ -90,7 +90,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
         metadata=metadata,
-        # A halted stage yields no materialization; Dagster then skips everything downstream.
+        # A halted stage yields no materialization (its step fails with the reason); Dagster skips what follows.
         skippable=True,
     )
 
@@ -111,15 +111,18 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         def halt_reason(current: Stage) -> str | None:
             return disabled_reason(snapshot, read_control_state(store), current)
 
-        def halt(reason: str, when: str) -> None:
-            context.log.warning(f"halted {when}: {reason}")
+        def halt(reason: str, when: str) -> Failure:
+            """A halt is no success: the step fails with the reason as its message, and the run's tags say it
+            was halted (not broken), and why, where the runs list and the run page show them."""
             store.record_audit(**audit, status="halted", error=reason)
             emitter().emit(*lineage.finish(aborted=True))
+            context.instance.add_run_tags(context.run_id, {**HALTED_TAGS, HALT_REASON_TAG: reason})
+            return Failure(description=f"halted by a kill switch {when}: {reason}", allow_retries=False,
+                           metadata={"medallion/status": "halted", "reason": reason})
 
         reason = halt_reason(stage)
         if reason:
-            halt(reason, "before start")
-            return
+            raise halt(reason, "before start")
         # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches):
         # once it has acted in this run, every step reads the catalog afresh.
         healed = healing_in_run(store, context.run_id)
@@ -131,8 +134,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
         except StageHalted as halted:
-            halt(str(halted), "before the load")
-            return
+            raise halt(str(halted), "before the load") from None
         except Exception as error:
             store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}",
                                details={"attempt": context.retry_number + 1})

@@ -20,6 +20,9 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 
 KINDS = ("global", "pipeline", "stage", "dataset", "source", "target")
+# The run tags of a run a kill switch halted or cancelled: the status, and the switch's reason.
+STATUS_TAG, HALT_REASON_TAG = "medallion/status", "medallion/halt_reason"
+HALTED_TAGS = {STATUS_TAG: "halted"}
 
 
 class UnknownEntity(ValueError):
