@@ -242,7 +242,8 @@ def ui(port) -> None:
 
     workspace = _dagster_home() / "workspace.yaml"
     workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": {
-        "module_name": "medallion_assets.definitions", "attribute": "defs", "working_directory": os.getcwd()}}]}))
+        "module_name": "medallion_assets.definitions", "attribute": "defs", "working_directory": os.getcwd(),
+        "location_name": "medallion"}}]}))
     # dagster dev starts the webserver and the daemon by name: they are beside this interpreter, on PATH or not.
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "MEDALLION_HOME": str(config.home()),
