@@ -2,7 +2,9 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test ui java clean
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test ui java chromium clean
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -20,7 +22,12 @@ demo: java $(VENV)/installed
 	rm -rf .medallion
 	$(VENV)/bin/medallion demo
 
-test: java $(VENV)/installed
+# The browser test drives Debian's Chromium and its driver (tests/test_browser.py).
+chromium:
+	@[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
+	  $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver; }
+
+test: java chromium $(VENV)/installed
 	$(VENV)/bin/pytest -q
 
 ui: java $(VENV)/installed

@@ -11,6 +11,7 @@ from dagster import AssetSpec, Definitions, EnvVar
 from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster._serdes import serialize_value
 
+from medallion_assets.assets.factory import dagster_owners
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
@@ -63,7 +64,10 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert spec.metadata["dagster/table_name"] == "analytics.daily_user_events"
     assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["event_date", "total_events",
                                                                                "unique_users"]
-    assert spec.metadata["owner"] == "team:growth-data"
+    assert spec.owners == ["team:growth-data"]
+    raw = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["raw", "user_events_raw"])
+    assert raw.owners == ["team:growth-data"]  # a source without an owner of its own has its pipeline's
+    assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == ["a@b.io"]
     assert spec.description == "Events and distinct users per day"
 
 

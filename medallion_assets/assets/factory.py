@@ -8,6 +8,8 @@ No `from __future__ import annotations` here: Dagster reads the asset function's
 time to recognise its context and resources.
 """
 
+import re
+
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
     AssetSpec, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
@@ -35,6 +37,15 @@ def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
     """An input is an upstream target, or else a raw source (an external asset)."""
     target = snapshot.targets.get(input_id)
     return target_key(target) if target else AssetKey(asset_key_path("raw", input_id))
+
+
+def dagster_owners(owner: str) -> list[str]:
+    """A catalog owner as a Dagster owner, which must be an email or a `team:` name: anything else names a team."""
+    if not owner:
+        return []
+    if owner.startswith("team:") or "@" in owner:
+        return [owner]
+    return ["team:" + re.sub(r"[^A-Za-z0-9_-]+", "-", owner).strip("-")]
 
 
 def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
@@ -77,17 +88,19 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     target = snapshot.targets[stage.target_id]
     key = target_key(target)
     pipeline = snapshot.pipelines[stage.pipeline_id]
-    metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name, "owner": target.owner or pipeline.owner,
+    metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name,
                 "location": lake_path(lake_root, target.layer, target.target_id)}
     if target.columns:
         metadata["dagster/column_schema"] = TableSchema(
             columns=[TableColumn(name, type_name) for name, type_name in target.columns.items()])
-    if target.type == "redshift":
+    if target.type == "warehouse":
         metadata["dagster/table_name"] = target.location
 
     spec = AssetSpec(
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
-        kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
+        # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
+        kinds={"spark", target.layer, "warehouse" if target.type == "warehouse" else "parquet"},
+        owners=dagster_owners(target.owner or pipeline.owner),
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
         metadata=metadata,
         # A halted stage yields no materialization (its step fails with the reason); Dagster skips what follows.
@@ -129,7 +142,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         live = store.snapshot() if healed else snapshot
         adjustments = Adjustments(**overrides_for(healed, stage))
         runner = StageRunner(spark.get_session(), live, store, lake.root,
-                             warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason,
+                             warehouse.get_warehouse() if target.type == "warehouse" else None, halt_reason,
                              adjustments)
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
@@ -163,7 +176,8 @@ def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: st
     return AssetSpec(
         key=input_key(snapshot, source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
         description=source.description or f"raw {source.file_format} files at {source.s3_path}",
-        metadata={"location": source.s3_path, "format": source.file_format, "owner": source.owner},
+        metadata={"location": source.s3_path, "format": source.file_format},
+        owners=dagster_owners(source.owner or snapshot.pipelines[pipeline_id].owner),
     )
 
 

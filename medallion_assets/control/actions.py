@@ -111,7 +111,7 @@ def reconnect_warehouse(context: HealingContext) -> Remedy:
 def recreate_staging(context: HealingContext) -> Remedy:
     """A staging table left behind by a crashed load: dropped, so the retried load creates it afresh."""
     target = context.store.snapshot().targets[context.fault.stage.target_id]
-    if target.type != "redshift":
+    if target.type != "warehouse":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
     with warehouse_from_url(context.warehouse_url) as warehouse:
         dropped = warehouse.drop_staging(target.location)

@@ -121,7 +121,7 @@ class StageRunner:
         if target.layer == "bronze":  # bronze rules judge the whole dataset, not only this batch
             outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
-        if target.type == "redshift" and not outcome.blocking_failures():
+        if target.type == "warehouse" and not outcome.blocking_failures():
             reason = self.halt_reason(stage)
             if reason:
                 raise StageHalted(reason)

@@ -1,9 +1,14 @@
-"""A plain SQL UPDATE on control_flags that names its author (`SET updated_by = 'alice'`) keeps that name.
+"""A plain SQL UPDATE on control_flags that names its author keeps it; the target type redshift is now warehouse.
+
+A plain SQL UPDATE on control_flags that names its author (`SET updated_by = 'alice'`) keeps that name.
 
 0002 attributed every UPDATE that leaves updated_at alone to the database user (PostgreSQL) or to 'sql'
 (SQLite), even when the statement set updated_by itself. Now the statement's updated_by is kept; the database
 user or 'sql' is recorded only when the statement leaves updated_by as it was (or empties it). Migrations are
 frozen history, so the trigger text is restated here rather than imported from 0002.
+
+The target type `redshift` named the warehouse whatever it is (DuckDB, PostgreSQL or Redshift); stored rows
+become `warehouse`, which the models now use (`redshift` stays a deprecated alias in YAML).
 
 Revision ID: 0006
 Revises: 0005
@@ -49,6 +54,7 @@ STATEMENT_AUTHOR_POSTGRES = """IF NEW.updated_by IS NOT DISTINCT FROM OLD.update
 
 
 def upgrade() -> None:
+    op.execute("UPDATE targets SET type = 'warehouse' WHERE type = 'redshift'")
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_postgres_stamp(STATEMENT_AUTHOR_POSTGRES))
     else:
@@ -57,6 +63,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("UPDATE targets SET type = 'redshift' WHERE type = 'warehouse'")
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_postgres_stamp("NEW.updated_by := session_user;"))
     else:
