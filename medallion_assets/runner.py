@@ -97,7 +97,7 @@ def _materialize(defs: Definitions, store: CatalogStore, pipeline_id: str, datas
             status, reason = "success", None
         else:
             status, reason = "skipped", "an upstream asset did not materialize in this run"
-        reports[key] = AssetReport(key.to_user_string(), status, _count(metadata, "dagster/row_count"),
+        reports[key] = AssetReport(key.to_user_string(), status, _count(metadata, "rows_written"),
                                    checks.get(key, []), reason, _count(metadata, "rows_read"),
                                    _count(metadata, "rows_quarantined"))
     return reports

@@ -72,8 +72,10 @@ def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
 
 
 def _materialize_result(outcome: StageOutcome) -> MaterializeResult:
+    # Dagster's row count is the dataset's; a bronze run appends a batch to it (rows_written).
     metadata = {
-        "dagster/row_count": outcome.rows_written, "rows_read": outcome.rows_read,
+        "dagster/row_count": outcome.details.get("rows_in_dataset", outcome.rows_written),
+        "rows_written": outcome.rows_written, "rows_read": outcome.rows_read,
         "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(outcome.output_path),
         "duration_sec": round(outcome.duration_sec, 3), **outcome.details,
     }
