@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -148,6 +148,11 @@ def test_materialize_all_from_the_ui_then_a_plain_sql_kill_switch_halts_it_visib
     halted_run_id = _materialize_all(browser, ui)
     halted = _finished(ui, halted_run_id)
     reason = "stage user_events_etl.silver_clean disabled by sql: bad upstream"
+    failures = [record.event_log_entry.dagster_event.step_failure_data
+                for record in ui.instance().get_records_for_run(
+                    halted_run_id, of_type=DagsterEventType.STEP_FAILURE).records]
+    assert [(f.user_failure_data.description if f.user_failure_data else f.error.message) for f in failures] == [
+        f"halted by a kill switch before start: {reason}"]
     assert halted.status == DagsterRunStatus.FAILURE
     assert (halted.tags["medallion/status"], halted.tags["medallion/halt_reason"]) == ("halted", reason)
     page = _page_text(browser, f"{ui.url}/runs/{halted_run_id}", f"halted by a kill switch before start: {reason}")

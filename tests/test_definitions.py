@@ -64,6 +64,7 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert spec.metadata["dagster/table_name"] == "analytics.daily_user_events"
     assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["event_date", "total_events",
                                                                                "unique_users"]
+    assert spec.metadata["dagster/column_schema"].columns[2].description == "distinct user_id values that day"
     assert spec.owners == ["team:growth-data"]
     raw = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["raw", "user_events_raw"])
     assert raw.owners == ["team:growth-data"]  # a source without an owner of its own has its pipeline's

@@ -94,7 +94,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                 "location": lake_path(lake_root, target.layer, target.target_id)}
     if target.columns:
         metadata["dagster/column_schema"] = TableSchema(
-            columns=[TableColumn(name, type_name) for name, type_name in target.columns.items()])
+            columns=[TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
+                     for name, type_name in target.columns.items()])
     if target.type == "warehouse":
         metadata["dagster/table_name"] = target.location
 

@@ -96,6 +96,8 @@ class Target(Row):
         "alias of warehouse"))
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
     columns: Columns | None = Field(default=None, description="declared schema; silver casts to it")
+    column_descriptions: dict[Identifier, str] | None = Field(
+        default=None, description="what a declared column means, by name; shown in the Dagster UI")
     keys: list[Identifier] = Field(default_factory=list, description="deduplication and merge keys")
     keep_latest_by: Identifier | None = Field(default=None, description="which duplicate survives: the latest by")
     load_mode: Literal["replace", "merge"] = "replace"
@@ -120,6 +122,9 @@ class Target(Row):
             split_qualified(self.location)
         if self.load_mode == "merge" and not self.keys:
             raise ValueError("load_mode merge needs keys")
+        undeclared = sorted(set(self.column_descriptions or ()) - set(self.columns or ()))
+        if undeclared:
+            raise ValueError(f"column_descriptions name undeclared column(s): {', '.join(undeclared)}")
         return self
 
 

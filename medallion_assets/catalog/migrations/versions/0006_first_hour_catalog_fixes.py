@@ -1,4 +1,4 @@
-"""A plain SQL UPDATE on control_flags that names its author keeps it; the target type redshift is now warehouse.
+"""Catalog fixes of the first hour: a SQL UPDATE's updated_by kept, type warehouse, column descriptions.
 
 A plain SQL UPDATE on control_flags that names its author (`SET updated_by = 'alice'`) keeps that name.
 
@@ -10,10 +10,13 @@ frozen history, so the trigger text is restated here rather than imported from 0
 The target type `redshift` named the warehouse whatever it is (DuckDB, PostgreSQL or Redshift); stored rows
 become `warehouse`, which the models now use (`redshift` stays a deprecated alias in YAML).
 
+Targets describe their columns (`column_descriptions`), for the Dagster UI's column schema.
+
 Revision ID: 0006
 Revises: 0005
 """
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
@@ -54,6 +57,8 @@ STATEMENT_AUTHOR_POSTGRES = """IF NEW.updated_by IS NOT DISTINCT FROM OLD.update
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("targets") as batch:
+        batch.add_column(sa.Column("column_descriptions", sa.JSON(), nullable=True))
     op.execute("UPDATE targets SET type = 'warehouse' WHERE type = 'redshift'")
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_postgres_stamp(STATEMENT_AUTHOR_POSTGRES))
@@ -63,6 +68,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("targets") as batch:
+        batch.drop_column("column_descriptions")
     op.execute("UPDATE targets SET type = 'redshift' WHERE type = 'warehouse'")
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_postgres_stamp("NEW.updated_by := session_user;"))
