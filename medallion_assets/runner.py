@@ -115,4 +115,5 @@ def _failure_reason(event) -> str:
     error = data.error
     while error.cls_name and error.cls_name.startswith("Dagster") and (error.cause or error.context):
         error = error.cause or error.context
-    return error.message.strip()
+    qualified, separator, message = error.message.strip().partition(": ")
+    return f"{error.cls_name}: {message}" if separator and qualified.endswith(error.cls_name or "") else qualified

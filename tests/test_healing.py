@@ -321,7 +321,13 @@ healing_actions:
      action: trip_circuit_breaker, params: {failures: 2, window_minutes: 10}}
 """)
     medallion.load(tmp_path / "breaker.yaml")
-    assert medallion.run("user_events_etl").status == "failed"
+    report = medallion.run("user_events_etl")
+    assert report.status == "failed"
+    # The report says why, as the audit does: the error under Dagster's wrappers, by its class name.
+    assert [(a.key, a.reason.split(" ", 1)[0]) for a in report.assets if a.status == "failed"] == [
+        ("bronze/user_events", "NoAvailablePath:")]
+    assert [a.reason for a in report.assets if a.status == "skipped"] == [
+        "an upstream asset did not materialize in this run"] * 2
     assert healing_trail(medallion, "bronze_ingest") == [
         ("stage", "failed"), ("healing", "retry"), ("retry", "scheduled"), ("stage", "failed"), ("healing", "give_up")]
     [flag] = [f for f in medallion.store.table_rows("control_flags") if f["entity_type"] == "pipeline"]
