@@ -123,6 +123,10 @@ def test_the_seed_loads_with_all_three_sensors_on_dagsters_own_asset_job(catalog
     jobs = {sensor.name: [target.job_name for target in sensor.targets] for sensor in defs.sensors}
     assert jobs == {"medallion_control": [], "medallion_launcher": ["__ASSET_JOB"], "medallion_healing": ["__ASSET_JOB"]}
     assert [job.name for job in defs.get_repository_def().get_all_jobs()] == ["__ASSET_JOB"]
+    # Opening the UI launches nothing unasked: the launcher waits to be turned on; the others run by default.
+    statuses = {sensor.name: sensor.default_status.value for sensor in defs.sensors}
+    assert statuses == {"medallion_control": "RUNNING", "medallion_launcher": "STOPPED", "medallion_healing": "RUNNING"}
+    assert next(s for s in defs.sensors if s.name == "medallion_control").minimum_interval_seconds == 30
 
 
 def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(catalog_url, tmp_path, monkeypatch):
