@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -56,12 +57,20 @@ def catalog_init() -> None:
 
 def _validated(store, paths):
     from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+    from medallion_assets.catalog.models import DeprecatedName
 
     try:
-        return validate_files(store.snapshot(), list(paths))
+        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
+            loaded = validate_files(store.snapshot(), list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
         click.echo(str(error), err=True)
         sys.exit(EXIT_INVALID_CATALOG)
+    for warning in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
+        if issubclass(warning.category, DeprecatedName):
+            click.echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return loaded
 
 
 @catalog.command("validate")

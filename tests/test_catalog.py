@@ -133,6 +133,18 @@ def test_a_bad_rule_is_pointed_at_on_its_own_line_with_its_value_and_no_knock_on
     assert messages[0].endswith("; got 'fatal'")
 
 
+def test_the_former_target_type_redshift_loads_as_warehouse_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    old = tmp_path / "old.yaml"
+    old.write_text("targets:\n  - {target_id: gold_t, layer: gold, type: redshift, location: analytics.t}\n")
+    loaded = CliRunner().invoke(main, ["catalog", "load", str(old)])
+    assert loaded.exit_code == 0, loaded.output
+    assert loaded.stderr == ("warning: target gold_t: type 'redshift' is deprecated, write 'warehouse' "
+                             "(the warehouse may be DuckDB, PostgreSQL or Redshift)\n")
+    shown = CliRunner().invoke(main, ["catalog", "show", "targets", "--json"])
+    assert [(t["target_id"], t["type"]) for t in json.loads(shown.stdout)] == [("gold_t", "warehouse")]
+
+
 def test_cli_exit_code_2_and_problems_on_stderr(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
     bad = tmp_path / "bad.yaml"
