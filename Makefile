@@ -1,9 +1,10 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`.
 VENV := .venv
 PY := $(VENV)/bin/python
-DEMO_HOME := .medallion/demo
 
-.PHONY: demo test ui java clean
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test ui java chromium clean
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -16,17 +17,22 @@ java:
 	  echo "Spark needs Java 17 (or 21). Install it, e.g. 'sudo apt-get install openjdk-17-jre-headless'," \
 	       "or on macOS 'brew install openjdk@17', then set JAVA_HOME."; exit 1; }
 
+# The demo fills the embedded home, .medallion/, afresh; every other command then defaults to it.
 demo: java $(VENV)/installed
-	rm -rf $(DEMO_HOME)
-	MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion demo
+	rm -rf .medallion
+	$(VENV)/bin/medallion demo
 
-test: java $(VENV)/installed
+# The browser test drives Debian's Chromium and its driver (tests/test_browser.py).
+chromium:
+	@[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
+	  $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver; }
+
+test: java chromium $(VENV)/installed
 	$(VENV)/bin/pytest -q
 
 ui: java $(VENV)/installed
-	mkdir -p .medallion/dagster
-	cp -n dagster.yaml .medallion/dagster/dagster.yaml
-	DAGSTER_HOME=$(abspath .medallion/dagster) MEDALLION_HOME=$(DEMO_HOME) $(VENV)/bin/medallion ui --local-s3
+	test -f .medallion/catalog.db || $(MAKE) demo
+	$(VENV)/bin/medallion ui
 
 clean:
 	rm -rf .medallion $(VENV)

@@ -75,7 +75,7 @@ def catalog_rows(pipelines: int) -> dict[str, list]:
         rows["targets"] += [
             Target(target_id=bronze, layer="bronze"),
             Target(target_id=silver, layer="silver", columns=SILVER_COLUMNS, keys=["event_id"]),
-            Target(target_id=gold, layer="gold", type="redshift", location=f"analytics.{p}_daily",
+            Target(target_id=gold, layer="gold", type="warehouse", location=f"analytics.{p}_daily",
                    columns=GOLD_COLUMNS, keys=["event_date"]),
         ]
         rows["validation_rules"] += [ValidationRuleSet(rule_set_id=f"{target}_rules", check_def=STAGE_RULES[layer])

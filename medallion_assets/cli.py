@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
 from medallion_assets import config
+from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
@@ -25,9 +29,19 @@ def _store():
     return store
 
 
+# The commands that read raw objects; in the embedded home they get its loopback S3 API for their duration.
+READS_RAW_OBJECTS = {"run", "paths", "lineage", "ui"}
+
+
 @click.group()
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Medallion: metadata-driven pipelines, S3 → bronze → silver → gold → warehouse."""
+    config.use_embedded_dagster_home()
+    if ctx.invoked_subcommand in READS_RAW_OBJECTS and config.serves_embedded_s3():
+        from medallion_assets.local_s3 import serve_folder
+
+        ctx.with_resource(serve_folder(config.raw_objects_folder()))
 
 
 @main.group()
@@ -44,12 +58,20 @@ def catalog_init() -> None:
 
 def _validated(snapshot, paths):
     from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+    from medallion_assets.catalog.models import DeprecatedName
 
     try:
-        return validate_files(snapshot, list(paths))
+        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
+            loaded = validate_files(snapshot, list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
         echo(str(error), err=True)
         sys.exit(EXIT_INVALID_CATALOG)
+    for warning in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
+        if issubclass(warning.category, DeprecatedName):
+            echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return loaded
 
 
 @catalog.command("validate")
@@ -70,13 +92,19 @@ def catalog_validate(paths) -> None:
 @click.argument("paths", nargs=-1, required=True)
 def catalog_load(paths) -> None:
     """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
+    echo(_load(_store(), paths))
+
+
+def _load(store, paths) -> str:
+    """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery paths."""
+    from medallion_assets.control.flags import add_missing_flags
     from medallion_assets.lineage.paths import refresh_recovery_paths
 
-    store = _store()
     written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
+    flags = add_missing_flags(store)
     changed = refresh_recovery_paths(store, store.snapshot())
-    echo("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
-               + f"; recovery paths refreshed for {len(changed)} dataset(s)")
+    return ("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
+            + f"; {len(flags)} kill switch row(s) added; recovery paths refreshed for {len(changed)} dataset(s)")
 
 
 @catalog.command("show")
@@ -187,7 +215,8 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         echo(f"{report.pipeline}: {report.status}")
         for asset in report.assets:
             checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
-            echo(f"  {asset.key:<32} {asset.status:<8} rows={asset.rows}  {checks}"
+            echo(f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
+                       f"quarantined={asset.rows_quarantined}  {checks}"
                        + (f"  ({asset.reason})" if asset.reason else ""))
     return report.status
 
@@ -205,46 +234,55 @@ def run(pipeline_id, as_json) -> None:
         sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 
 
+def _dagster_home() -> Path:
+    """DAGSTER_HOME, else the embedded home's instance, created with the shipped dagster.yaml."""
+    if "DAGSTER_HOME" not in os.environ:
+        folder = config.embedded_dagster_home()
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "dagster.yaml").exists():
+            shutil.copyfile(Path(__file__).with_name("dagster.yaml"), folder / "dagster.yaml")
+        os.environ["DAGSTER_HOME"] = str(folder)
+    return Path(os.environ["DAGSTER_HOME"])
+
+
 @main.command("ui")
-@click.option("--local-s3", is_flag=True, help="serve the seed's sample data from an S3 API server on loopback")
-@click.option("--rows", default=20_000, show_default=True, help="sample events to serve with --local-s3")
 @click.option("--port", default=3000, show_default=True)
-def ui(local_s3, rows, port) -> None:
-    """Open the Dagster UI (dagster dev) on the catalog's assets."""
-    import contextlib
-    import subprocess
+def ui(port) -> None:
+    """Open the Dagster UI (dagster dev) on the catalog's assets; Ctrl-C or SIGTERM stops all it started."""
+    import yaml
 
-    from medallion_assets.local_s3 import local_s3 as start_local_s3
-    from medallion_assets.sample_data import write_sample_data
-
-    workspace = Path(__file__).resolve().parents[1] / "workspace.yaml"
-    with start_local_s3(buckets=("medallion-raw",)) if local_s3 else contextlib.nullcontext():
-        if local_s3:
-            write_sample_data("s3://medallion-raw", rows)
-            store = _store()
-            store.upsert_checked(lambda snapshot: _validated(snapshot, [SEED]).rows)
-        subprocess.run(["dagster", "dev", "-w", str(workspace), "-p", str(port)], check=False)
+    workspace = _dagster_home() / "workspace.yaml"
+    workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": {
+        "module_name": "medallion_assets.definitions", "attribute": "defs", "working_directory": os.getcwd(),
+        "location_name": "medallion"}}]}))
+    # dagster dev starts the webserver and the daemon by name: they are beside this interpreter, on PATH or not.
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "MEDALLION_HOME": str(config.home()),
+           "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    sys.exit(run_process_group([sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env))
 
 
 @main.command("demo")
 @click.option("--rows", default=20_000, show_default=True, help="number of user events to generate")
 def demo(rows) -> None:
-    """Sample data on a loopback S3 server, the seed catalog, every seed pipeline run, and the gold rows."""
-    from medallion_assets.local_s3 import local_s3
+    """Sample data, the seed catalog, every seed pipeline run and the gold rows, all in the embedded home."""
+    from medallion_assets.local_s3 import serve_folder
     from medallion_assets.naming import quote_qualified
     from medallion_assets.sample_data import write_sample_data
     from medallion_assets.storage.warehouse import warehouse_from_url
 
-    with local_s3(buckets=("medallion-raw",)) as endpoint:
-        echo(f"S3 API on {endpoint}; writing {rows} sample events to s3://medallion-raw/")
-        echo(str(write_sample_data("s3://medallion-raw", rows)))
-        store = _store()
-        store.upsert_checked(lambda snapshot: _validated(snapshot, [SEED]).rows)
+    raw = config.raw_objects_folder()
+    echo(f"writing {rows} sample events to {raw / 'medallion-raw'}, served as s3://medallion-raw/")
+    echo(str(write_sample_data(str(raw / "medallion-raw"), rows)))
+    store = _store()
+    echo(_load(store, [SEED]))
+    _dagster_home()
+    with serve_folder(raw):
         statuses = {pipeline_id: _run(pipeline_id, as_json=False) for pipeline_id in sorted(store.snapshot().pipelines)}
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
         for target in store.snapshot().targets.values():
-            if target.type == "redshift":
+            if target.type == "warehouse":
                 echo(f"\n{target.location}:")
                 for row in warehouse.query(f"SELECT * FROM {quote_qualified(target.location)} ORDER BY 1, 2"):
                     echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))

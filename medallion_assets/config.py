@@ -39,3 +39,23 @@ def executor() -> str:
 
 def spark_master() -> str:
     return os.environ.get("SPARK_MASTER", "local[2]")
+
+
+def raw_objects_folder() -> Path:
+    """The embedded home's raw objects, one folder per bucket (`s3/<bucket>/<key>`), served on a loopback S3 API."""
+    return home() / "s3"
+
+
+def serves_embedded_s3() -> bool:
+    """Whether raw objects come from the embedded home: it has some, and no S3 endpoint was chosen."""
+    return "AWS_ENDPOINT_URL_S3" not in os.environ and raw_objects_folder().is_dir()
+
+
+def embedded_dagster_home() -> Path:
+    return home() / "dagster"
+
+
+def use_embedded_dagster_home() -> None:
+    """With DAGSTER_HOME unset, use the embedded home's instance once it exists, so the CLI's runs show in the UI."""
+    if "DAGSTER_HOME" not in os.environ and (embedded_dagster_home() / "dagster.yaml").is_file():
+        os.environ["DAGSTER_HOME"] = str(embedded_dagster_home())

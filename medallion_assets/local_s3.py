@@ -9,6 +9,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import boto3
 from moto.server import ThreadedMotoServer
@@ -38,3 +39,20 @@ def local_s3(buckets: tuple[str, ...] = ()) -> Iterator[str]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def serve_folder(root: Path) -> Iterator[str]:
+    """Serve the files under `root/<bucket>/<key>` as S3 objects on loopback, for the embedded home.
+
+    Objects are uploaded from disk at every start, so they outlive the server (their ETags, the MD5 of their
+    content, stay the same, so ingestion bookmarks still hold); objects written through S3 meanwhile are not kept.
+    """
+    buckets = sorted(folder.name for folder in root.iterdir() if folder.is_dir())
+    with local_s3(buckets=tuple(buckets)) as endpoint:
+        client = boto3.client("s3")
+        for bucket in buckets:
+            for path in sorted((root / bucket).rglob("*")):
+                if path.is_file():
+                    client.upload_file(str(path), bucket, path.relative_to(root / bucket).as_posix())
+        yield endpoint

@@ -20,9 +20,11 @@ from medallion_assets.lineage.openlineage import emitter, pipeline_run_event
 class AssetReport:
     key: str
     status: str  # success | failed | halted (kill switch) | skipped (upstream did not materialize)
-    rows: int | None = None
+    rows: int | None = None  # rows written
     checks: list[dict] = field(default_factory=list)
-    reason: str | None = None
+    reason: str | None = None  # why it failed, halted or was skipped
+    rows_read: int | None = None
+    rows_quarantined: int | None = None
 
 
 @dataclass
@@ -80,19 +82,38 @@ def _materialize(defs: Definitions, store: CatalogStore, pipeline_id: str, datas
     for evaluation in result.get_asset_check_evaluations():
         checks.setdefault(evaluation.asset_key, []).append(
             {"name": evaluation.check_name, "passed": evaluation.passed, "severity": evaluation.severity.value.lower()})
-    failed_steps = {event.step_key for event in result.get_step_failure_events()}
+    failures = {event.step_key: _failure_reason(event) for event in result.get_step_failure_events()}
     halted = {entry["dataset"]: entry["error"] for entry in store.audit_entries(run_id=result.run_id, status="halted")}
     reports = {}
     for key, dataset in datasets.items():
-        row_count = materialized.get(key, {}).get("dagster/row_count")
-        reason = halted.get(dataset)
+        metadata = materialized.get(key, {})
         # The op of an asset keyed [layer, dataset] is named layer__dataset; its step key is that name.
-        if key.to_python_identifier() in failed_steps:
-            status = "failed"
+        step = key.to_python_identifier()
+        if dataset in halted:  # a halted step fails too, so the UI does not show it as a success
+            status, reason = "halted", halted[dataset]
+        elif step in failures:
+            status, reason = "failed", failures[step]
         elif key in materialized:
-            status = "success"
+            status, reason = "success", None
         else:
-            status = "halted" if reason else "skipped"
-        reports[key] = AssetReport(key.to_user_string(), status, row_count.value if row_count else None,
-                                   checks.get(key, []), reason)
+            status, reason = "skipped", "an upstream asset did not materialize in this run"
+        reports[key] = AssetReport(key.to_user_string(), status, _count(metadata, "rows_written"),
+                                   checks.get(key, []), reason, _count(metadata, "rows_read"),
+                                   _count(metadata, "rows_quarantined"))
     return reports
+
+
+def _count(metadata: dict, name: str) -> int | None:
+    return metadata[name].value if name in metadata else None
+
+
+def _failure_reason(event) -> str:
+    """What made a step fail, as the user can act on it: the exception under Dagster's own wrappers."""
+    data = event.step_failure_data
+    if data.user_failure_data is not None and data.user_failure_data.description:
+        return data.user_failure_data.description
+    error = data.error
+    while error.cls_name and error.cls_name.startswith("Dagster") and (error.cause or error.context):
+        error = error.cause or error.context
+    qualified, separator, message = error.message.strip().partition(": ")
+    return f"{error.cls_name}: {message}" if separator and qualified.endswith(error.cls_name or "") else qualified

@@ -1,5 +1,5 @@
 """`validate`, which every event emitted in the test suite goes through: the package's validator
-(medallion_assets.lineage.schema_validation) against ../shared/openlineage-spec, holding Medallion's own events to
+(medallion_assets.lineage.schema_validation) against the specification shipped in the package, holding Medallion's own events to
 the specification's standard facets only."""
 
 from __future__ import annotations

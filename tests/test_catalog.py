@@ -91,18 +91,59 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
     assert messages == [
         "bad.yaml:3: pipelines[p1; DROP TABLE pipelines].pipeline_id: Value error, identifier "
         "'p1; DROP TABLE pipelines' is not a plain name (letters, digits and underscores, not starting with a digit)",
-        "bad.yaml:5: sources[raw_a].file_format: Input should be 'jsonl', 'csv' or 'parquet'",
+        "bad.yaml:5: sources[raw_a].file_format: Input should be 'jsonl', 'csv' or 'parquet'; got 'xml'",
         "bad.yaml:6: sources[raw_b].columns: Value error, column 'bad col' is not a plain name "
         "(letters, digits and underscores, not starting with a digit)",
         "bad.yaml:10: targets[bronze_c]: duplicate key, first defined at bad.yaml:9",
         "bad.yaml:14: validation_rules[rs].check_def.0.type: Input should be 'row_count', 'not_null', 'unique', "
-        "'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'",
+        "'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; got 'telepathy'",
         "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
         "bad.yaml:19: stages[p1, 4].target_id: unknown target 'silver_z'",
         "bad.yaml:19: stages[p1, 4].source_id: unknown source or target 'nowhere'",
         "bad.yaml:17: stages[p1, 2].source_id: cycle between stages: silver_y → silver_x → silver_y",
     ]
     assert counts(store) == before
+
+
+def test_a_bad_rule_is_pointed_at_on_its_own_line_with_its_value_and_no_knock_on_error(store, tmp_path):
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(textwrap.dedent("""\
+        pipelines:
+          - {pipeline_id: p1}
+        sources:
+          - {source_id: raw_c, s3_path: "s3://b/c/", file_format: jsonl, columns: {a: string}}
+        targets:
+          - {target_id: bronze_c, layer: bronze}
+        validation_rules:
+          - rule_set_id: rs
+            check_def:
+              - {name: enough, type: row_count, min: 1}
+              - name: known
+                type: accepted_values
+                column: a
+                severity: fatal
+        stages:
+          - {pipeline_id: p1, stage_order: 1, stage_name: ingest, source_id: raw_c, target_id: bronze_c,
+             validation_set_id: rs}
+        """))
+    with pytest.raises(CatalogInvalid) as raised:
+        validate_files(store.snapshot(), [bad])
+    messages = [str(p).replace(str(tmp_path) + "/", "") for p in raised.value.problems]
+    # The rule's own line, not the rule set's (8); the stage naming the broken rule set is not reported too.
+    assert [m.split(": ", 2)[:2] for m in messages] == [["rules.yaml:14", "validation_rules[rs].check_def.1.severity"]]
+    assert messages[0].endswith("; got 'fatal'")
+
+
+def test_the_former_target_type_redshift_loads_as_warehouse_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    old = tmp_path / "old.yaml"
+    old.write_text("targets:\n  - {target_id: gold_t, layer: gold, type: redshift, location: analytics.t}\n")
+    loaded = CliRunner().invoke(main, ["catalog", "load", str(old)])
+    assert loaded.exit_code == 0, loaded.output
+    assert loaded.stderr == ("warning: target gold_t: type 'redshift' is deprecated, write 'warehouse' "
+                             "(the warehouse may be DuckDB, PostgreSQL or Redshift)\n")
+    shown = CliRunner().invoke(main, ["catalog", "show", "targets", "--json"])
+    assert [(t["target_id"], t["type"]) for t in json.loads(shown.stdout)] == [("gold_t", "warehouse")]
 
 
 def test_cli_exit_code_2_and_problems_on_stderr(tmp_path, monkeypatch):
@@ -125,7 +166,7 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     assert validated.exit_code == 0 and validated.stdout == "valid: 38 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
-    assert loaded.stdout.endswith("; recovery paths refreshed for 11 dataset(s)\n")
+    assert loaded.stdout.endswith("; 13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)\n")
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
     shown = runner.invoke(main, ["catalog", "show", "sources"])

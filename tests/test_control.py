@@ -15,7 +15,9 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.control.flags import UnknownEntity, disabled_reason, read_control_state, set_flag
+from medallion_assets.control.flags import (
+    UnknownEntity, add_missing_flags, disabled_reason, read_control_state, set_flag,
+)
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.stages import StageHalted, StageRunner
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
@@ -57,6 +59,33 @@ def test_cli_and_plain_sql_flips_have_the_same_effect_and_history(store):
                        (True, False, "bucket migration", sql_user)]
 
 
+def test_the_readme_update_finds_rows_made_on_load_and_keeps_the_author_it_names(store):
+    added = add_missing_flags(store)
+    assert sorted((f.entity_type, f.entity_id) for f in added if f.entity_type != "stage") == [
+        ("pipeline", "orders_etl"), ("pipeline", "user_events_etl"), ("source", "customers_raw"),
+        ("source", "orders_raw"), ("source", "orders_raw_replica"), ("source", "user_events_raw")]
+    assert len([f for f in added if f.entity_type == "stage"]) == 7
+    assert add_missing_flags(store) == []  # idempotent: existing rows, flipped or not, stay as they are
+    with store.engine.begin() as connection:
+        updated = connection.execute(text(
+            "UPDATE control_flags SET flag_value = false, reason = 'bucket migration', updated_by = 'alice' "
+            "WHERE entity_type = 'pipeline' AND entity_id = 'user_events_etl'"))
+        assert updated.rowcount == 1
+        connection.execute(text("UPDATE control_flags SET flag_value = false, reason = 'replica rebuild' "
+                                "WHERE entity_type = 'source' AND entity_id = 'orders_raw_replica'"))
+    snapshot, state = store.snapshot(), read_control_state(store)
+    assert disabled_reason(snapshot, state, gold_stage(store)) == (
+        "pipeline user_events_etl disabled by alice: bucket migration")
+    sql_user = "sql" if store.engine.dialect.name == "sqlite" else "postgres"
+    flipped = [(h["entity_id"], h["new_value"], h["reason"], h["changed_by"])
+               for h in store.table_rows("control_flag_history") if h["old_value"] is not None]
+    assert flipped == [("user_events_etl", False, "bucket migration", "alice"),
+                       ("orders_raw_replica", False, "replica rebuild", sql_user)]
+    rows = {(r["entity_type"], r["entity_id"]): r["updated_by"] for r in store.table_rows("control_flags")}
+    assert rows[("pipeline", "user_events_etl")] == "alice"
+    assert rows[("source", "orders_raw_replica")] == sql_user
+
+
 def test_a_new_row_inserted_by_sql_disables_a_source_system(store):
     with store.engine.begin() as connection:
         connection.execute(text("INSERT INTO control_flags (entity_type, entity_id, flag_name, flag_value, reason) "
@@ -94,7 +123,7 @@ def test_cli_disable_then_run_exits_3_and_launches_nothing(tmp_path, monkeypatch
 
 
 def test_a_stage_disabled_after_launch_halts_at_its_start(tmp_path, s3_endpoint, spark):
-    """Bypass the launcher's own check: the asset itself must notice the switch and halt, not fail."""
+    """Bypass the launcher's own check: the asset itself must notice the switch and halt, saying so."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
@@ -105,7 +134,13 @@ def test_a_stage_disabled_after_launch_halts_at_its_start(tmp_path, s3_endpoint,
     with instance_for_test() as instance:
         result = materialize(list(defs.assets), resources=defs.resources, instance=instance,
                              selection=AssetSelection.assets(silver, gold), raise_on_error=False)
-    assert result.success
+        run = instance.get_run_by_id(result.run_id)
+    # A halt is not a success: the step fails with the reason as its message, the run's tags say why.
+    reason = "dataset silver_user_events disabled by ops: late data"
+    assert not result.success
+    [failure] = result.get_step_failure_events()
+    assert failure.step_failure_data.user_failure_data.description == f"halted by a kill switch before start: {reason}"
+    assert (run.tags["medallion/status"], run.tags["medallion/halt_reason"]) == ("halted", reason)
     assert result.get_asset_materialization_events() == []
     # Dagster skips gold: its upstream yielded no materialization in this run.
     halts = [(h["dataset"], h["error"]) for h in store.audit_entries(status="halted")]
@@ -162,6 +197,11 @@ def test_the_control_sensor_cancels_queued_runs_of_disabled_work(store, tmp_path
                                                                       DagsterRunStatus.CANCELING)
         assert instance.get_run_by_id(queued[orders_gold]).status == DagsterRunStatus.QUEUED
         assert isinstance(instance, DagsterInstance)
+        reason = "pipeline user_events_etl is disabled in the pipelines table"
+        tags = instance.get_run_by_id(queued[events_gold]).tags
+        assert (tags["medallion/status"], tags["medallion/halt_reason"]) == ("cancelled", reason)
+        messages = [entry.message for entry in instance.all_logs(queued[events_gold])]
+        assert f"cancelled by the medallion_control sensor: {reason}" in messages
     [cancel] = store.audit_entries(event="cancel")
     assert (cancel["run_id"], cancel["error"]) == (queued[events_gold],
                                                    "pipeline user_events_etl is disabled in the pipelines table")

@@ -11,6 +11,7 @@ from dagster import AssetSpec, Definitions, EnvVar
 from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster._serdes import serialize_value
 
+from medallion_assets.assets.factory import dagster_owners
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
@@ -63,7 +64,11 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert spec.metadata["dagster/table_name"] == "analytics.daily_user_events"
     assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["event_date", "total_events",
                                                                                "unique_users"]
-    assert spec.metadata["owner"] == "team:growth-data"
+    assert spec.metadata["dagster/column_schema"].columns[2].description == "distinct user_id values that day"
+    assert spec.owners == ["team:growth-data"]
+    raw = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["raw", "user_events_raw"])
+    assert raw.owners == ["team:growth-data"]  # a source without an owner of its own has its pipeline's
+    assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == ["a@b.io"]
     assert spec.description == "Events and distinct users per day"
 
 
@@ -119,6 +124,10 @@ def test_the_seed_loads_with_all_four_sensors_on_dagsters_own_asset_job(catalog_
     assert jobs == {"medallion_control": [], "medallion_launcher": ["__ASSET_JOB"], "medallion_healing": ["__ASSET_JOB"],
                     "medallion_notifications": []}
     assert [job.name for job in defs.get_repository_def().get_all_jobs()] == ["__ASSET_JOB"]
+    # Opening the UI launches nothing unasked: the launcher waits to be turned on; the others run by default.
+    statuses = {sensor.name: sensor.default_status.value for sensor in defs.sensors}
+    assert statuses == {"medallion_control": "RUNNING", "medallion_launcher": "STOPPED", "medallion_healing": "RUNNING"}
+    assert next(s for s in defs.sensors if s.name == "medallion_control").minimum_interval_seconds == 30
 
 
 def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(catalog_url, tmp_path, monkeypatch):

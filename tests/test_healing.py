@@ -190,7 +190,7 @@ def quick_retries(request):
 
 PASS_THROUGH_GOLD = """
 targets:
-  - {target_id: gold_user_events_copy, layer: gold, type: redshift, location: analytics.user_events_copy,
+  - {target_id: gold_user_events_copy, layer: gold, type: warehouse, location: analytics.user_events_copy,
      description: "silver's events as they are, in the warehouse"}
 stages:
   - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_events_copy, source_id: silver_user_events,
@@ -295,7 +295,7 @@ def test_a_leftover_staging_table_from_a_crashed_load_is_recreated(medallion, ra
 def test_a_result_too_large_for_the_driver_is_loaded_partition_by_partition(medallion, raw_data, tmp_path):
     (tmp_path / "fanout.yaml").write_text("""
 targets:
-  - {target_id: gold_event_fanout, layer: gold, type: redshift, location: analytics.event_fanout}
+  - {target_id: gold_event_fanout, layer: gold, type: warehouse, location: analytics.event_fanout}
 stages:
   - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_fanout, source_id: silver_user_events,
      target_id: gold_event_fanout,
@@ -321,7 +321,13 @@ healing_actions:
      action: trip_circuit_breaker, params: {failures: 2, window_minutes: 10}}
 """)
     medallion.load(tmp_path / "breaker.yaml")
-    assert medallion.run("user_events_etl").status == "failed"
+    report = medallion.run("user_events_etl")
+    assert report.status == "failed"
+    # The report says why, as the audit does: the error under Dagster's wrappers, by its class name.
+    assert [(a.key, a.reason.split(" ", 1)[0]) for a in report.assets if a.status == "failed"] == [
+        ("bronze/user_events", "NoAvailablePath:")]
+    assert [a.reason for a in report.assets if a.status == "skipped"] == [
+        "an upstream asset did not materialize in this run"] * 2
     assert healing_trail(medallion, "bronze_ingest") == [
         ("stage", "failed"), ("healing", "retry"), ("retry", "scheduled"), ("stage", "failed"), ("healing", "give_up")]
     [flag] = [f for f in medallion.store.table_rows("control_flags") if f["entity_type"] == "pipeline"]

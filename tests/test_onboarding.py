@@ -371,7 +371,7 @@ def test_layers_follow_the_graph_then_conventions_then_the_override(store, tmp_p
     targets = store.snapshot().targets
     assert {t: (targets[t].type, targets[t].location) for t in ("bronze_visits", "silver_visits", "gold_page_times")} \
         == {"bronze_visits": ("lake", "landing.visits"), "silver_visits": ("lake", "work.visits"),
-            "gold_page_times": ("redshift", "work.page_times")}
+            "gold_page_times": ("warehouse", "work.page_times")}
     again = onboard([sql], store, pipeline_id="visits")
     assert {s.target: s.layer_reason for s in again.statements if s.layer}["work.visits"] == \
         "already in the catalog as silver (silver_visits)"

@@ -2,7 +2,7 @@
 naming conventions, free of secrets, and sent by an emitter that a hanging or failing endpoint cannot stall.
 
 Every event a test builds or receives goes through `validate`: the core schema, then each facet against the
-schema its `_schemaURL` names, all resolved offline from ../shared/openlineage-spec through their `$id`s.
+schema its `_schemaURL` names, all resolved offline from the package's copy of the specification through their `$id`s.
 """
 
 from __future__ import annotations

@@ -105,6 +105,10 @@ def test_a_rerun_ingests_nothing_twice(medallion, raw_data):
     assert second_bronze["details"]["objects_seen"] == first_bronze["details"]["objects_new"] == 3
     assert pq.read_table(medallion.lake / "bronze" / "bronze_user_events").num_rows == first_bronze["rows_written"]
     assert medallion.gold("analytics.daily_user_events") == first_gold
+    # Bronze's row count (Dagster's dagster/row_count) is its dataset's, as its checks judge, not the empty batch.
+    assert second_bronze["details"]["rows_in_dataset"] == first_bronze["rows_written"]
+    assert second.assets[0].rows == 0 and second.assets[0].checks == [
+        {"name": "row_count", "passed": True, "severity": "error"}]
 
 
 def test_orders_join_and_merge_into_postgres(medallion, raw_data, pg_database):

@@ -52,7 +52,7 @@ def test_every_pool_the_catalog_uses_gets_a_limit_and_the_shipped_default_matche
     snapshot.add("sources", Source(source_id="crm_orders", s3_path="s3://crm-exports/orders/", file_format="csv",
                                    columns={"id": "string"}))
     snapshot.add("targets", Target(target_id="bronze_orders", layer="bronze"))
-    snapshot.add("targets", Target(target_id="gold_orders", layer="gold", type="redshift", location="a.orders",
+    snapshot.add("targets", Target(target_id="gold_orders", layer="gold", type="warehouse", location="a.orders",
                                    system="dwh"))
     snapshot.add("stages", Stage(pipeline_id="p", stage_order=1, stage_name="ingest", source_id="crm_orders",
                                  target_id="bronze_orders"))

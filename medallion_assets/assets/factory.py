@@ -8,15 +8,17 @@ No `from __future__ import annotations` here: Dagster reads the asset function's
 time to recognise its context and resources.
 """
 
+import re
+
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
-    AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
+    AssetSpec, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
 )
 
 from medallion_assets.assets.monitoring import freshness_policy, monitoring_check_results, monitoring_check_specs
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
 from medallion_assets.control.healing import Fault, healing_in_run, overrides_for
 from medallion_assets.control.retries import after_failure
 from medallion_assets.control.throttles import stage_pool
@@ -37,6 +39,15 @@ def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
     """An input is an upstream target, or else a raw source (an external asset)."""
     target = snapshot.targets.get(input_id)
     return target_key(target) if target else AssetKey(asset_key_path("raw", input_id))
+
+
+def dagster_owners(owner: str) -> list[str]:
+    """A catalog owner as a Dagster owner, which must be an email or a `team:` name: anything else names a team."""
+    if not owner:
+        return []
+    if owner.startswith("team:") or "@" in owner:
+        return [owner]
+    return ["team:" + re.sub(r"[^A-Za-z0-9_-]+", "-", owner).strip("-")]
 
 
 def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
@@ -63,8 +74,10 @@ def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
 
 
 def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult]) -> MaterializeResult:
+    # Dagster's row count is the dataset's; a bronze run appends a batch to it (rows_written).
     metadata = {
-        "dagster/row_count": outcome.rows_written, "rows_read": outcome.rows_read,
+        "dagster/row_count": outcome.details.get("rows_in_dataset", outcome.rows_written),
+        "rows_written": outcome.rows_written, "rows_read": outcome.rows_read,
         "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(scrub(outcome.output_path)),
         "duration_sec": round(outcome.duration_sec, 3), **outcome.details,
     }
@@ -80,20 +93,23 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     target = snapshot.targets[stage.target_id]
     key = target_key(target)
     pipeline = snapshot.pipelines[stage.pipeline_id]
-    metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name, "owner": target.owner or pipeline.owner,
+    metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name,
                 "location": scrub(lake_path(lake_root, target.layer, target.target_id))}
     if target.columns:
         metadata["dagster/column_schema"] = TableSchema(
-            columns=[TableColumn(name, type_name) for name, type_name in target.columns.items()])
-    if target.type == "redshift":
+            columns=[TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
+                     for name, type_name in target.columns.items()])
+    if target.type == "warehouse":
         metadata["dagster/table_name"] = target.location
 
     spec = AssetSpec(
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
-        kinds={"spark", "redshift" if target.type == "redshift" else "parquet"},
+        # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
+        kinds={"spark", target.layer, "warehouse" if target.type == "warehouse" else "parquet"},
+        owners=dagster_owners(target.owner or pipeline.owner),
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
         metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
-        # A halted stage yields no materialization; Dagster then skips everything downstream.
+        # A halted stage yields no materialization (its step fails with the reason); Dagster skips what follows.
         skippable=True,
     )
 
@@ -115,28 +131,30 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         def halt_reason(current: Stage) -> str | None:
             return disabled_reason(snapshot, read_control_state(store), current)
 
-        def halt(reason: str, when: str) -> None:
-            context.log.warning(f"halted {when}: {reason}")
+        def halt(reason: str, when: str) -> Failure:
+            """A halt is no success: the step fails with the reason as its message, and the run's tags say it
+            was halted (not broken), and why, where the runs list and the run page show them."""
             store.record_audit(**audit, status="halted", error=reason)
             emitter().emit(*lineage.finish(aborted=True))
+            context.instance.add_run_tags(context.run_id, {**HALTED_TAGS, HALT_REASON_TAG: reason})
+            return Failure(description=f"halted by a kill switch {when}: {reason}", allow_retries=False,
+                           metadata={"medallion/status": "halted", "reason": reason})
 
         reason = halt_reason(stage)
         if reason:
-            halt(reason, "before start")
-            return
+            raise halt(reason, "before start")
         # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches):
         # once it has acted in this run, every step reads the catalog afresh.
         healed = healing_in_run(store, context.run_id)
         live = store.snapshot() if healed else snapshot
         adjustments = Adjustments(**overrides_for(healed, stage))
         runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
-                             warehouse.get_warehouse() if target.type == "redshift" else None, halt_reason,
+                             warehouse.get_warehouse() if target.type == "warehouse" else None, halt_reason,
                              adjustments)
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
         except StageHalted as halted:
-            halt(str(halted), "before the load")
-            return
+            raise halt(str(halted), "before the load") from None
         except Exception as error:
             store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}",
                                details={"attempt": context.retry_number + 1})
@@ -166,7 +184,8 @@ def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: st
     return AssetSpec(
         key=input_key(snapshot, source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
         description=source.description or f"raw {source.file_format} files at {scrub(source.s3_path)}",
-        metadata={"location": scrub(source.s3_path), "format": source.file_format, "owner": source.owner},
+        metadata={"location": scrub(source.s3_path), "format": source.file_format},
+        owners=dagster_owners(source.owner or snapshot.pipelines[pipeline_id].owner),
     )
 
 

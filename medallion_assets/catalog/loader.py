@@ -6,7 +6,7 @@ file may refer to rows loaded earlier, and nothing is written when anything is w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
@@ -55,6 +55,8 @@ class LoadedRows:
 
     rows: dict[str, list[Row]]
     origins: dict[tuple[str, tuple], tuple[str, int]]
+    # Ids of rows that did not parse: a reference to one is not "unknown" too (that would be a knock-on error).
+    broken: set[str] = field(default_factory=set)
 
 
 def yaml_files(paths: list[str | Path]) -> list[Path]:
@@ -108,8 +110,8 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
             problems.append(CatalogProblem(str(file), 1, "", "", "", "a catalog file is a mapping of table name → list of rows"))
             continue
         # Line numbers come from the composed node tree; safe_load drops them.
-        item_lines = {key.value: [item.start_mark.line + 1 for item in value.value] if hasattr(value, "value")
-                      and isinstance(value.value, list) else [] for key, value in root.value}
+        item_nodes = {key.value: value.value if isinstance(value, yaml.SequenceNode) else []
+                      for key, value in root.value}
         for table, items in document.items():
             if table not in LOADABLE:
                 problems.append(CatalogProblem(str(file), None, table, "", "",
@@ -118,20 +120,22 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
             if not isinstance(items, list):
                 problems.append(CatalogProblem(str(file), None, table, "", "", "must be a list of rows"))
                 continue
-            for raw, line in zip(items, item_lines.get(table, [None] * len(items))):
-                problems.extend(_parse_row(loaded, file, line, table, raw))
+            for raw, node in zip(items, item_nodes.get(table, [None] * len(items))):
+                problems.extend(_parse_row(loaded, file, node, table, raw))
     return loaded, problems
 
 
-def _parse_row(loaded: LoadedRows, file: Path, line: int | None, table: str, raw) -> list[CatalogProblem]:
+def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: str, raw) -> list[CatalogProblem]:
+    line = node.start_mark.line + 1 if node else None
     if not isinstance(raw, dict):
         return [CatalogProblem(str(file), line, table, "", "", "a row must be a mapping of field → value")]
     key_label = _row_key_label(table, raw)
     try:
         row = LOADABLE[table].model_validate(raw)
     except ValidationError as error:
-        return [CatalogProblem(str(file), line, table, key_label, ".".join(map(str, e["loc"])), e["msg"])
-                for e in error.errors()]
+        loaded.broken.add(str(raw.get(LOADABLE[table].key_fields[0])))
+        return [CatalogProblem(str(file), _line_of(node, e["loc"]) if node else None, table, key_label,
+                               ".".join(map(str, e["loc"])), _quoting(e)) for e in error.errors()]
     origin_key = (table, row.key())
     if origin_key in loaded.origins:
         first_file, first_line = loaded.origins[origin_key]
@@ -142,6 +146,27 @@ def _parse_row(loaded: LoadedRows, file: Path, line: int | None, table: str, raw
     return []
 
 
+def _line_of(node: yaml.Node, loc: tuple) -> int:
+    """The line of the item an error's location names inside a row (a rule of a rule set, say)."""
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((value for key, value in node.value if key.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        node = child or node  # a part that names no node (a union's tag) is skipped
+    return node.start_mark.line + 1
+
+
+def _quoting(error: dict) -> str:
+    """Pydantic's message, with the offending value when it is a plain one the message does not quote yet."""
+    value = error.get("input")
+    if error["type"] == "missing" or isinstance(value, (dict, list)) or repr(value) in error["msg"]:
+        return error["msg"]
+    shown = repr(value)
+    return f"{error['msg']}; got {shown if len(shown) <= 80 else shown[:77] + '...'}"
+
+
 def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnapshot:
     merged = CatalogSnapshot({table: dict(rows) for table, rows in stored.tables.items()})
     for table, rows in loaded.rows.items():
@@ -150,10 +175,13 @@ def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnaps
     return merged
 
 
-def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogProblem]:
+def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] = frozenset()) -> list[CatalogProblem]:
     """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, unknown
-    healing actions."""
+    healing actions. A reference to a row in `broken` (rows that did not parse, already reported) is no problem."""
     problems = []
+
+    def unknown(ref: str | None, known) -> bool:
+        return bool(ref) and ref not in known and ref not in broken
 
     def problem(table: str, row: Row, field: str, message: str) -> None:
         file, line = origins.get((table, row.key()), ("catalog", None))
@@ -161,23 +189,25 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
 
     sources, targets, pipelines = snapshot.sources, snapshot.targets, snapshot.pipelines
     for pipeline in pipelines.values():
-        if pipeline.default_retry_id and pipeline.default_retry_id not in snapshot.retry_policies:
+        if unknown(pipeline.default_retry_id, snapshot.retry_policies):
             problem("pipelines", pipeline, "default_retry_id", f"unknown retry policy {pipeline.default_retry_id!r}")
     producers: dict[str, str] = {}
     graph = nx.DiGraph()
     for stage in snapshot.stages():
-        if stage.pipeline_id not in pipelines:
+        if unknown(stage.pipeline_id, pipelines):
             problem("stages", stage, "pipeline_id", f"unknown pipeline {stage.pipeline_id!r}")
         target = targets.get(stage.target_id)
         if target is None:
-            problem("stages", stage, "target_id", f"unknown target {stage.target_id!r}")
+            if unknown(stage.target_id, targets):
+                problem("stages", stage, "target_id", f"unknown target {stage.target_id!r}")
         elif stage.target_id in producers:
             problem("stages", stage, "target_id", f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}")
         producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
         for field, input_id in [("source_id", stage.source_id), *[("inputs", i) for i in stage.inputs]]:
             upstream = sources.get(input_id) or targets.get(input_id)
             if upstream is None:
-                problem("stages", stage, field, f"unknown source or target {input_id!r}")
+                if unknown(input_id, {**sources, **targets}):
+                    problem("stages", stage, field, f"unknown source or target {input_id!r}")
             elif target is not None and (target.layer == "bronze") != isinstance(upstream, Source):
                 expected = "a raw source" if target.layer == "bronze" else "an upstream target (bronze or silver)"
                 problem("stages", stage, field, f"{input_id!r} must be {expected} for a {target.layer} stage")
@@ -186,7 +216,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
             graph.add_edge(input_id, stage.target_id)
         for field, ref, known, what in [("validation_set_id", stage.validation_set_id, snapshot.rule_sets, "rule set"),
                                         ("retry_id", stage.retry_id, snapshot.retry_policies, "retry policy")]:
-            if ref and ref not in known:
+            if unknown(ref, known):
                 problem("stages", stage, field, f"unknown {what} {ref!r}")
         if stage.transform_sql:
             schemas = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
@@ -209,7 +239,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict) -> list[CatalogPr
             problem("healing_actions", rule, "action" if message.startswith("unknown") else "params", message)
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
-    locations = {target.target_id: target.location for target in targets.values() if target.type == "redshift"}
+    locations = {target.target_id: target.location for target in targets.values() if target.type == "warehouse"}
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
     for lineage_problem in check_lineage(snapshot):
@@ -239,7 +269,7 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] |
 def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:
     """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
     loaded, problems = parse_files(paths)
-    problems += check_references(merged_snapshot(stored, loaded), loaded.origins)
+    problems += check_references(merged_snapshot(stored, loaded), loaded.origins, loaded.broken)
     if problems:
         raise CatalogInvalid(problems)
     return loaded

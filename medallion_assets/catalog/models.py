@@ -6,6 +6,7 @@ Every model forbids unknown fields, so a typo in YAML is an error that names the
 from __future__ import annotations
 
 import re
+import warnings
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -126,13 +127,22 @@ class Source(Row):
         return re.sub(r"[^A-Za-z0-9_]", "_", self.s3_path.removeprefix("s3://").split("/")[0])
 
 
+class DeprecatedName(FutureWarning):
+    """A catalog value spelled the old way; it still loads, as its new spelling. Shown by default."""
+
+
 class Target(Row):
     key_fields = ("target_id",)
     target_id: Identifier
     layer: Layer
-    type: Literal["lake", "redshift"] = "lake"
+    type: Literal["lake", "warehouse"] = Field(default="lake", description=(
+        "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table `location`, "
+        "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift); `redshift` is a deprecated "
+        "alias of warehouse"))
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
     columns: Columns | None = Field(default=None, description="declared schema; silver casts to it")
+    column_descriptions: dict[Identifier, str] | None = Field(
+        default=None, description="what a declared column means, by name; shown in the Dagster UI")
     keys: list[Identifier] = Field(default_factory=list, description="deduplication and merge keys")
     keep_latest_by: Identifier | None = Field(default=None, description="which duplicate survives: the latest by")
     load_mode: Literal["replace", "merge"] = "replace"
@@ -141,14 +151,26 @@ class Target(Row):
     description: str = ""
     sla: Sla | None = Field(default=None, description="freshness the dataset owes; overrides its pipeline's")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "redshift":
+            warnings.warn(f"target {data.get('target_id')}: type 'redshift' is deprecated, write 'warehouse' (the "
+                          "warehouse may be DuckDB, PostgreSQL or Redshift)", DeprecatedName, stacklevel=2)
+            return {**data, "type": "warehouse"}
+        return data
+
     @model_validator(mode="after")
     def _warehouse_needs_table(self) -> Target:
-        if self.type == "redshift":
+        if self.type == "warehouse":
             if not self.location:
-                raise ValueError("location (schema.table) is required for a redshift target")
+                raise ValueError("location (schema.table) is required for a warehouse target")
             split_qualified(self.location)
         if self.load_mode == "merge" and not self.keys:
             raise ValueError("load_mode merge needs keys")
+        undeclared = sorted(set(self.column_descriptions or ()) - set(self.columns or ()))
+        if undeclared:
+            raise ValueError(f"column_descriptions name undeclared column(s): {', '.join(undeclared)}")
         return self
 
 

@@ -117,7 +117,7 @@ def recreate_staging(context: HealingContext) -> Remedy:
     """A staging table left behind by a crashed load: dropped, so the retried load creates it afresh."""
     targets = context.store.snapshot().targets
     target = targets[context.fault.stage.target_id]
-    if target.type != "redshift":
+    if target.type != "warehouse":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
     with warehouse_from_url(context.warehouse_url) as warehouse:
         dropped = warehouse.drop_staging(target.location, [t.location for t in targets.values() if t.location])

@@ -20,6 +20,9 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 
 KINDS = ("global", "pipeline", "stage", "dataset", "source", "target")
+# The run tags of a run a kill switch halted or cancelled: the status, and the switch's reason.
+STATUS_TAG, HALT_REASON_TAG = "medallion/status", "medallion/halt_reason"
+HALTED_TAGS = {STATUS_TAG: "halted"}
 
 
 class UnknownEntity(ValueError):
@@ -34,7 +37,7 @@ def known_ids(snapshot: CatalogSnapshot, kind: str) -> list[str]:
         "dataset": list(snapshot.targets),
         "source": [*snapshot.sources, *{s.system_id() for s in snapshot.sources.values()}],
         "target": [*snapshot.targets, *{t.system or "warehouse" for t in snapshot.targets.values()
-                                        if t.type == "redshift"}],
+                                        if t.type == "warehouse"}],
     }[kind]
     return sorted(set(ids))
 
@@ -56,7 +59,7 @@ def stage_entities(snapshot: CatalogSnapshot, stage: Stage) -> list[tuple[str, s
         source = snapshot.sources.get(input_id)
         if source:
             entities += [("source", source.source_id), ("source", source.system_id())]
-    if target.type == "redshift":
+    if target.type == "warehouse":
         entities += [("target", target.target_id), ("target", target.system or "warehouse")]
     return entities
 
@@ -103,3 +106,18 @@ def set_flag(store: CatalogStore, kind: str, entity_id: str, enabled: bool, reas
                        reason=reason, updated_by=who or getpass.getuser())
     store.upsert({"control_flags": [flag]})
     return flag
+
+
+def add_missing_flags(store: CatalogStore, who: str = "catalog load") -> list[ControlFlag]:
+    """Give every pipeline, stage and source an enabled kill switch row of its own, leaving existing rows alone,
+    so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows added."""
+    snapshot = store.snapshot()
+    existing = {(flag.entity_type, flag.entity_id) for flag in store.read_table("control_flags")
+                if flag.flag_name == "enabled"}
+    added = [ControlFlag(entity_type=kind, entity_id=entity_id, flag_value=True, updated_by=who)
+             for kind, ids in (("pipeline", snapshot.pipelines), ("source", snapshot.sources),
+                               ("stage", [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()]))
+             for entity_id in ids if (kind, entity_id) not in existing]
+    if added:
+        store.upsert({"control_flags": added})
+    return added

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from medallion_assets.redaction import echo
+
 
 @click.command("status")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
@@ -16,7 +18,7 @@ def status(as_json) -> None:
     from medallion_assets.control.status import pipeline_status, render
 
     report = pipeline_status(_store())
-    click.echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(render(report)))
+    echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(render(report)))
 
 
 @click.command("metrics")
@@ -38,10 +40,10 @@ def metrics(port, address, once) -> None:
     store = _store()
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
     if once:
-        click.echo(generate_latest(registry_for(store, instance)).decode(), nl=False)
+        echo(generate_latest(registry_for(store, instance)).decode(), nl=False)
         return
     server = serve(store, port, address, instance)
-    click.echo(f"serving Prometheus metrics on http://{address}:{server.server_port}/metrics", err=True)
+    echo(f"serving Prometheus metrics on http://{address}:{server.server_port}/metrics", err=True)
     while True:
         time.sleep(3600)
 
@@ -57,10 +59,10 @@ def notify_channels() -> None:
     from medallion_assets.control.notifications import CHANNELS
 
     for channel in sorted(CHANNELS.values(), key=lambda c: c.name):
-        click.echo(f"{channel.name:<10} {channel.description}")
+        echo(f"{channel.name:<10} {channel.description}")
         for name, field in channel.params.model_fields.items():
             kind = getattr(field.annotation, "__name__", str(field.annotation))
-            click.echo(f"    {name} ({kind})" + (f": {field.description}" if field.description else ""))
+            echo(f"    {name} ({kind})" + (f": {field.description}" if field.description else ""))
 
 
 @notify.command("test")
@@ -74,7 +76,7 @@ def notify_test(notification_id) -> None:
     rows = {row.notification_id: row for row in store.read_table("notifications")}
     row = rows.get(notification_id)
     if row is None:
-        click.echo(f"unknown notification {notification_id!r}; notifications: {', '.join(sorted(rows)) or 'none'}",
+        echo(f"unknown notification {notification_id!r}; notifications: {', '.join(sorted(rows)) or 'none'}",
                    err=True)
         sys.exit(EXIT_INVALID_CATALOG)
     message = Message(event="test", key="test", summary=f"test message for {notification_id} from medallion notify test")
@@ -83,8 +85,8 @@ def notify_test(notification_id) -> None:
     except DeliveryFailed as error:
         store.record_audit(event="notification", status="failed", error=str(error),
                            details={"notification_id": notification_id, "about": "test"})
-        click.echo(f"{notification_id} ({row.channel}): not delivered: {error}", err=True)
+        echo(f"{notification_id} ({row.channel}): not delivered: {error}", err=True)
         sys.exit(EXIT_FAILED)
     store.record_audit(event="notification", status="delivered",
                        details={"notification_id": notification_id, "about": "test"})
-    click.echo(f"{notification_id} ({row.channel}): delivered")
+    echo(f"{notification_id} ({row.channel}): delivered")

@@ -121,8 +121,10 @@ class StageRunner:
         outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
         if target.layer == "bronze":  # bronze rules judge the whole dataset, not only this batch
             outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
+            # ...and so does its row count (parquet footers: no scan), or it would contradict its checks.
+            outcome.details["rows_in_dataset"] = written.count()
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
-        if target.type == "redshift" and not outcome.blocking_failures():
+        if target.type == "warehouse" and not outcome.blocking_failures():
             reason = self.halt_reason(stage)
             if reason:
                 raise StageHalted(reason)

@@ -1,10 +1,8 @@
 """OpenLineage events checked against the specification's JSON schemas, offline.
 
 The schemas are resolved through their `$id`s by a `referencing.Registry`, never fetched. They are read from
-`MEDALLION_OPENLINEAGE_SPEC` when set; else from `../shared/openlineage-spec` next to the repository, the copy of
-record that a checkout works against; else from `openlineage_spec/` in this package. The package ships that copy
-because an installed Medallion (a wheel, a container) has no repository around it, and `medallion lineage serve`
-must validate events there too; a test keeps the copy identical to the shared one.
+`MEDALLION_OPENLINEAGE_SPEC` when set, else from `openlineage_spec/` in this package: a checkout, a wheel and a
+container validate against the same copy, and nothing outside the package is read.
 
 An event is checked against the core schema, then each facet whose `_schemaURL` names a schema of the
 specification against that schema, in the place its kind belongs (a run facet under `run.facets`, …). Facets
@@ -28,7 +26,6 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
 SPEC_ENV = "MEDALLION_OPENLINEAGE_SPEC"
-REPOSITORY_SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "openlineage-spec"
 PACKAGED_SPEC = Path(__file__).with_name("openlineage_spec")
 CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
@@ -44,13 +41,13 @@ class EventInvalid(ValueError):
 
 
 def spec_folder() -> Path:
-    """Where the schemas are read from: the environment variable, the repository's shared copy, or the package's."""
+    """Where the schemas are read from: the environment variable, else the package's copy."""
     if configured := os.environ.get(SPEC_ENV):
         folder = Path(configured)
         if not (folder / "OpenLineage.json").is_file():
             raise FileNotFoundError(f"{SPEC_ENV}={configured}: no OpenLineage.json there")
         return folder
-    return REPOSITORY_SPEC if (REPOSITORY_SPEC / "OpenLineage.json").is_file() else PACKAGED_SPEC
+    return PACKAGED_SPEC
 
 
 @dataclass(frozen=True)

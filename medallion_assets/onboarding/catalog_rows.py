@@ -395,7 +395,7 @@ class PlanBuilder:
         is_table = not dataset.name.startswith("s3://")
         return Target.model_validate(dict(
             target_id=self.target_id(dataset.name), layer=decision.layer,
-            type="redshift" if decision.layer == "gold" and is_table else "lake", location=dataset.name,
+            type="warehouse" if decision.layer == "gold" and is_table else "lake", location=dataset.name,
             columns=columns, description=f"onboarded from SQL ({lineage.kind} at {lineage.parsed.statement.where()}); "
                                          f"layer: {decision.reason}", **merge))
 
@@ -421,7 +421,7 @@ class PlanBuilder:
         decision = self.decide(dataset.name)
         reader = next(i for i, lineage in enumerate(self.lineages)
                       if lineage is not None and dataset.name in lineage.sources)
-        target = Target(target_id=self.target_id(dataset.name), layer=decision.layer, type="redshift",
+        target = Target(target_id=self.target_id(dataset.name), layer=decision.layer, type="warehouse",
                         location=dataset.name,
                         columns=self._declared_columns(dataset.name, reader),
                         description="external table read by onboarded SQL; no stage makes it. "

@@ -26,6 +26,7 @@ from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.healing import Fault, heal, rule_problems
+from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
 
 DEFAULT_INTERVAL_SECONDS = 30
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
@@ -75,6 +76,8 @@ def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: 
     for run in runs:
         if run.tags.get("dagster/will_retry") == "true":
             continue  # Dagster's own run retry has it
+        if run.tags.get(STATUS_TAG) == HALTED_TAGS[STATUS_TAG]:
+            continue  # a kill switch stopped it: nothing to heal
         attempt = int(run.tags.get(RERUN_NUMBER, "0")) + 1
         for step_key, error in failed_steps(instance, run):
             stage = stages.get(step_key)

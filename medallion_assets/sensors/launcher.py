@@ -53,7 +53,12 @@ IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunSt
 def run_tags(decision: Decision) -> dict[str, str]:
     return {PRIORITY_TAG: str(decision.priority), PIPELINE_TAG: decision.work.pipeline_id,
             PROFILE_TAG: decision.profile, HELD_TAG: str(decision.held).lower(),
-            DUE_TAG: f"{decision.work.due_since:.0f}"}
+            DUE_TAG: datetime.fromtimestamp(decision.work.due_since, timezone.utc).isoformat(timespec="seconds")}
+
+
+def _due_since(tag: str | None, default: float) -> float:
+    """The tag is an ISO 8601 UTC time, so the UI shows it readably."""
+    return datetime.fromisoformat(tag).timestamp() if tag else default
 
 
 class Launcher:
@@ -129,7 +134,7 @@ class Launcher:
         queued, running = [], []
         for record in records:
             run = record.dagster_run
-            work = self.work(run.tags[PIPELINE_TAG], float(run.tags.get(DUE_TAG, self.now)))
+            work = self.work(run.tags[PIPELINE_TAG], _due_since(run.tags.get(DUE_TAG), self.now))
             if work is None:
                 continue
             if run.status == DagsterRunStatus.QUEUED:
@@ -177,10 +182,11 @@ class Launcher:
 
 def build_launcher_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
                           interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
-    """The profile-aware launcher, running by default; targets every asset the catalog defines."""
+    """The profile-aware launcher; targets every asset the catalog defines. Stopped until turned on (the UI's
+    Automation page, or `dagster sensor start medallion_launcher`), so opening the UI launches nothing unasked."""
 
     @sensor(name="medallion_launcher", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING, job_name=IMPLICIT_ASSET_JOB_NAME,
+            default_status=DefaultSensorStatus.STOPPED, job_name=IMPLICIT_ASSET_JOB_NAME,
             description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
                         "and re-prioritizes queued runs when a profile changes.")
     def medallion_launcher(context: SensorEvaluationContext):

@@ -3,14 +3,14 @@ notifications table, the outbox of notification deliveries (one row per dedup ke
 stage's audit history.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
