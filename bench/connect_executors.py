@@ -11,7 +11,6 @@ alternating which goes first; prints the medians and the ratio multiprocess / in
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile

@@ -91,7 +91,8 @@ def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> Non
         if finding.kind == "breaking":
             raise BreakingSourceSchemaChange(f"source {source.source_id}: {finding.detail}")
     if found:  # every object's new fields at once, so that one healing covers them all
-        new_columns = {name: kind for finding in reversed(found) for name, kind in json.loads(finding.new_columns).items()}
+        new_columns = {name: kind for finding in reversed(found)
+                       for name, kind in json.loads(finding.new_columns).items()}
         raise SourceSchemaDrift(source.source_id, found[0].url, new_columns)
 
 

@@ -196,8 +196,8 @@ def _csv_findings(url: str, lines: list[str], columns: dict[str, str],
     header = [name.strip().strip('"') for name in lines[0].split(delimiter)]
     missing = [name for name in columns if name not in header]
     if missing:
-        return {"kind": "breaking",
-                "detail": f"{url}:1 header lacks declared column(s) {', '.join(missing)}; header is {', '.join(header)}"}
+        return {"kind": "breaking", "detail": f"{url}:1 header lacks declared column(s) {', '.join(missing)}; "
+                                              f"header is {', '.join(header)}"}
     return _drift({name: "string" for name in header if name not in columns})
 
 
