@@ -14,6 +14,7 @@ SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 EXIT_FAILED = 1
 EXIT_INVALID_CATALOG = 2
 EXIT_HALTED = 3
+EXIT_DEPLOYMENT = 4
 
 
 def _store():
@@ -171,6 +172,7 @@ def sample_data(rows, to_url, seed, weather) -> None:
 
 def _run(pipeline_id: str, as_json: bool) -> str:
     from medallion_assets.definitions import build_definitions
+    from medallion_assets.instance import DeploymentError
     from medallion_assets.runner import instance, run_pipeline
 
     store = _store()
@@ -178,7 +180,11 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     if pipeline_id not in snapshot.pipelines:
         click.echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
         sys.exit(EXIT_INVALID_CATALOG)
-    report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, instance())
+    try:
+        report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, instance(), config.workspace_file())
+    except DeploymentError as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_DEPLOYMENT)
     if as_json:
         click.echo(json.dumps(report.as_dict(), default=str))
     else:
@@ -196,7 +202,11 @@ def _run(pipeline_id: str, as_json: bool) -> str:
 def run(pipeline_id, as_json) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
 
-    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch.
+    An instance with a run queue (dagster.yaml's queued run coordinator) gets the run queued for its
+    dagster-daemon, which runs it in a run worker; this command follows it to the end.
+
+    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch, 4 the Dagster
+    deployment cannot take the run (storage down, no daemon, no code location for the pipeline).
     """
     status = _run(pipeline_id, as_json)
     if status != "success":
@@ -262,5 +272,7 @@ main.add_command(profile)
 main.add_command(simulate)
 from medallion_assets.control.throttle_cli import throttle  # noqa: E402
 main.add_command(throttle)
+from medallion_assets.instance_cli import instance  # noqa: E402
+main.add_command(instance)
 if __name__ == "__main__":
     main()

@@ -28,3 +28,9 @@ def warehouse_url() -> str:
 
 def spark_master() -> str:
     return os.environ.get("SPARK_MASTER", "local[2]")
+
+
+def workspace_file() -> Path:
+    """The Dagster workspace dagster-daemon loads: MEDALLION_WORKSPACE, or the repository's workspace.yaml.
+    `medallion run` submits a queued run to the code location in it that defines the pipeline."""
+    return Path(os.environ.get("MEDALLION_WORKSPACE", Path(__file__).resolve().parents[1] / "workspace.yaml"))
