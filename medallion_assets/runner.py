@@ -18,7 +18,7 @@ from dagster import AssetSelection, DagsterEvent, DagsterEventType, DagsterInsta
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
-from dagster._utils import make_new_run_id
+from dagster._core.utils import make_new_run_id
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot

@@ -7,8 +7,10 @@ the loopback S3 server. Every wait is on a state, with a deadline that only stop
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ import psycopg2
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
+from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import stage_pool
@@ -125,6 +128,14 @@ def deployment(tmp_path, monkeypatch, pg_url, pg_database, raw_data, medallion_h
             deployment.store.engine.dispose()
 
 
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def add_user_events(name: str) -> None:
     """A new raw file for user_events_etl: the launcher sees new data and launches the pipeline."""
     import boto3
@@ -192,3 +203,56 @@ def test_a_daemon_restarted_mid_run_leaves_no_run_started(deployment):
     run = wait_for("the run to end", lambda: deployment.finished_run(run_id))
     assert run.status in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE)
     assert deployment.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED])) == []
+
+
+def medallion_cli(*args: str) -> subprocess.CompletedProcess:
+    """The `medallion` command as a user runs it, in this test's environment."""
+    return subprocess.run([str(Path(sys.executable).parent / "medallion"), *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=DEADLINE_SECONDS)
+
+
+def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deployment):
+    deployment.start_daemon()
+    for pipeline in ("user_events_etl", "orders_etl"):  # the launcher's own first runs
+        wait_for(f"{pipeline}'s first run to finish", lambda p=pipeline: [r for r in deployment.runs(p) if r.is_finished])
+
+    done = medallion_cli("run", "orders_etl", "--json")
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    snapshot = deployment.store.snapshot()
+    assert report["status"] == "success"
+    assert {a["key"]: a["status"] for a in report["assets"]} == {
+        target_key(snapshot.targets[s.target_id]).to_user_string(): "success" for s in snapshot.stages("orders_etl")}
+    assert all(a["rows"] > 0 and a["checks"] and all(c["passed"] for c in a["checks"]) for a in report["assets"])
+    run = max(deployment.runs("orders_etl"), key=lambda r: deployment.instance.get_run_record_by_id(r.run_id).create_timestamp)
+    # Queued with the launcher's tags, and run by a run worker of the daemon, not by the command.
+    assert run.status == DagsterRunStatus.SUCCESS
+    assert {"dagster/priority", "medallion/profile", "medallion/held"} <= set(run.tags)
+    assert any(r.dagster_event.event_type == DagsterEventType.PIPELINE_ENQUEUED
+               for r in deployment.instance.all_logs(run.run_id))
+    launch = deployment.store.audit_entries(run_id=run.run_id, event="launch")
+    assert [(e["status"], e["details"]["reason"]) for e in launch] == [("requested", "balanced: by score; systems within throttle")]
+    assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
+
+
+def test_medallion_run_without_a_daemon_says_so(deployment):
+    done = medallion_cli("run", "orders_etl")
+
+    assert done.returncode == 4
+    assert done.stderr.strip() == (
+        f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} queues runs, but no dagster-daemon "
+        "is running for it: start `dagster-daemon run` (or `medallion ui`), or unset DAGSTER_HOME to run in process")
+    assert deployment.instance.get_runs() == []
+
+
+def test_postgresql_storage_down_at_start_names_the_instance_config(deployment, monkeypatch, unused_port):
+    monkeypatch.setenv("DAGSTER_PG_PORT", str(unused_port))
+
+    done = medallion_cli("instance", "check")
+
+    assert done.returncode == 4
+    message = done.stderr.strip().splitlines()[-1]
+    assert message == (f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} cannot reach its "
+                       f'storage: connection to server at "127.0.0.1", port {unused_port} failed: Connection refused')
+    assert "Traceback" not in done.stderr
