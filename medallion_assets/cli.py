@@ -213,6 +213,17 @@ def run(pipeline_id, as_json) -> None:
         sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 
 
+@main.command("workspace")
+@click.option("--to", "path", default="workspace.yaml", show_default=True, type=click.Path(path_type=Path),
+              help="the workspace file to write")
+def workspace(path) -> None:
+    """Write a Dagster workspace with one code location per catalog domain (pipelines.domain)."""
+    from medallion_assets.locations import write_workspace
+
+    domains = _store().domains()
+    click.echo(f"wrote {write_workspace(path, domains)}: {len(domains)} code location(s)")
+
+
 @main.command("ui")
 @click.option("--local-s3", is_flag=True, help="serve the seed's sample data from an S3 API server on loopback")
 @click.option("--rows", default=20_000, show_default=True, help="sample events to serve with --local-s3")

@@ -56,6 +56,8 @@ class Pipeline(Row):
     criticality: Literal["critical", "high", "normal", "low"] = "normal"
     expected_cost: float = Field(default=1.0, ge=0)
     schedule: str | None = Field(default=None, description="cron expression for when the pipeline is due")
+    domain: Identifier = Field(default="main", description="the Dagster code location the pipeline's assets load "
+                                                           "in: one per domain (`medallion workspace`)")
 
 
 class Source(Row):
