@@ -14,11 +14,13 @@ from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dagster import AssetSelection, DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus, Definitions, materialize
+from dagster import (
+    AssetSelection, DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus, Definitions, materialize,
+)
 from dagster._core.definitions.selector import JobSubsetSelector
+from dagster._core.utils import make_new_run_id
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
-from dagster._core.utils import make_new_run_id
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -109,7 +111,9 @@ def _through_queue(workspace: Path, snapshot: CatalogSnapshot, store: CatalogSto
     follow it to its end; (run id, success, the run's events). A run worker of the daemon emits its
     OpenLineage events, as for any queued run."""
     check_daemon_running(dagster_instance)
-    with WorkspaceProcessContext(dagster_instance, WorkspaceFileTarget(paths=[str(workspace)])) as context:
+    # The code server shares this process's stdout, which holds the report (and may be parsed as JSON).
+    with WorkspaceProcessContext(dagster_instance, WorkspaceFileTarget(paths=[str(workspace)]),
+                                 code_server_log_level="WARNING") as context:
         request = context.create_request_context()
         location, repository = _location_of(request, pipeline_id, datasets)
         run_id = make_new_run_id()

@@ -13,11 +13,11 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from pydantic import ValidationError
 from sqlalchemy import Engine, create_engine, delete, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import LOADABLE, Row
-from pydantic import ValidationError
 from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.lineage.versions import DEFINING_TABLES, record_lineage_versions
