@@ -224,7 +224,8 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
     assert report["status"] == "success"
     assert {a["key"]: a["status"] for a in report["assets"]} == {
         target_key(snapshot.targets[s.target_id]).to_user_string(): "success" for s in snapshot.stages("orders_etl")}
-    assert all(a["rows"] > 0 and a["checks"] and all(c["passed"] for c in a["checks"]) for a in report["assets"])
+    assert all(a["rows"] > 0 and a["checks"] for a in report["assets"])
+    assert all(c["passed"] for a in report["assets"] for c in a["checks"] if c["severity"] == "error")
     run = max(deployment.runs("orders_etl"), key=lambda r: deployment.instance.get_run_record_by_id(r.run_id).create_timestamp)
     # Queued with the launcher's tags, and run by a run worker of the daemon, not by the command.
     assert run.status == DagsterRunStatus.SUCCESS
