@@ -214,7 +214,8 @@ def medallion_cli(*args: str) -> subprocess.CompletedProcess:
 def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deployment):
     deployment.start_daemon()
     for pipeline in ("user_events_etl", "orders_etl"):  # the launcher's own first runs
-        wait_for(f"{pipeline}'s first run to finish", lambda p=pipeline: [r for r in deployment.runs(p) if r.is_finished])
+        [first_run] = wait_for(f"{pipeline}'s first run to finish",
+                               lambda p=pipeline: [r for r in deployment.runs(p) if r.is_finished])
 
     done = medallion_cli("run", "orders_etl", "--json")
 
@@ -224,9 +225,10 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
     assert report["status"] == "success"
     assert {a["key"]: a["status"] for a in report["assets"]} == {
         target_key(snapshot.targets[s.target_id]).to_user_string(): "success" for s in snapshot.stages("orders_etl")}
-    assert all(a["rows"] > 0 and a["checks"] for a in report["assets"])
-    assert all(c["passed"] for a in report["assets"] for c in a["checks"] if c["severity"] == "error")
-    run = max(deployment.runs("orders_etl"), key=lambda r: deployment.instance.get_run_record_by_id(r.run_id).create_timestamp)
+    # The launcher's run ingested the raw files already: bronze finds nothing new, and says how many rows it has.
+    assert all(a["rows"] is not None and a["checks"] for a in report["assets"]), report
+    assert all(c["passed"] for a in report["assets"] for c in a["checks"] if c["severity"] == "error"), report
+    [run] = [r for r in deployment.runs("orders_etl") if r.run_id != first_run.run_id]
     # Queued with the launcher's tags, and run by a run worker of the daemon, not by the command.
     assert run.status == DagsterRunStatus.SUCCESS
     assert {"dagster/priority", "medallion/profile", "medallion/held"} <= set(run.tags)
