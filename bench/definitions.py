@@ -20,6 +20,15 @@ times the steps `build_definitions` is made of (catalog migrate and read, asset 
 
     python bench/definitions.py                      # 1k, 2k, 5k, 10k datasets, 3 repeats
     python bench/definitions.py --quick              # 200 and 400 datasets, 2 repeats
+
+With `--locations PER`, the catalog's pipelines are split into domains of PER datasets, one code location each
+(`medallion_assets/locations.py`, as `medallion workspace` lays them out), and per size it reports: one
+domain's load (the same phases, median over three domains: first, middle, last), a run worker's start (a new
+Python process that imports Medallion and loads its domain's Definitions, as a run worker does before its first
+step; wall time), and the same graph as one `multi_asset` per pipeline (can_subset, same checks), the shape
+Dagster's integrations use for large graphs; all against the whole catalog as one location, in the same run.
+
+    python bench/definitions.py --locations 1000 --sizes 1000 10000 --repeats 2
 """
 
 # No `from __future__ import annotations`: Dagster reads the @asset reference's parameter annotations as types.
@@ -30,9 +39,13 @@ import tempfile
 import time
 from collections.abc import Callable
 
+import os
+import subprocess
+import sys
+
 from dagster import (
     AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition, AssetSpec, Definitions, MaterializeResult, asset,
-    in_process_executor,
+    in_process_executor, multi_asset,
 )
 from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster._serdes import serialize_value
@@ -127,6 +140,102 @@ def hand_written_assets(pipelines: int) -> list[AssetSpec | AssetsDefinition]:
     return assets
 
 
+def multi_asset_per_pipeline(pipelines: int) -> list[AssetSpec | AssetsDefinition]:
+    """The same graph and checks as one subsettable multi_asset per pipeline (bodies never run)."""
+    assets: list[AssetSpec | AssetsDefinition] = []
+    for n in range(pipelines):
+        keys, group = pipeline_keys(n), f"p{n:05d}"
+        specs = [AssetSpec(keys[layer], deps=[keys[upstream]], group_name=group)
+                 for upstream, layer in zip(LAYERS, LAYERS[1:])]
+        checks = [AssetCheckSpec(rule.name, asset=keys[layer], blocking=True)
+                  for layer in LAYERS[1:] for rule in STAGE_RULES[layer]]
+
+        @multi_asset(name=f"{group}_stages", specs=specs, check_specs=checks, can_subset=True,
+                     required_resource_keys={"spark", "lake", "warehouse", "catalog"})
+        def stages(context: AssetExecutionContext):
+            raise NotImplementedError
+        assets += [AssetSpec(keys["raw"], group_name=group), stages]
+    return assets
+
+
+WORKER_START = """
+import sys, time
+from dagster import Definitions
+from medallion_assets.locations import build_definitions
+start = time.perf_counter()
+Definitions.validate_loadable(build_definitions(domain=sys.argv[1]))
+print(time.perf_counter() - start)
+"""
+
+
+def run_worker_start(domain: str, catalog_url: str, lake_root: str, warehouse_url: str) -> tuple[float, float]:
+    """(wall seconds for a new process to import Medallion and load one domain's Definitions, of which the load)."""
+    environment = {**os.environ, "MEDALLION_CATALOG_URL": catalog_url, "MEDALLION_LAKE_URL": lake_root,
+                   "MEDALLION_WAREHOUSE_URL": warehouse_url}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", WORKER_START, domain], env=environment, check=True,
+                          capture_output=True, text=True)
+    return time.perf_counter() - start, float(done.stdout.split()[-1])
+
+
+def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
+    """One domain's load and a run worker's start, against the whole catalog and one multi_asset per pipeline."""
+    pipelines, per_domain = datasets // DATASETS_PER_PIPELINE, per_location // DATASETS_PER_PIPELINE
+    with tempfile.TemporaryDirectory(prefix="medallion-bench-locations-") as folder:
+        catalog_url, lake_root, warehouse_url = f"sqlite:///{folder}/catalog.db", f"{folder}/lake", f"duckdb:///{folder}/w.duckdb"
+        rows = catalog_rows(pipelines)
+        rows["pipelines"] = [p.model_copy(update={"domain": f"d{i // per_domain:03d}"})
+                             for i, p in enumerate(rows["pipelines"])]
+        domains = sorted({p.domain for p in rows["pipelines"]})
+        sampled = sorted({domains[0], domains[len(domains) // 2], domains[-1]})
+        store = CatalogStore(catalog_url)
+        store.migrate()
+        store.upsert(rows)
+        resources = {"spark": SparkResource(), "lake": LakeResource(root=lake_root),
+                     "warehouse": WarehouseResource(url=warehouse_url), "catalog": CatalogResource(url=catalog_url)}
+        sides = {"whole catalog": lambda: build_definitions(catalog_url, lake_root, warehouse_url),
+                 "multi_asset/pipeline": lambda: Definitions(assets=multi_asset_per_pipeline(pipelines),
+                                                             resources=resources, executor=in_process_executor)}
+        totals: dict[str, list[float]] = {"one domain": [], "run worker": [], "run worker's load": [],
+                                          **{side: [] for side in sides}}
+        shapes = {}
+        for _ in range(repeats):
+            for domain in sampled:
+                seconds, _, _ = code_location_load(lambda: build_definitions(catalog_url, lake_root, warehouse_url,
+                                                                             domain=domain))
+                totals["one domain"].append(sum(seconds.values()))
+                wall, load = run_worker_start(domain, catalog_url, lake_root, warehouse_url)
+                totals["run worker"].append(wall)
+                totals["run worker's load"].append(load)
+            for side, make in sides.items():
+                seconds, shapes[side], _ = code_location_load(make)
+                totals[side].append(sum(seconds.values()))
+        assert shapes["whole catalog"] == shapes["multi_asset/pipeline"], "the multi_asset side built another graph"
+    return {"locations": len(domains), "medians": {side: statistics.median(t) for side, t in totals.items()},
+            "max": {side: max(t) for side, t in totals.items()}}
+
+
+def main_locations(sizes: list[int], per_location: int, repeats: int) -> None:
+    results = {}
+    for datasets in sizes:
+        results[datasets] = result = bench_locations(datasets, per_location, repeats)
+        print(f"\n{datasets:,} datasets in {result['locations']} location(s) of {per_location:,}; "
+              f"seconds, median (max) of {repeats} x 3 domains / {repeats} whole loads:")
+        for side, median in result["medians"].items():
+            print(f"  {side:<22}{median:>8.2f}  ({result['max'][side]:.2f})")
+        print(f"  one domain / whole catalog: {median_ratio(result, 'one domain', 'whole catalog'):.2f};  "
+              f"one domain / multi_asset per pipeline: {median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f}")
+    first, last = min(sizes), max(sizes)
+    if first != last:
+        growth = ", ".join(f"{side} {results[last]['medians'][side] / results[first]['medians'][side]:.1f}x"
+                           for side in results[first]["medians"])
+        print(f"\nscaling {first:,} → {last:,} datasets ({last / first:.0f}x more): {growth}")
+
+
+def median_ratio(result: dict, side: str, baseline: str) -> float:
+    return result["medians"][side] / result["medians"][baseline]
+
+
 def code_location_load(make_defs: Callable[[], Definitions]) -> tuple[dict[str, float], set[tuple], set]:
     """Seconds per phase of loading `make_defs()` as Dagster loads a code location; its asset graph and checks."""
     # Every load starts from the same heap: garbage left by the previous load would otherwise slow down the
@@ -211,8 +320,13 @@ def main() -> None:
                         help="datasets per catalog, multiples of 4 (default 1000 2000 5000 10000)")
     parser.add_argument("--repeats", type=int, default=3, help="loads of each side per size (default 3)")
     parser.add_argument("--quick", action="store_true", help="a small run to check that everything works")
+    parser.add_argument("--locations", type=int, metavar="PER", help="datasets per domain code location")
     args = parser.parse_args()
     sizes, repeats = ([200, 400], 2) if args.quick else (args.sizes, args.repeats)
+    if args.locations:
+        bench_size(DATASETS_PER_PIPELINE, 1)  # imports and first-call caches, untimed
+        main_locations(sizes, args.locations, repeats)
+        return
 
     # Imports and first-call caches (pydantic, Dagster, SQLAlchemy, alembic) are paid once per process: untimed.
     bench_size(DATASETS_PER_PIPELINE, 1)

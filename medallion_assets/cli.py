@@ -19,6 +19,7 @@ SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 EXIT_FAILED = 1
 EXIT_INVALID_CATALOG = 2
 EXIT_HALTED = 3
+EXIT_DEPLOYMENT = 4
 
 
 def _store():
@@ -201,6 +202,7 @@ def sample_data(rows, to_url, seed, weather, gzipped) -> None:
 
 def _run(pipeline_id: str, as_json: bool) -> str:
     from medallion_assets.definitions import build_definitions
+    from medallion_assets.instance import DeploymentError, daemon_running, has_daemon
     from medallion_assets.runner import instance, run_pipeline
 
     store = _store()
@@ -208,7 +210,15 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     if pipeline_id not in snapshot.pipelines:
         echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
         sys.exit(EXIT_INVALID_CATALOG)
-    report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, instance())
+    try:
+        dagster_instance = instance()
+        workspace = config.workspace_file()
+        if config.is_embedded_dagster_home() and has_daemon(dagster_instance) and not daemon_running(dagster_instance):
+            workspace = None  # the demo's instance while `medallion ui` is not running: in process, as before
+        report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace)
+    except DeploymentError as error:
+        echo(str(error), err=True)
+        sys.exit(EXIT_DEPLOYMENT)
     if as_json:
         echo(json.dumps(report.as_dict(), default=str))
     else:
@@ -227,7 +237,11 @@ def _run(pipeline_id: str, as_json: bool) -> str:
 def run(pipeline_id, as_json) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
 
-    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch.
+    An instance with a run queue (dagster.yaml's queued run coordinator) gets the run queued for its
+    dagster-daemon, which runs it in a run worker; this command follows it to the end.
+
+    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch, 4 the Dagster
+    deployment cannot take the run (storage down, no daemon, no code location for the pipeline).
     """
     status = _run(pipeline_id, as_json)
     if status != "success":
@@ -243,6 +257,17 @@ def _dagster_home() -> Path:
             shutil.copyfile(Path(__file__).with_name("dagster.yaml"), folder / "dagster.yaml")
         os.environ["DAGSTER_HOME"] = str(folder)
     return Path(os.environ["DAGSTER_HOME"])
+
+
+@main.command("workspace")
+@click.option("--to", "path", default="workspace.yaml", show_default=True, type=click.Path(path_type=Path),
+              help="the workspace file to write")
+def workspace(path) -> None:
+    """Write a Dagster workspace with one code location per catalog domain (pipelines.domain)."""
+    from medallion_assets.locations import write_workspace
+
+    domains = _store().domains()
+    echo(f"wrote {write_workspace(path, domains)}: {len(domains)} code location(s)")
 
 
 @main.command("ui")
@@ -306,5 +331,7 @@ from medallion_assets.control.monitoring_cli import metrics, notify, status  # n
 main.add_command(metrics)
 main.add_command(status)
 main.add_command(notify)
+from medallion_assets.instance_cli import instance  # noqa: E402
+main.add_command(instance)
 if __name__ == "__main__":
     main()

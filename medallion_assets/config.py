@@ -59,3 +59,18 @@ def use_embedded_dagster_home() -> None:
     """With DAGSTER_HOME unset, use the embedded home's instance once it exists, so the CLI's runs show in the UI."""
     if "DAGSTER_HOME" not in os.environ and (embedded_dagster_home() / "dagster.yaml").is_file():
         os.environ["DAGSTER_HOME"] = str(embedded_dagster_home())
+
+
+def workspace_file() -> Path:
+    """The Dagster workspace dagster-daemon loads: MEDALLION_WORKSPACE; else the one `medallion ui` wrote into
+    DAGSTER_HOME; else the repository's workspace.yaml. `medallion run` submits a queued run to the code
+    location in it that defines the pipeline."""
+    if "MEDALLION_WORKSPACE" in os.environ:
+        return Path(os.environ["MEDALLION_WORKSPACE"])
+    written = Path(os.environ.get("DAGSTER_HOME", home() / "no-dagster-home")) / "workspace.yaml"
+    return written if written.is_file() else Path(__file__).resolve().parents[1] / "workspace.yaml"
+
+
+def is_embedded_dagster_home() -> bool:
+    """Whether the Dagster instance in use is the embedded home's, which no one chose explicitly."""
+    return os.environ.get("DAGSTER_HOME") == str(embedded_dagster_home())

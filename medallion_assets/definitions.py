@@ -28,7 +28,8 @@ def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
 
 
 def build_definitions(catalog_url: str | None = None, lake_root: str | None = None,
-                      warehouse_url: str | None = None) -> Definitions:
+                      warehouse_url: str | None = None, domain: str | None = None) -> Definitions:
+    """Every pipeline's assets, or with `domain` only that domain's (one code location per domain)."""
     catalog_setting = _from_environment(catalog_url, config.CATALOG_ENV)
     warehouse_setting = _from_environment(warehouse_url, config.WAREHOUSE_ENV)
     catalog_url = catalog_url or config.catalog_url()
@@ -36,7 +37,7 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     warehouse_url = warehouse_url or config.warehouse_url()
     store = CatalogStore(catalog_url)
     store.migrate()
-    snapshot = store.snapshot()
+    snapshot = store.snapshot(domain)
     assets = build_assets(snapshot, lake_root)
     sensors = [build_control_sensor(snapshot, store)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job

@@ -5,11 +5,13 @@ A part that cannot be started fails the test run loudly; nothing is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from dataclasses import dataclass
@@ -110,9 +112,9 @@ def pg_url(tmp_path_factory) -> str:
         return _start_throwaway_postgres(tmp_path_factory.mktemp("pg"))
 
 
-@pytest.fixture
-def pg_database(pg_url) -> str:
-    """A fresh database on the PostgreSQL server for one test, dropped afterwards."""
+@contextlib.contextmanager
+def fresh_database(pg_url: str) -> Iterator[str]:
+    """A new database on the PostgreSQL server, dropped on exit."""
     name = f"medallion_test_{uuid.uuid4().hex[:10]}"
     admin = psycopg2.connect(pg_url)
     admin.autocommit = True
@@ -120,6 +122,13 @@ def pg_database(pg_url) -> str:
     yield pg_url.rsplit("/", 1)[0] + f"/{name}"
     admin.cursor().execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     admin.close()
+
+
+@pytest.fixture
+def pg_database(pg_url) -> str:
+    """A fresh database on the PostgreSQL server for one test, dropped afterwards."""
+    with fresh_database(pg_url) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -102,6 +102,8 @@ class Pipeline(Row):
     volume_band: VolumeBand | None = Field(default=None, description="set (even to {}) to check volumes")
     min_dq_rate: float | None = Field(default=None, gt=0, le=1,
                                       description="share of rows read no rule rejects; below it a check fails (e.g. 0.99)")
+    domain: Identifier = Field(default="main", description="the Dagster code location the pipeline's assets load "
+                                                           "in: one per domain (`medallion workspace`)")
 
 
 class Source(Row):

@@ -14,6 +14,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, create_engine, delete, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -109,20 +110,42 @@ class CatalogStore:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
             yield connection
 
-    def read_table(self, table_name: str) -> list[Row]:
-        """The rows of one loadable table as models, read now (runtime controls use this, never a snapshot)."""
-        model = LOADABLE[table_name]
+    def read_table(self, table_name: str, where=None) -> list[Row]:
+        """The rows of one loadable table as models (those matching the SQLAlchemy clause `where`, if given), read
+        now (runtime controls use this, never a snapshot). A row that is no valid model, as a plain SQL write can
+        leave, raises CatalogRowInvalid naming the table, the row's key and the field."""
+        model, table = LOADABLE[table_name], LOADABLE_TABLES[table_name]
+        query = select(table) if where is None else select(table).where(where)
         with self.engine.connect() as connection:
-            records = connection.execute(select(LOADABLE_TABLES[table_name])).mappings()
-            return [model.model_validate({k: v for k, v in r.items() if k in model.model_fields and v is not None})
-                    for r in records]
+            return [_model(table_name, record) for record in connection.execute(query).mappings()]
 
-    def snapshot(self) -> CatalogSnapshot:
+    def snapshot(self, domain: str | None = None) -> CatalogSnapshot:
+        """Every loadable table; with `domain`, only that domain's pipelines and their stages, so a broken row of
+        another domain's pipeline or stage does not stop this one from loading."""
         snapshot = CatalogSnapshot()
         for table_name in LOADABLE:
-            for row in self.read_table(table_name):
+            for row in self.read_table(table_name, self._domain_clause(table_name, domain)):
                 snapshot.add(table_name, row)
         return snapshot
+
+    def domains(self) -> list[str]:
+        """The domains pipelines name, read with plain SQL: a broken row must not hide its domain."""
+        pipelines = LOADABLE_TABLES["pipelines"]
+        default = LOADABLE["pipelines"].model_fields["domain"].default
+        with self.engine.connect() as connection:
+            return sorted({domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()})
+
+    def _domain_clause(self, table_name: str, domain: str | None):
+        if domain is None or table_name not in ("pipelines", "stages"):
+            return None
+        pipelines = LOADABLE_TABLES["pipelines"]
+        # A pipeline written before domains existed has none: it is in the default domain.
+        in_domain = pipelines.c.domain == domain
+        if domain == LOADABLE["pipelines"].model_fields["domain"].default:
+            in_domain = in_domain | pipelines.c.domain.is_(None)
+        if table_name == "pipelines":
+            return in_domain
+        return LOADABLE_TABLES["stages"].c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain))
 
     def table_rows(self, table_name: str) -> list[dict[str, Any]]:
         if table_name not in metadata.tables:
@@ -165,3 +188,18 @@ class CatalogStore:
             query = query.where(audit_log.c[column] == value)
         with self.engine.connect() as connection:
             return [dict(r) for r in connection.execute(query).mappings()]
+
+
+class CatalogRowInvalid(Exception):
+    """A catalog row that is no valid model (written around the loader, e.g. with plain SQL)."""
+
+
+def _model(table_name: str, record: Mapping[str, Any]) -> Row:
+    model = LOADABLE[table_name]
+    try:
+        return model.model_validate({k: v for k, v in record.items() if k in model.model_fields and v is not None})
+    except ValidationError as error:
+        # Field names and pydantic's messages only: a value read from the catalog may be hostile or secret.
+        key = ", ".join(f"{field}={record.get(field)!r}" for field in model.key_fields)
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise CatalogRowInvalid(f"catalog table {table_name}, row ({key}): {problems}") from None

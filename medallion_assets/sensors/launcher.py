@@ -20,11 +20,12 @@ The cursor remembers since when each waiting pipeline is due, so its staleness k
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import datetime, timezone
 
 from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
+    DagsterInstance, DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
     SensorEvaluationContext, SensorResult, sensor,
 )
 from dagster._utils.schedules import get_latest_completed_cron_tick
@@ -64,9 +65,9 @@ def _due_since(tag: str | None, default: float) -> float:
 class Launcher:
     """One tick's view: the loaded definitions' structure (`snapshot`), the catalog's rows read now (`fresh`)."""
 
-    def __init__(self, context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore):
-        self.context, self.snapshot, self.store = context, snapshot, store
-        self.instance = context.instance
+    def __init__(self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot,
+                 store: CatalogStore):
+        self.instance, self.log, self.snapshot, self.store = instance, log, snapshot, store
         self.now = time.time()
         self.fresh = store.snapshot()
         self.policy = SchedulingPolicy.from_snapshot(self.fresh)
@@ -128,9 +129,7 @@ class Launcher:
         return [record for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT))
                 if PIPELINE_TAG in record.dagster_run.tags]
 
-    def tick(self, pending: dict[str, list]) -> SensorResult:
-        records = self.in_flight()
-        busy = {record.dagster_run.tags[PIPELINE_TAG] for record in records}
+    def queued_and_running(self, records: list[RunRecord]) -> tuple[list[QueuedRun], list[Work]]:
         queued, running = [], []
         for record in records:
             run = record.dagster_run
@@ -142,6 +141,23 @@ class Launcher:
                                         run.tags.get(HELD_TAG) == "true"))
             else:
                 running.append(work)
+        return queued, running
+
+    def request(self, pipeline_id: str, run_id: str) -> Decision:
+        """The decision for run `run_id` of a pipeline an operator asks for now (`medallion run` through the
+        queue): the profile, priority and held state the policy gives it among the runs in flight, audited as
+        a launch. It is queued whatever the throttles say: Dagster's pools hold its steps to them."""
+        queued, running = self.queued_and_running(self.in_flight())
+        plan = plan_tick(self.policy, self.now, [self.work(pipeline_id, self.now, "requested by medallion run")],
+                         queued, running)
+        decision = (plan.launches + plan.waits)[0]
+        self._audit(decision, "launch", "requested", run_id=run_id)
+        return decision
+
+    def tick(self, pending: dict[str, list]) -> SensorResult:
+        records = self.in_flight()
+        busy = {record.dagster_run.tags[PIPELINE_TAG] for record in records}
+        queued, running = self.queued_and_running(records)
 
         waiting, selections = [], {}
         for pipeline_id in sorted(self.snapshot.pipelines):
@@ -168,7 +184,7 @@ class Launcher:
             requests.append(RunRequest(asset_selection=selections[decision.work.pipeline_id], tags=run_tags(decision)))
             self._audit(decision, "launch", "requested")
         for decision in plan.waits:
-            self.context.log.info(f"{decision.work.pipeline_id} waits: {decision.reason}")
+            self.log.info(f"{decision.work.pipeline_id} waits: {decision.reason}")
         cursor = json.dumps(pending, sort_keys=True)
         if requests:
             return SensorResult(run_requests=requests, cursor=cursor)
@@ -177,7 +193,7 @@ class Launcher:
     def _audit(self, decision: Decision, event: str, status: str, run_id: str | None = None) -> None:
         self.store.record_audit(run_id=run_id, pipeline_id=decision.work.pipeline_id, event=event, status=status,
                                 details=decision.details())
-        self.context.log.info(f"{event} {decision.work.pipeline_id} at priority {decision.priority}: {decision.reason}")
+        self.log.info(f"{event} {decision.work.pipeline_id} at priority {decision.priority}: {decision.reason}")
 
 
 def build_launcher_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
@@ -190,6 +206,6 @@ def build_launcher_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
             description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
                         "and re-prioritizes queued runs when a profile changes.")
     def medallion_launcher(context: SensorEvaluationContext):
-        return Launcher(context, snapshot, store).tick(json.loads(context.cursor or "{}"))
+        return Launcher(context.instance, context.log, snapshot, store).tick(json.loads(context.cursor or "{}"))
 
     return medallion_launcher

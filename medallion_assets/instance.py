@@ -1,0 +1,104 @@
+"""The Dagster instance Medallion's runs go to: its configuration, and opening it with a clear error.
+
+The shipped `dagster.yaml` holds what every instance needs (the queued run coordinator, run limits, pools, run
+monitoring); `deploy/postgres.yaml` adds only Dagster's storage on PostgreSQL (dagster-postgres). A deployment's
+instance is the two merged (`medallion instance init --postgres`), so they never drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from dagster import DagsterInstance
+from dagster._core.run_coordinator import QueuedRunCoordinator
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_CONFIG = REPO / "dagster.yaml"
+POSTGRES_STORAGE = REPO / "deploy" / "postgres.yaml"
+HEADER = "# Written by `medallion instance init` from dagster.yaml{}: change those and write it again.\n"
+
+
+class DeploymentError(Exception):
+    """The Dagster deployment cannot take a run; the message says what to fix."""
+
+
+class InstanceUnavailable(DeploymentError):
+    """The instance under DAGSTER_HOME cannot be opened (its storage does not answer)."""
+
+
+class NoDaemon(DeploymentError):
+    """The instance queues runs, but no dagster-daemon empties its queue."""
+
+
+def instance_config(postgres: bool = False) -> dict:
+    """The shipped dagster.yaml, with PostgreSQL storage when `postgres`; the overlay's top-level blocks are
+    added whole (it has only `storage`, which dagster.yaml leaves to Dagster's SQLite default)."""
+    config = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    if postgres:
+        config.update(yaml.safe_load(POSTGRES_STORAGE.read_text()))
+    return config
+
+
+def write_instance_config(dagster_home: Path, config: dict, postgres: bool) -> Path:
+    path = Path(dagster_home) / "dagster.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER.format(" and deploy/postgres.yaml" if postgres else "")
+                    + yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def open_instance() -> DagsterInstance:
+    """The instance under DAGSTER_HOME, so runs show in the UI; a throwaway one when it is unset.
+
+    Raises InstanceUnavailable naming the instance's config file when its storage does not answer: a
+    traceback from deep inside SQLAlchemy would not say which file to look at."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return DagsterInstance.ephemeral()
+    try:
+        return DagsterInstance.get()
+    except Exception as error:
+        refused = _connection_error(error)
+        if refused is None:
+            raise
+        # The driver's own first line (host, port, refused or timed out), never the URL, which may hold a password.
+        reason = str(refused).strip().splitlines()[0]
+        raise InstanceUnavailable(f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} cannot reach "
+                                  f"its storage: {reason}") from None
+
+
+def _connection_error(error: BaseException | None) -> BaseException | None:
+    """The database driver's error behind a failed connection that caused `error` (dagster-postgres wraps it
+    after retrying), or None."""
+    import sqlalchemy.exc
+
+    while error is not None:
+        if isinstance(error, sqlalchemy.exc.OperationalError):
+            return error.orig
+        error = error.__cause__
+    return None
+
+
+def has_daemon(instance: DagsterInstance) -> bool:
+    """Whether runs go through the run queue, which only dagster-daemon empties."""
+    return isinstance(instance.run_coordinator, QueuedRunCoordinator)
+
+
+def daemon_running(instance: DagsterInstance) -> bool:
+    """Whether the daemon's queue loop has sent a heartbeat lately."""
+    from dagster._daemon.controller import get_daemon_statuses
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    queue = QueuedRunCoordinatorDaemon.daemon_type()
+    return get_daemon_statuses(instance, [queue], ignore_errors=True)[queue].healthy
+
+
+def check_daemon_running(instance: DagsterInstance) -> None:
+    """Raise NoDaemon unless the daemon is running: a run queued with no daemon would wait forever."""
+    if not daemon_running(instance):
+        home = os.environ.get("DAGSTER_HOME", "DAGSTER_HOME")
+        raise NoDaemon(f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} queues runs, but no "
+                       "dagster-daemon is running for it: start `dagster-daemon run` (or `medallion ui`), or "
+                       "unset DAGSTER_HOME to run in process")

@@ -1,0 +1,44 @@
+"""A catalog stage through Dagster Pipes: medallion_assets/pipes_stage.py, the entry point EMR Serverless
+(PipesEMRServerlessClient) would run, here run by a real local `spark-submit` from the pyspark wheel through
+Dagster's PipesSubprocessClient, reporting its materialization back to a real Dagster instance."""
+
+# No `from __future__ import annotations`: Dagster reads the asset's parameter annotations as types.
+import sys
+from pathlib import Path
+
+import pyarrow.dataset
+from dagster import AssetExecutionContext, PipesSubprocessClient, asset, instance_for_test, materialize
+
+import medallion_assets.pipes_stage
+from medallion_assets.catalog.loader import validate_files
+from medallion_assets.catalog.store import CatalogStore
+from tests.conftest import SEED
+
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+
+
+def test_a_stage_runs_in_spark_submit_through_pipes(tmp_path, raw_data, monkeypatch):
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
+    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
+
+    @asset(key=["bronze", "user_events"])
+    def bronze_user_events(context: AssetExecutionContext, pipes: PipesSubprocessClient):
+        return pipes.run(context=context, command=[str(SPARK_SUBMIT), "--master", "local[1]",
+                                                   medallion_assets.pipes_stage.__file__],
+                         extras={"pipeline": "user_events_etl", "stage": "bronze_ingest"},
+                         env={"PYSPARK_PYTHON": sys.executable}).get_materialize_result()
+
+    with instance_for_test() as instance:
+        result = materialize([bronze_user_events], resources={"pipes": PipesSubprocessClient()}, instance=instance)
+        assert result.success
+        [materialization] = result.get_asset_materialization_events()
+        metadata = materialization.materialization.metadata
+
+    written = raw_data.event_lines - raw_data.malformed_events
+    assert metadata["dagster/row_count"].value == written
+    assert metadata["rows_quarantined"].value == raw_data.malformed_events
+    assert metadata["rows_read"].value == raw_data.event_lines
+    assert pyarrow.dataset.dataset(tmp_path / "lake" / "bronze" / "bronze_user_events").count_rows() == written
