@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.engine.spark import DEFAULT_CONF
+from medallion_assets.engine.spark import SESSION_CONF
 from medallion_assets.engine.stages import StageHalted, StageRunner
 from medallion_assets.storage.warehouse import warehouse_from_url
 
@@ -37,10 +37,10 @@ def run(pipes: PipesContext) -> None:
     if reason := halt_reason(stage):
         raise StageHalted(reason)
     builder = SparkSession.builder.appName(f"medallion {pipeline_id}.{stage_name}")
-    for key, value in DEFAULT_CONF.items():
+    for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     target = snapshot.targets[stage.target_id]
-    warehouse = warehouse_from_url(config.warehouse_url()) if target.type == "redshift" else None
+    warehouse = warehouse_from_url(config.warehouse_url()) if target.type == "warehouse" else None
     try:
         outcome = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse,
                               halt_reason).run_stage(stage)
