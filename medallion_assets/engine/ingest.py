@@ -76,8 +76,15 @@ def bronze_schema(source: Source) -> str:
 
 def _objects(spark: SparkSession, objects: list[ObjectInfo]) -> DataFrame:
     """One row per object, spread so that each task reads its own objects."""
-    frame = spark.createDataFrame([(info.url, info.etag) for info in objects], "url string, etag string")
+    frame = spark.createDataFrame([(index, info.url, info.etag) for index, info in enumerate(objects)],
+                                  "index int, url string, etag string")
     return frame.repartition(min(len(objects), MAX_TASKS))
+
+
+def _with_source_file(rows: DataFrame, objects: DataFrame) -> DataFrame:
+    """Rows that name their object by index, naming it by url instead (a broadcast join: no shuffle)."""
+    urls = objects.select(F.col("index").alias("_object"), F.col("url").alias("_source_file"))
+    return rows.join(F.broadcast(urls), "_object").drop("_object")
 
 
 def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> None:
@@ -99,8 +106,9 @@ def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> Non
 def _parse_text(source: Source, objects: DataFrame) -> DataFrame:
     """Parse the objects' lines; rows that fail carry the raw line in _corrupt_record, and why in _reason."""
     skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
-    lines = objects.mapInArrow(raw_reader.lines_task(source.compression, skip_header, configured_endpoint()),
-                               raw_reader.LINES_SCHEMA)
+    lines = _with_source_file(objects.mapInArrow(
+        raw_reader.lines_task(source.compression, skip_header, configured_endpoint()), raw_reader.LINES_SCHEMA),
+        objects)
     schema = spark_schema(source.columns) + f", {CORRUPT} string"
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT,
                **{k: str(v) for k, v in source.options.items() if k != "header"}}
@@ -117,11 +125,13 @@ def _parse_text(source: Source, objects: DataFrame) -> DataFrame:
 
 
 def _read_parquet(spark: SparkSession, source: Source, objects: DataFrame) -> DataFrame:
-    declared = f"_source_file string, _source_line bigint, {spark_schema(source.columns)}, {CORRUPT} string"
+    declared = f"_object int, _source_line bigint, {spark_schema(source.columns)}, {CORRUPT} string"
     # The empty frame is how a DDL schema is parsed in classic Spark and Spark Connect alike.
     arrow_schema = to_arrow_schema(spark.createDataFrame([], declared).schema)
     rows = objects.mapInArrow(raw_reader.parquet_task(arrow_schema, configured_endpoint()), declared)
-    return rows.withColumn("_reason", F.lit(REJECTION_REASON["parquet"]))
+    return _with_source_file(rows, objects).select(
+        "_source_file", *[name for name in rows.columns if name != "_object"],
+        F.lit(REJECTION_REASON["parquet"]).alias("_reason"))
 
 
 def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject | None:

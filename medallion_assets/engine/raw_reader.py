@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,7 +33,9 @@ _JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
 # A task cannot raise a typed exception to the driver; this marker, followed by JSON, lets the driver tell an
 # unreadable object apart from any other task failure and raise CorruptSourceObject for it.
 UNREADABLE_MARKER = "medallion-unreadable-object"
-LINES_SCHEMA = "_source_file string, _source_line bigint, value string, _unreadable string"
+# Lines name their object by its index in the listing (`_object`), joined to its url in Spark: a url repeated on
+# every line would cost more to move from Python to the JVM than the line itself.
+LINES_SCHEMA = "_object int, _source_line bigint, value string, _unreadable string"
 FINDINGS_SCHEMA = "url string, kind string, detail string, new_columns string"
 
 
@@ -86,7 +89,7 @@ def unreadable(url: str, reason: str) -> RuntimeError:
     return RuntimeError(f"{UNREADABLE_MARKER} {json.dumps({'url': url, 'reason': reason})}")
 
 
-def numbered_lines(url: str, etag: str, compression: str, skip_header: bool,
+def numbered_lines(index: int, url: str, etag: str, compression: str, skip_header: bool,
                    endpoint_url: str | None) -> Iterator[pa.RecordBatch]:
     """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES.
 
@@ -106,7 +109,7 @@ def numbered_lines(url: str, etag: str, compression: str, skip_header: bool,
                 cut = data.rfind(b"\n") + 1
                 data, carry = data[:cut], data[cut:]
             if data:
-                batch = _lines_batch(url, data, first_line, skip_header)
+                batch = _lines_batch(index, data, first_line, skip_header)
                 first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                 if batch.num_rows:
                     yield batch
@@ -114,11 +117,11 @@ def numbered_lines(url: str, etag: str, compression: str, skip_header: bool,
                 return
 
 
-def _lines_batch(url: str, data: bytes, first_line: int, skip_header: bool) -> pa.RecordBatch:
+def _lines_batch(index: int, data: bytes, first_line: int, skip_header: bool) -> pa.RecordBatch:
     lines = pc.split_pattern(pa.array([data], pa.large_binary()), b"\n").flatten()
     if data.endswith(b"\n"):
         lines = lines.slice(0, len(lines) - 1)
-    numbers = pa.array(range(first_line, first_line + len(lines)), pa.int64())
+    numbers = pa.array(np.arange(first_line, first_line + len(lines), dtype=np.int64))
     try:
         text, bad = lines.cast(pa.large_string()), pa.nulls(len(lines), pa.string())
     except pa.ArrowInvalid:  # rare: decode line by line, so only the bad lines are marked
@@ -126,8 +129,8 @@ def _lines_batch(url: str, data: bytes, first_line: int, skip_header: bool) -> p
         text = pa.array([value for value, _ in decoded], pa.large_string())
         bad = pa.array([problem for _, problem in decoded], pa.string())
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([url] * len(lines), pa.string()), numbers, text.cast(pa.string()), bad],
-        names=["_source_file", "_source_line", "value", "_unreadable"])
+        [pa.array(np.full(len(lines), index, dtype=np.int32)), numbers, text.cast(pa.string()), bad],
+        names=["_object", "_source_line", "value", "_unreadable"])
     keep = pc.not_equal(pc.utf8_trim_whitespace(batch["value"]), "")
     if skip_header:
         keep = pc.and_(keep, pc.greater(numbers, 1))
@@ -141,7 +144,8 @@ def _decoded_line(line: bytes) -> tuple[str, str | None]:
         return line.decode("utf-8", errors="replace"), f"not UTF-8 text (byte {error.start} of the line)"
 
 
-def parquet_rows(url: str, etag: str, arrow_schema: pa.Schema, endpoint_url: str | None) -> Iterator[pa.RecordBatch]:
+def parquet_rows(index: int, url: str, etag: str, arrow_schema: pa.Schema,
+                 endpoint_url: str | None) -> Iterator[pa.RecordBatch]:
     """The object's rows cast to the declared schema, each with its 1-based row number as `_source_line`."""
     with open_object(url, etag, endpoint_url) as raw:
         parquet = pq.ParquetFile(io.BytesIO(raw.read()))
@@ -149,7 +153,8 @@ def parquet_rows(url: str, etag: str, arrow_schema: pa.Schema, endpoint_url: str
     declared = list(arrow_schema)[2:-1]  # between the file and line columns and the (empty) corrupt record
     for batch in parquet.iter_batches(columns=[field.name for field in declared]):
         rows = batch.num_rows
-        columns = [pa.array([url] * rows, pa.string()), pa.array(range(first, first + rows), pa.int64())]
+        columns = [pa.array(np.full(rows, index, dtype=np.int32)),
+                   pa.array(np.arange(first, first + rows, dtype=np.int64))]
         columns += [batch.column(field.name).cast(field.type) for field in declared]
         columns.append(pa.nulls(rows, pa.string()))
         first += rows
@@ -236,16 +241,16 @@ def column_type(arrow_type: pa.DataType) -> str:
 def lines_task(compression: str, skip_header: bool, endpoint_url: str | None):
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
-            for url, etag in zip(batch["url"].to_pylist(), batch["etag"].to_pylist()):
-                yield from numbered_lines(url, etag, compression, skip_header, endpoint_url)
+            for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
+                yield from numbered_lines(index, url, etag, compression, skip_header, endpoint_url)
     return read
 
 
 def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None):
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
-            for url, etag in zip(batch["url"].to_pylist(), batch["etag"].to_pylist()):
-                yield from parquet_rows(url, etag, arrow_schema, endpoint_url)
+            for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
+                yield from parquet_rows(index, url, etag, arrow_schema, endpoint_url)
     return read
 
 
