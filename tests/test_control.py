@@ -114,7 +114,7 @@ def test_cli_disable_then_run_exits_3_and_launches_nothing(tmp_path, monkeypatch
     assert flipped.exit_code == 0 and "stage user_events_etl.silver_clean disabled by " in flipped.stdout
     unknown = runner.invoke(main, ["disable", "stage", "user_events_etl.nope", "--reason", "x"])
     assert unknown.exit_code == 2 and "known: orders_etl.bronze_customers_ingest" in unknown.stderr
-    monkeypatch.setattr("medallion_assets.runner._materialize", lambda *args: pytest.fail("nothing may launch"))
+    monkeypatch.setattr("medallion_assets.runner._in_process", lambda *args: pytest.fail("nothing may launch"))
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     set_flag(store, "pipeline", "user_events_etl", False, "frozen")
     result = runner.invoke(main, ["run", "user_events_etl"])
