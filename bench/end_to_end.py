@@ -227,7 +227,8 @@ def main() -> None:
     with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch, \
             (standalone_cluster(Path(scratch), {}) if args.cluster else nullcontext((None, None))) as (master, _):
         if master:  # started after the S3 server, so that its executors see its endpoint and credentials
-            os.environ["SPARK_MASTER"] = master
+            # The cluster is on this machine: its executors' Python workers run this interpreter.
+            os.environ.update(SPARK_MASTER=master, PYSPARK_PYTHON=sys.executable)
         spark = spark_session({"spark.driver.memory": DRIVER_MEMORY}, "medallion-bench")
         print(f"Spark {spark.version}, master {config.spark_remote() or config.spark_master()}, "
               f"driver memory {DRIVER_MEMORY}")

@@ -37,11 +37,18 @@ def connect(s3_endpoint, tmp_path_factory):
         yield url
 
 
+def run_env(installation: Medallion, **spark: str) -> dict[str, str]:
+    """The environment of a `medallion run` on `installation`. The cluster is on this machine, so its executors'
+    Python workers run this interpreter, as PYSPARK_PYTHON says (a cluster's own setting, elsewhere)."""
+    env = {**os.environ, "MEDALLION_CATALOG_URL": installation.store.url, "MEDALLION_LAKE_URL": str(installation.lake),
+           "MEDALLION_WAREHOUSE_URL": installation.warehouse_url, "PYSPARK_PYTHON": sys.executable, **spark}
+    env.pop("DAGSTER_HOME", None)
+    return env
+
+
 def medallion_run(installation: Medallion, pipeline_id: str, **spark: str) -> tuple[int, dict | None, str]:
     """`medallion run PIPELINE --json` in a new process; returns its exit code, its report and its stderr."""
-    env = {**os.environ, "MEDALLION_CATALOG_URL": installation.store.url, "MEDALLION_LAKE_URL": str(installation.lake),
-           "MEDALLION_WAREHOUSE_URL": installation.warehouse_url, **spark}
-    env.pop("DAGSTER_HOME", None)
+    env = run_env(installation, **spark)
     done = subprocess.run([MEDALLION, "run", pipeline_id, "--json"], env=env, capture_output=True, text=True,
                           timeout=900)
     report = json.loads(done.stdout) if done.stdout.strip() else None
@@ -68,11 +75,8 @@ def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallio
     master, worker = cluster
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
     summary = write_sample_data(RAW, rows=300_000, lines_per_file=20_000, gzipped=True)
-    env = {**os.environ, "MEDALLION_CATALOG_URL": medallion.store.url, "MEDALLION_LAKE_URL": str(medallion.lake),
-           "MEDALLION_WAREHOUSE_URL": medallion.warehouse_url, "SPARK_MASTER": master}
-    env.pop("DAGSTER_HOME", None)
-    run = subprocess.Popen([MEDALLION, "run", "user_events_etl", "--json"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen([MEDALLION, "run", "user_events_etl", "--json"], env=run_env(medallion, SPARK_MASTER=master),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = kill_executor_once_it_reads(worker.pid, run)
     stdout, stderr = run.communicate(timeout=900)
     assert killed, "no executor read raw objects"
