@@ -69,6 +69,11 @@ class Deployment:
         self.daemons.append(daemon)
         return daemon
 
+    def start_launcher(self) -> None:
+        """Turn the launcher sensor on, as the README tells an operator to (it ships stopped)."""
+        subprocess.run([str(Path(sys.executable).parent / "dagster"), "sensor", "start", "medallion_launcher",
+                        "-w", str(REPO / "workspace.yaml")], cwd=REPO, check=True, capture_output=True)
+
     def stop(self) -> None:
         for daemon in self.daemons:
             try:
@@ -120,6 +125,7 @@ def deployment(tmp_path, monkeypatch, pg_url, pg_database, raw_data, medallion_h
             monkeypatch.setenv(name, value)
         deployment = Deployment(tmp_path / "dagster", pg_database,
                                 {"poll_interval_seconds": 1, "free_slots_after_run_end_seconds": 1})
+        deployment.start_launcher()
         try:
             yield deployment
         finally:
