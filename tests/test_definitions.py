@@ -126,7 +126,8 @@ def test_the_seed_loads_with_all_four_sensors_on_dagsters_own_asset_job(catalog_
     assert [job.name for job in defs.get_repository_def().get_all_jobs()] == ["__ASSET_JOB"]
     # Opening the UI launches nothing unasked: the launcher waits to be turned on; the others run by default.
     statuses = {sensor.name: sensor.default_status.value for sensor in defs.sensors}
-    assert statuses == {"medallion_control": "RUNNING", "medallion_launcher": "STOPPED", "medallion_healing": "RUNNING"}
+    assert statuses == {"medallion_control": "RUNNING", "medallion_launcher": "STOPPED", "medallion_healing": "RUNNING",
+                        "medallion_notifications": "RUNNING"}
     assert next(s for s in defs.sensors if s.name == "medallion_control").minimum_interval_seconds == 30
 
 

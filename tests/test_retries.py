@@ -30,8 +30,8 @@ def test_absurd_policies_are_refused_with_the_allowed_range(medallion, tmp_path)
     bad.write_text("retry_policies:\n  - {retry_id: forever, max_retries: 1000, backoff_sec: 100000}\n")
     with pytest.raises(CatalogInvalid) as raised:
         medallion.load(bad)
-    assert [p.message for p in raised.value.problems] == ["Input should be less than or equal to 100",
-                                                          "Input should be less than or equal to 86400"]
+    assert [p.message for p in raised.value.problems] == ["Input should be less than or equal to 100; got 1000",
+                                                          "Input should be less than or equal to 86400; got 100000"]
 
 
 def test_data_that_arrives_late_is_picked_up_by_a_retry(medallion):
