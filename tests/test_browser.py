@@ -161,5 +161,7 @@ def test_materialize_all_from_the_ui_then_a_plain_sql_kill_switch_halts_it_visib
                 for f in failures] == [message]
         assert halted.status == DagsterRunStatus.FAILURE
     assert (halted.tags["medallion/status"], halted.tags["medallion/halt_reason"]) == (status, reason)
-    page = _page_text(browser, f"{ui.url}/runs/{halted_run_id}", message)
-    assert re.search(rf"medallion/status\s+{status}", page)  # the run's tags, shown on its page
+    _page_text(browser, f"{ui.url}/runs/{halted_run_id}", message)
+    # The run's tags, shown on its page (rendered apart from its log, so waited for on their own).
+    page = _page_text(browser, f"{ui.url}/runs/{halted_run_id}", "medallion/status")
+    assert re.search(rf"medallion/status\s+{status}", page), page
