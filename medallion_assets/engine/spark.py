@@ -17,8 +17,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from medallion_assets import config
+from medallion_assets.engine import raw_reader
 
 # Settings of the driver Medallion starts itself; a Connect server keeps the ones it was started with.
 DRIVER_CONF = {
@@ -33,6 +35,8 @@ SESSION_CONF = {
 }
 CONNECT_TIMEOUT_SEC = 5
 CONNECT_PORT = 15002  # Spark Connect's default
+# The lakes executors were seen to reach, per engine: probed once per process, not before every step.
+_visible_lakes: set[tuple[str, str]] = set()
 
 
 class SparkUnreachable(RuntimeError):
@@ -90,12 +94,9 @@ def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
     A marker written here must be readable by a task: true of a folder shared by every node (a mount), false
     of a folder on this machine only, which a remote cluster would write into its own disks instead.
     """
-    if "://" in lake_root or is_single_machine():
+    engine = config.spark_remote() or config.spark_master()
+    if "://" in lake_root or is_single_machine() or (lake_root, engine) in _visible_lakes:
         return
-    from pyspark.sql import functions as F
-
-    from medallion_assets.engine import raw_reader
-
     marker = Path(lake_root).absolute() / "_medallion" / f"visible-{uuid.uuid4().hex}"
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text("medallion")
@@ -110,6 +111,7 @@ def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
         raise SparkUnreachable(f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
                                f"executors ({where}) cannot see; use storage every node shares "
                                "(s3a://…, hdfs://…, or a shared mount)")
+    _visible_lakes.add((lake_root, engine))
 
 
 def _shown(remote: str) -> str:
