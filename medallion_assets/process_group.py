@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 
 import psutil
 
@@ -32,12 +33,13 @@ def run_process_group(command: list[str], env: dict[str, str]) -> int:
 
 
 def _stop_group(group: int) -> None:
-    members = _members(group)
-    for member in members:
-        _quietly(member.terminate)
-    _, alive = psutil.wait_procs(members, timeout=GRACE_SECONDS)
-    for member in alive:
-        _quietly(member.kill)
+    """SIGTERM every member, then SIGKILL once the grace period is over, until none is left: a member may start
+    another while it stops (dagster dev restarts a code server that exits), so the group is read again each time."""
+    deadline = time.monotonic() + GRACE_SECONDS
+    while members := _members(group):
+        for member in members:
+            _quietly(member.terminate if time.monotonic() < deadline else member.kill)
+        psutil.wait_procs(members, timeout=1)
 
 
 def _members(group: int) -> list[psutil.Process]:
