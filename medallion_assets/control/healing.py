@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.registry import registry_problems
 from medallion_assets.patterns import compiled
 
 
@@ -109,19 +110,7 @@ def healing_action(name: str, params: type[BaseModel] = NoParams, run_level: boo
 
 def rule_problems(rule: HealingAction) -> list[str]:
     """Why a rule cannot be used: an unknown action or parameters its action refuses ([] when usable)."""
-    action = ACTIONS.get(rule.action)
-    if action is None:
-        return [f"unknown action {rule.action!r}; registered actions: {', '.join(sorted(ACTIONS))}"]
-    try:
-        action.params.model_validate(rule.params)
-    except ValidationError as error:
-        return [f"params for {rule.action}: {'; '.join(_describe(e) for e in error.errors())}"]
-    return []
-
-
-def _describe(error: dict) -> str:
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}" if where else error["msg"]
+    return registry_problems("action", rule.action, ACTIONS, rule.params)
 
 
 def _specificity(rule: HealingAction) -> int:

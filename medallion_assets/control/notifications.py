@@ -26,13 +26,14 @@ from email.message import EmailMessage
 
 import boto3
 from botocore.config import Config
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import insert, select, update
 
 from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.schema import audit_log, notification_deliveries
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.registry import registry_problems
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 SEND_TIMEOUT_SEC = 10
@@ -195,15 +196,7 @@ def _subject(message: Message) -> str:
 
 def notification_problems(row: Notification) -> list[str]:
     """Why a row cannot be used: an unknown channel or params its channel refuses ([] when usable)."""
-    channel = CHANNELS.get(row.channel)
-    if channel is None:
-        return [f"unknown channel {row.channel!r}; registered channels: {', '.join(sorted(CHANNELS))}"]
-    try:
-        channel.params.model_validate(row.params)
-    except ValidationError as error:
-        return [f"params for {row.channel}: " + "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"] for e in error.errors())]
-    return []
+    return registry_problems("channel", row.channel, CHANNELS, row.params)
 
 
 def check_notifications(snapshot: CatalogSnapshot) -> list[tuple[str, Notification, str, str]]:
