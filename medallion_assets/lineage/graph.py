@@ -173,9 +173,10 @@ def add_external_lineage(graph: nx.DiGraph, rows: Iterable[ExternalLineage]) -> 
             if node not in graph:
                 graph.add_node(node, kind="external", layer=None)
         route = _external_route(row, graph.graph["produced"])
-        known = graph.edges[row.upstream, row.downstream]["routes"] if graph.has_edge(row.upstream, row.downstream) else ()
+        known = graph.get_edge_data(row.upstream, row.downstream, {"routes": ()})["routes"]
         routes = [r for r in known if (r.kind, r.via) != ("openlineage", row.job)] + [route]
-        graph.add_edge(*_edge((row.upstream, row.downstream), routes))
+        upstream_id, downstream_id, data = _edge((row.upstream, row.downstream), routes)
+        graph.add_edge(upstream_id, downstream_id, **data)
 
 
 def declared_graph(graph: nx.DiGraph) -> nx.DiGraph:
