@@ -153,7 +153,8 @@ class CatalogLineage:
     Each batch runs in one transaction under the catalog-wide lock, on a connection this object keeps. It reads
     the whole catalog again only when something else committed since its previous batch (see `_Mark`); else its
     accepted edges are added to the kept graph and only the datasets downstream of them are ranked again and
-    stored. Not thread-safe: one batch at a time.
+    stored. The catalog is read outside the lock, so that catalog writers do not wait for it, unless it changed
+    again meanwhile. Not thread-safe: one batch at a time.
     """
 
     def __init__(self, store: CatalogStore, lake_root: str, warehouse_url: str):
@@ -164,6 +165,7 @@ class CatalogLineage:
         self._graph = nx.DiGraph()
         self._names: dict[tuple[str, str], str] = {}
         self._ranked: RankedPaths | None = None
+        self._paths_stored = False
 
     def ingest(self, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
         """Ingest events given as (where, JSON text); accepted ones are written together with the recovery
@@ -171,12 +173,16 @@ class CatalogLineage:
         if self._connection is None:
             self._connection = self.store.engine.connect()
         try:
-            with self.store.locked(self._connection) as connection:
-                mark = _Mark.read(connection)
-                if not mark.follows(self._mark):
-                    self._reload(connection)
+            for last_try in (False, True):
+                with self.store.locked(self._connection) as connection:
+                    mark = _Mark.read(connection)
+                    if mark.follows(self._mark) or last_try:
+                        if not mark.follows(self._mark):
+                            self._read_catalog()
+                        self._mark = mark
+                        return self._ingest(connection, documents)
+                self._read_catalog()
                 self._mark = mark
-                return self._ingest(connection, documents)
         except BaseException:
             # The transaction rolled back, but the kept graph may hold what it did: read everything again.
             self._mark = None
@@ -186,12 +192,12 @@ class CatalogLineage:
         if self._connection is not None:
             self._connection.close()
 
-    def _reload(self, connection: Connection) -> None:
+    def _read_catalog(self) -> None:
         snapshot = self.store.snapshot()
         self._names = catalog_names(snapshot, self.lake_root, self.warehouse_url)
         self._graph = build_graph(snapshot)
         self._ranked = RankedPaths(self._graph)
-        store_recovery_paths(connection, self._ranked.paths())
+        self._paths_stored = False
         self.reloads += 1
 
     def _ingest(self, connection: Connection, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
@@ -212,7 +218,11 @@ class CatalogLineage:
         if rows:
             self.store.write(connection, {"external_lineage": list(rows.values())})
             changed = self._ranked.edges_added([(edge.upstream, edge.downstream) for edge in rows.values()])
-            store_recovery_paths(connection, self._ranked.paths(changed), changed)
+            if self._paths_stored:
+                store_recovery_paths(connection, self._ranked.paths(changed), changed)
+        if not self._paths_stored:
+            store_recovery_paths(connection, self._ranked.paths())
+            self._paths_stored = True
         report.edges = list(rows.values())
         report.new_datasets = sorted(new_datasets)
         return report
