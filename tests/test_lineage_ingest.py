@@ -132,13 +132,26 @@ def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, bytes
 
 
 @pytest.fixture
-def server(catalog, tmp_path):
-    server = LineageServer(("127.0.0.1", 0), catalog, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+def serving(tmp_path):
+    """Start a real server on a catalog with the given options; each is shut down at the end."""
+    servers = []
+
+    def start(store: CatalogStore, **options) -> LineageServer:
+        server = LineageServer(("127.0.0.1", 0), store, str(tmp_path / "lake"),
+                               f"duckdb:///{tmp_path}/warehouse.duckdb", **options)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def server(catalog, serving) -> str:
+    return f"http://127.0.0.1:{serving(catalog).server_port}"
 
 
 def test_serve_answers_as_marquez_does(server, catalog, tmp_path):
@@ -221,24 +234,6 @@ def send(server: LineageServer, document: dict) -> tuple[int, bytes]:
     answer = reply.status, reply.read()
     connection.close()
     return answer
-
-
-@pytest.fixture
-def serving(tmp_path):
-    """Start a real server on a catalog; each is shut down at the end."""
-    servers = []
-
-    def start(store: CatalogStore) -> LineageServer:
-        server = LineageServer(("127.0.0.1", 0), store, str(tmp_path / "lake"),
-                               f"duckdb:///{tmp_path}/warehouse.duckdb")
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
 
 
 def test_paths_served_after_concurrent_events_equal_those_computed_from_scratch(catalog, serving, tmp_path):

@@ -133,7 +133,8 @@ def build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     Nodes are source and target ids, with `kind` (source | target) and `layer` (raw for sources), and the datasets
     other tools reported, with `kind` external and no layer. Edges carry
     `via`, `kind`, `line`, `cost` of their best route and all `routes`. Column lineage rows are kept in
-    `graph.graph["column_lineage"]`, the datasets stages make in `graph.graph["produced"]`. Rows naming an unknown dataset are left out: `check_lineage` reports them.
+    `graph.graph["column_lineage"]`, the datasets stages make in `graph.graph["produced"]`. Rows naming an unknown
+    dataset are left out: `check_lineage` reports them.
     """
     with collector_paused():
         return _build_graph(snapshot)

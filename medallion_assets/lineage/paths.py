@@ -143,7 +143,8 @@ class RankedPaths:
     def paths(self, datasets: Iterable[str] | None = None) -> dict[str, list[RecoveryPath]]:
         """The ranked paths of the given datasets (None: all)."""
         with collector_paused():
-            return {node: [_path(entry) for entry in self._best[node]] for node in (self._best if datasets is None else datasets)}
+            return {node: [_path(entry) for entry in self._best[node]]
+                    for node in (self._best if datasets is None else datasets)}
 
     def edges_added(self, edges: Iterable[tuple[str, str]]) -> list[str]:
         """Rank the datasets new to the graph and again those at the lower end of edges just added to it, and all
