@@ -169,7 +169,8 @@ class CatalogLineage:
 
     def ingest(self, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
         """Ingest events given as (where, JSON text); accepted ones are written together with the recovery
-        paths they change."""
+        paths they change (all of them, the first time after the catalog was read). A batch with nothing
+        accepted writes nothing."""
         if self._connection is None:
             self._connection = self.store.engine.connect()
         try:
@@ -184,13 +185,16 @@ class CatalogLineage:
                 self._read_catalog()
                 self._mark = mark
         except BaseException:
-            # The transaction rolled back, but the kept graph may hold what it did: read everything again.
+            # The transaction rolled back, but the kept graph may hold what it did: read everything again, on a
+            # new connection in case this one broke.
             self._mark = None
+            self.close()
             raise
 
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
+            self._connection = None
 
     def _read_catalog(self) -> None:
         snapshot = self.store.snapshot()
@@ -220,9 +224,9 @@ class CatalogLineage:
             changed = self._ranked.edges_added([(edge.upstream, edge.downstream) for edge in rows.values()])
             if self._paths_stored:
                 store_recovery_paths(connection, self._ranked.paths(changed), changed)
-        if not self._paths_stored:
-            store_recovery_paths(connection, self._ranked.paths())
-            self._paths_stored = True
+            else:
+                store_recovery_paths(connection, self._ranked.paths())
+                self._paths_stored = True
         report.edges = list(rows.values())
         report.new_datasets = sorted(new_datasets)
         return report
