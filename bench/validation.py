@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Rule
+from medallion_assets.engine.spark import prepare_session
 from medallion_assets.engine.validation import evaluate_rules, observe_rules
 
 SILVER_TYPES = {
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    prepare_session()  # regex rules run RE2 in Python tasks: they need this interpreter's packages
     spark = (
         SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
         .config("spark.ui.enabled", "false")

@@ -6,24 +6,29 @@ of its batch is ingested."""
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from click.testing import CliRunner
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.transport.http import HttpConfig, HttpTransport
+from sqlalchemy import create_engine, text
 
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.lineage.graph import build_graph
+from medallion_assets.lineage.paths import all_recovery_paths
 from medallion_assets.lineage.schema_validation import PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event
 from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
 from tests.conftest import REPO, SEED
@@ -127,15 +132,26 @@ def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, bytes
 
 
 @pytest.fixture
-def server(catalog, tmp_path):
-    import threading
+def serving(tmp_path):
+    """Start a real server on a catalog with the given options; each is shut down at the end."""
+    servers = []
 
-    server = LineageServer(("127.0.0.1", 0), catalog, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    def start(store: CatalogStore, **options) -> LineageServer:
+        server = LineageServer(("127.0.0.1", 0), store, str(tmp_path / "lake"),
+                               f"duckdb:///{tmp_path}/warehouse.duckdb", **options)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def server(catalog, serving) -> str:
+    return f"http://127.0.0.1:{serving(catalog).server_port}"
 
 
 def test_serve_answers_as_marquez_does(server, catalog, tmp_path):
@@ -189,3 +205,85 @@ def test_the_specification_ships_with_the_package_and_can_be_pointed_elsewhere(m
     monkeypatch.setenv(SPEC_ENV, str(tmp_path))
     with pytest.raises(FileNotFoundError, match=f"^{SPEC_ENV}={tmp_path}: no OpenLineage.json there$"):
         validate_event(EXPORT)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def seeded(request, tmp_path) -> CatalogStore:
+    """The seed catalog on SQLite, then on PostgreSQL."""
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db" if request.param == "sqlite"
+                         else request.getfixturevalue("pg_database"))
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    return store
+
+
+def served_paths(store: CatalogStore) -> dict[str, list[tuple[list[str], float]]]:
+    """What `dataset_recovery_paths` holds: each dataset's ranked paths."""
+    served: dict[str, list] = {}
+    for row in sorted(store.table_rows("dataset_recovery_paths"), key=lambda r: (r["dataset"], r["path_rank"])):
+        served.setdefault(row["dataset"], []).append((list(row["nodes"]), row["cost"]))
+    return served
+
+
+def paths_from_scratch(store: CatalogStore) -> dict[str, list[tuple[list[str], float]]]:
+    return {dataset: [(list(path.nodes), path.cost) for path in paths]
+            for dataset, paths in all_recovery_paths(build_graph(store.snapshot())).items()}
+
+
+def send(server: LineageServer, document: dict) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=120)
+    connection.request("POST", "/api/v1/lineage", json.dumps(document), {"Content-Type": "application/json"})
+    reply = connection.getresponse()
+    answer = reply.status, reply.read()
+    connection.close()
+    return answer
+
+
+def test_paths_served_after_concurrent_events_equal_those_computed_from_scratch(seeded, serving, tmp_path):
+    """Events sent at once by many clients each add their edges to the graph the server keeps and rank again only
+    what they reach; the result is what reading the whole catalog again gives, and the catalog was read once."""
+    server = serving(seeded)
+    shop_orders = ("postgres://shopdb:5432", "shop.public.orders")
+    # Twenty feeds of the shop's orders: more ways into every dataset downstream than the 16 paths kept of each.
+    feeds = [event(AIRFLOW, f"airflow/feed_{number}", [("s3://vendor", f"feed_{number}")], [shop_orders])
+             for number in range(20)]
+    with ThreadPoolExecutor(max_workers=8) as clients:
+        answers = list(clients.map(lambda document: send(server, document), [EXPORT, dbt_report(tmp_path), *feeds]))
+    assert answers == [(201, b"")] * 22
+    report = f"duckdb://{tmp_path}/warehouse.duckdb/warehouse.marts.revenue_report"
+    status, body = send(server, event(DBT, "dbt/loop", [(report.rsplit("/", 1)[0], report.rsplit("/", 1)[1])],
+                                      [shop_orders]))
+    assert status == 400 and json.loads(body)["message"].startswith(f"cycle: {report} → ")
+
+    served = served_paths(seeded)
+    assert served == paths_from_scratch(seeded)
+    if seeded.engine.dialect.name == "sqlite":
+        # On PostgreSQL any transaction on the server, in other databases too, makes the server read it again.
+        assert server.lineage.reloads == 1
+    # What the events reached: the gold table's paths through the orders now start at the vendor feeds, two
+    # hops above the raw orders, and the report dbt builds on it is a dataset with paths of its own.
+    via_orders = [nodes[:3] for nodes, _ in served["gold_daily_revenue"] if "orders_raw" in nodes]
+    assert via_orders and all(nodes[0].startswith("s3://vendor/feed_") and nodes[1:] == [
+        "postgres://shopdb:5432/shop.public.orders", "orders_raw"] for nodes in via_orders)
+    assert len(served["gold_daily_revenue"]) == 16
+    assert report in served
+
+
+def test_a_plain_sql_edit_between_events_is_picked_up(seeded, serving, tmp_path):
+    """An operator changes an edge's cost with plain SQL while the server runs: the next event finds the
+    catalog changed, reads it again, and the paths it serves are the catalog's."""
+    server = serving(seeded)
+    assert send(server, EXPORT) == (201, b"")
+    first = served_paths(seeded)["orders_raw"]
+    assert first == [(["postgres://shopdb:5432/shop.public.orders", "orders_raw"], 1.0)]
+
+    operator = create_engine(seeded.url)
+    with operator.begin() as connection:
+        connection.execute(text("UPDATE external_lineage SET cost = 7 WHERE job = 'airflow/shop_export.orders'"))
+    operator.dispose()
+    assert send(server, dbt_report(tmp_path)) == (201, b"")
+
+    served = served_paths(seeded)
+    assert served["orders_raw"] == [(["postgres://shopdb:5432/shop.public.orders", "orders_raw"], 7.0)]
+    assert served == paths_from_scratch(seeded)
+    assert server.lineage.reloads >= 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class CatalogStore:
         self.url = url
         # A pooled SQLite connection may be reset or closed by another thread (the garbage collector's, at
         # exit); the pool never lets two threads use one connection at a time, so the check is not needed.
-        # A writer waits for the catalog's write lock up to `timeout` seconds (see _locked).
+        # A writer waits for the catalog's write lock up to `timeout` seconds (see locked).
         connect_args = {"check_same_thread": False, "timeout": 60} if url.startswith("sqlite") else {}
         self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
 
@@ -50,7 +50,7 @@ class CatalogStore:
         """
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self._locked() as connection:
+        with self.locked() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
@@ -73,37 +73,43 @@ class CatalogStore:
     def _upsert(self, rows_to_write: Callable[[], Mapping[str, Iterable[Row]]],
                 remove: Mapping[str, Iterable[tuple]] | None) -> dict[str, int]:
         """Under the catalog-wide lock: the rows `rows_to_write()` returns, written in one transaction."""
-        written = {}
-        with self._locked() as connection:
-            rows = rows_to_write()
-            # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
-            stamp = datetime.now(timezone.utc)
-            for table_name, keys in (remove or {}).items():
-                table = LOADABLE_TABLES[table_name]
-                key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
-                for key in keys:
-                    connection.execute(delete(table).where(*[c == v for c, v in zip(key_columns, key)]))
-            for table_name in LOADABLE:
-                batch = [{**row.model_dump(mode="json"), "updated_at": stamp} for row in rows.get(table_name, ())]
-                if not batch:
-                    continue
-                table = LOADABLE_TABLES[table_name]
-                dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-                statement = dialect_insert(table)
-                key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
-                updates = {c.name: statement.excluded[c.name] for c in table.columns if c not in key_columns}
-                connection.execute(statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch)
-                written[table_name] = len(batch)
+        with self.locked() as connection:
+            written = self.write(connection, rows_to_write(), remove)
         # However rows arrive (catalog load, onboarding, an operator's script), a changed definition is versioned.
         if DEFINING_TABLES.intersection([*written, *(remove or {})]):
             record_lineage_versions(self)
         return written
 
+    def write(self, connection: Connection, rows: Mapping[str, Iterable[Row]],
+              remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
+        """Upsert `rows` (after deleting `remove`) in the transaction of `connection`, which holds the lock."""
+        written = {}
+        # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
+        stamp = datetime.now(timezone.utc)
+        for table_name, keys in (remove or {}).items():
+            table = LOADABLE_TABLES[table_name]
+            key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
+            for key in keys:
+                connection.execute(delete(table).where(*[c == v for c, v in zip(key_columns, key)]))
+        for table_name in LOADABLE:
+            batch = [{**row.model_dump(mode="json"), "updated_at": stamp} for row in rows.get(table_name, ())]
+            if not batch:
+                continue
+            table = LOADABLE_TABLES[table_name]
+            dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+            statement = dialect_insert(table)
+            key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
+            updates = {c.name: statement.excluded[c.name] for c in table.columns if c not in key_columns}
+            connection.execute(statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch)
+            written[table_name] = len(batch)
+        return written
+
     @contextmanager
-    def _locked(self) -> Iterator[Connection]:
+    def locked(self, connection: Connection | None = None) -> Iterator[Connection]:
         """A transaction holding the catalog-wide write lock until it ends: a transaction-scoped advisory lock
-        on PostgreSQL; on SQLite, BEGIN IMMEDIATE takes the database's write lock before anything is read."""
-        with self.engine.begin() as connection:
+        on PostgreSQL; on SQLite, BEGIN IMMEDIATE takes the database's write lock before anything is read.
+        On `connection` when given (one the caller keeps), else on a connection of the pool."""
+        with (nullcontext(connection) if connection else self.engine.connect()) as connection, connection.begin():
             if self.engine.dialect.name == "postgresql":
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CATALOG_LOCK_KEY})
             else:

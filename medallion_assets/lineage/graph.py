@@ -19,13 +19,13 @@ from __future__ import annotations
 import difflib
 import gc
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal, NamedTuple
 
 import networkx as nx
 
-from medallion_assets.catalog.models import ColumnLineage, DatasetLineage, Row, Stage
+from medallion_assets.catalog.models import ColumnLineage, DatasetLineage, ExternalLineage, Row, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 
 Line = Literal["main", "side", "alternate"]
@@ -106,8 +106,11 @@ def _declared_routes(snapshot: CatalogSnapshot, produced: set[str]) -> Iterable[
         line: Line = "alternate" if not row.is_default else "side" if row.downstream in produced else "main"
         yield row.upstream, row.downstream, Route(row.via, row.kind, row.cost, line)
     for row in snapshot.tables["external_lineage"].values():
-        line = "side" if row.downstream in produced else "main"
-        yield row.upstream, row.downstream, Route(row.job, "openlineage", row.cost, line)
+        yield row.upstream, row.downstream, _external_route(row, produced)
+
+
+def _external_route(row: ExternalLineage, produced: Collection[str]) -> Route:
+    return Route(row.job, "openlineage", row.cost, "side" if row.downstream in produced else "main")
 
 
 @contextmanager
@@ -130,14 +133,17 @@ def build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     Nodes are source and target ids, with `kind` (source | target) and `layer` (raw for sources), and the datasets
     other tools reported, with `kind` external and no layer. Edges carry
     `via`, `kind`, `line`, `cost` of their best route and all `routes`. Column lineage rows are kept in
-    `graph.graph["column_lineage"]`. Rows naming an unknown dataset are left out: `check_lineage` reports them.
+    `graph.graph["column_lineage"]`, the datasets stages make in `graph.graph["produced"]`. Rows naming an unknown
+    dataset are left out: `check_lineage` reports them.
     """
     with collector_paused():
         return _build_graph(snapshot)
 
 
 def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
-    graph = nx.DiGraph(column_lineage=[])
+    stages = snapshot.stages()
+    produced = {stage.target_id for stage in stages}
+    graph = nx.DiGraph(column_lineage=[], produced=produced)
     sources, targets = snapshot.sources, snapshot.targets
     graph.add_nodes_from(sources, kind="source", layer="raw")
     by_layer: dict[str, list[str]] = defaultdict(list)
@@ -150,8 +156,6 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     graph.add_nodes_from(external - known, kind="external", layer=None)
     known |= external
     routes: dict[tuple[str, str], list[Route]] = {}
-    stages = snapshot.stages()
-    produced = {stage.target_id for stage in stages}
     for upstream_id, downstream_id, route in (*_stage_routes(snapshot, stages), *_declared_routes(snapshot, produced)):
         if upstream_id in known and downstream_id in known:
             routes.setdefault((upstream_id, downstream_id), []).append(route)
@@ -160,6 +164,20 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
         row for row in snapshot.tables["column_lineage"].values() if row.upstream in known and row.downstream in known
     ]
     return graph
+
+
+def add_external_lineage(graph: nx.DiGraph, rows: Iterable[ExternalLineage]) -> None:
+    """Add what other tools reported to a graph `build_graph` made, as if it had been built with the rows: their
+    datasets outside the graph become external nodes, and a row replaces the route of the same job on its edge."""
+    for row in rows:
+        for node in (row.upstream, row.downstream):
+            if node not in graph:
+                graph.add_node(node, kind="external", layer=None)
+        route = _external_route(row, graph.graph["produced"])
+        known = graph.get_edge_data(row.upstream, row.downstream, {"routes": ()})["routes"]
+        routes = [r for r in known if (r.kind, r.via) != ("openlineage", row.job)] + [route]
+        upstream_id, downstream_id, data = _edge((row.upstream, row.downstream), routes)
+        graph.add_edge(upstream_id, downstream_id, **data)
 
 
 def declared_graph(graph: nx.DiGraph) -> nx.DiGraph:

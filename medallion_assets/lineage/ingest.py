@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
+from sqlalchemy import Connection, text
 
 from medallion_assets.catalog.models import ExternalLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.graph import build_graph
+from medallion_assets.lineage.graph import add_external_lineage, build_graph
 from medallion_assets.lineage.openlineage import PRODUCER, DatasetLocation, dataset_location
-from medallion_assets.lineage.paths import refresh_recovery_paths
+from medallion_assets.lineage.paths import RankedPaths, store_recovery_paths
 from medallion_assets.lineage.schema_validation import EventInvalid, validate_event
 
 MEDALLION_PRODUCER = PRODUCER.rsplit(":", 1)[0] + ":"
@@ -97,46 +99,145 @@ def _edges(event: dict, names: dict[tuple[str, str], str]) -> list[ExternalLinea
 
 
 def _closes_cycle(graph: nx.DiGraph, edges: list[ExternalLineage]) -> str | None:
-    """Add the edges to `graph` unless one closes a cycle; then leave the graph as it was and print the cycle."""
+    """The cycle the edges, added in turn, would close in `graph`, printed; the graph is left as it was."""
+    new_nodes = {node for edge in edges for node in (edge.upstream, edge.downstream) if node not in graph}
     added = []
-    for edge in edges:
-        if edge.downstream in graph and edge.upstream in graph and nx.has_path(graph, edge.downstream, edge.upstream):
-            graph.remove_edges_from(added)
-            return "cycle: " + " → ".join([edge.upstream, *nx.shortest_path(graph, edge.downstream, edge.upstream)])
-        if not graph.has_edge(edge.upstream, edge.downstream):
-            graph.add_edge(edge.upstream, edge.downstream)
-            added.append((edge.upstream, edge.downstream))
-    return None
+    try:
+        for edge in edges:
+            if edge.downstream in graph and edge.upstream in graph and nx.has_path(graph, edge.downstream,
+                                                                                    edge.upstream):
+                return "cycle: " + " → ".join([edge.upstream, *nx.shortest_path(graph, edge.downstream,
+                                                                                 edge.upstream)])
+            if not graph.has_edge(edge.upstream, edge.downstream):
+                graph.add_edge(edge.upstream, edge.downstream)
+                added.append((edge.upstream, edge.downstream))
+        return None
+    finally:
+        graph.remove_edges_from(added)
+        graph.remove_nodes_from(new_nodes)
+
+
+class _Mark(NamedTuple):
+    """Where the catalog's history stands, read at the start of each of our own locked transactions on one
+    connection. Between two of them it moves on by exactly `step` when nothing else committed to the catalog:
+
+    - SQLite: `PRAGMA data_version`, which moves when another connection commits, never for our own commits;
+    - PostgreSQL: our transaction id, one more than our previous one when no other transaction took one (on the
+      whole server: elsewhere too, which costs a reload, never a missed change), and the transactions still
+      running, unchanged when none of them committed.
+
+    Plain SQL edits, other processes' loads and `lineage ingest` all move it: what the mark cannot tell from a
+    change of lineage is reloaded needlessly, never served stale."""
+
+    counter: int
+    running: frozenset[int]
+    step: int
+
+    @classmethod
+    def read(cls, connection: Connection) -> _Mark:
+        if connection.dialect.name == "sqlite":
+            return cls(connection.exec_driver_sql("PRAGMA data_version").scalar_one(), frozenset(), 0)
+        xid = connection.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one()
+        running = connection.execute(text(
+            "SELECT xid::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS xid")).scalars()
+        return cls(xid, frozenset(running) - {xid}, 1)
+
+    def follows(self, previous: _Mark | None) -> bool:
+        return previous is not None and self == previous._replace(counter=previous.counter + previous.step)
+
+
+class CatalogLineage:
+    """What ingesting events checks them against and updates: the catalog graph, Medallion's OpenLineage names
+    and every dataset's ranked recovery paths, read once and kept between batches.
+
+    Each batch runs in one transaction under the catalog-wide lock, on a connection this object keeps. It reads
+    the whole catalog again only when something else committed since its previous batch (see `_Mark`); else its
+    accepted edges are added to the kept graph and only the datasets downstream of them are ranked again and
+    stored. The catalog is read outside the lock, so that catalog writers do not wait for it, unless it changed
+    again meanwhile. Not thread-safe: one batch at a time.
+    """
+
+    def __init__(self, store: CatalogStore, lake_root: str, warehouse_url: str):
+        self.store, self.lake_root, self.warehouse_url = store, lake_root, warehouse_url
+        self.reloads = 0
+        self._connection: Connection | None = None
+        self._mark: _Mark | None = None
+        self._graph = nx.DiGraph()
+        self._names: dict[tuple[str, str], str] = {}
+        self._ranked: RankedPaths | None = None
+        self._paths_stored = False
+
+    def ingest(self, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
+        """Ingest events given as (where, JSON text); accepted ones are written together with the recovery
+        paths they change (all of them, the first time after the catalog was read). A batch with nothing
+        accepted writes nothing."""
+        if self._connection is None:
+            self._connection = self.store.engine.connect()
+        try:
+            for last_try in (False, True):
+                with self.store.locked(self._connection) as connection:
+                    mark = _Mark.read(connection)
+                    if mark.follows(self._mark) or last_try:
+                        if not mark.follows(self._mark):
+                            self._read_catalog()
+                        self._mark = mark
+                        return self._ingest(connection, documents)
+                self._read_catalog()
+                self._mark = mark
+        except BaseException:
+            # The transaction rolled back, but the kept graph may hold what it did: read everything again, on a
+            # new connection in case this one broke.
+            self._mark = None
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _read_catalog(self) -> None:
+        snapshot = self.store.snapshot()
+        self._names = catalog_names(snapshot, self.lake_root, self.warehouse_url)
+        self._graph = build_graph(snapshot)
+        self._ranked = RankedPaths(self._graph)
+        self._paths_stored = False
+        self.reloads += 1
+
+    def _ingest(self, connection: Connection, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
+        report, rows, new_datasets = IngestReport(), {}, set()
+        for where, body in documents:
+            try:
+                event = validate_event(_parse(body))
+                edges = _edges(event, self._names)
+                if cycle := _closes_cycle(self._graph, edges):
+                    raise EventInvalid(cycle)
+            except EventInvalid as error:
+                report.rejected.append(Rejection(where, str(error)))
+                continue
+            report.accepted += 1
+            new_datasets.update(n for edge in edges for n in (edge.upstream, edge.downstream) if n not in self._graph)
+            add_external_lineage(self._graph, edges)
+            rows.update((edge.key(), edge) for edge in edges)
+        if rows:
+            self.store.write(connection, {"external_lineage": list(rows.values())})
+            changed = self._ranked.edges_added([(edge.upstream, edge.downstream) for edge in rows.values()])
+            if self._paths_stored:
+                store_recovery_paths(connection, self._ranked.paths(changed), changed)
+            else:
+                store_recovery_paths(connection, self._ranked.paths())
+                self._paths_stored = True
+        report.edges = list(rows.values())
+        report.new_datasets = sorted(new_datasets)
+        return report
 
 
 def ingest_events(store: CatalogStore, documents: Iterable[tuple[str, str | bytes]], lake_root: str,
                   warehouse_url: str) -> IngestReport:
-    """Ingest events given as (where, JSON text); accepted ones are written together, then recovery paths refresh."""
-    snapshot = store.snapshot()
-    names = catalog_names(snapshot, lake_root, warehouse_url)
-    graph = build_graph(snapshot)
-    known = set(graph.nodes)
-    report, rows = IngestReport(), {}
-    for where, text in documents:
-        try:
-            event = validate_event(_parse(text))
-            edges = _edges(event, names)
-            if cycle := _closes_cycle(graph, edges):
-                raise EventInvalid(cycle)
-        except EventInvalid as error:
-            report.rejected.append(Rejection(where, str(error)))
-            continue
-        report.accepted += 1
-        rows.update((edge.key(), edge) for edge in edges)
-    if rows:
-        store.upsert({"external_lineage": list(rows.values())})
-        # The snapshot read above, plus what was just written: a second read of the whole catalog is not needed.
-        for row in rows.values():
-            snapshot.add("external_lineage", row)
-        refresh_recovery_paths(store, snapshot)
-    report.edges = list(rows.values())
-    report.new_datasets = sorted({n for edge in report.edges for n in (edge.upstream, edge.downstream)} - known)
-    return report
+    """Ingest one batch of events given as (where, JSON text): accepted ones are written together, with the
+    recovery paths they change."""
+    with closing(CatalogLineage(store, lake_root, warehouse_url)) as lineage:
+        return lineage.ingest(documents)
 
 
 def _parse(text: str | bytes) -> Any:

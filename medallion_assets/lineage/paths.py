@@ -17,12 +17,12 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import networkx as nx
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import Connection, bindparam, delete, insert, select
 
 from medallion_assets.catalog.schema import dataset_recovery_paths
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -68,8 +68,10 @@ class NoAvailablePath(Exception):
         super().__init__("\n".join(lines))
 
 
-def _k_cheapest(graph: nx.DiGraph, order: list[str], max_paths: int, max_length: int) -> dict[str, list[tuple]]:
-    """The cheapest paths from the roots to each node of `order`, which lists every node after its predecessors.
+def _k_cheapest(graph: nx.DiGraph, order: list[str], max_paths: int, max_length: int,
+                best: dict[str, list[tuple]] | None = None) -> dict[str, list[tuple]]:
+    """The cheapest paths from the roots to each node of `order`, which lists every node after its predecessors,
+    added to `best` (the paths of their other ancestors, kept from an earlier pass) when given.
 
     Paths grow as linked entries (cost, nodes, dataset, entry of the path extended, or None at a root): extending
     one is O(1) and the entries compare as plain tuples, in C: cheapest first, then fewest nodes, then by the
@@ -78,7 +80,7 @@ def _k_cheapest(graph: nx.DiGraph, order: list[str], max_paths: int, max_length:
     chain) a dataset can miss a path within the bound whose beginning was outranked by longer, cheaper ones.
     """
     with collector_paused():
-        best: dict[str, list[tuple]] = {}
+        best = {} if best is None else best
         for node in order:
             predecessors = graph.pred[node]
             if not predecessors:
@@ -126,9 +128,52 @@ def recovery_paths(graph: nx.DiGraph, dataset: str, max_paths: int = MAX_PATHS,
 def all_recovery_paths(graph: nx.DiGraph, max_paths: int = MAX_PATHS,
                        max_length: int = MAX_LENGTH) -> dict[str, list[RecoveryPath]]:
     """`recovery_paths` of every dataset, in one pass over the graph."""
-    best = _k_cheapest(graph, list(nx.topological_sort(graph)), max_paths, max_length)
-    with collector_paused():
-        return {node: [_path(entry) for entry in entries] for node, entries in best.items()}
+    return RankedPaths(graph, max_paths, max_length).paths()
+
+
+class RankedPaths:
+    """The ranked recovery paths of every dataset of a graph, kept up to date as edges are added to it: only the
+    datasets downstream of new edges are ranked again, so the work grows with what an edge reaches, not with the
+    graph."""
+
+    def __init__(self, graph: nx.DiGraph, max_paths: int = MAX_PATHS, max_length: int = MAX_LENGTH):
+        self.graph, self.max_paths, self.max_length = graph, max_paths, max_length
+        self._best = _k_cheapest(graph, list(nx.topological_sort(graph)), max_paths, max_length)
+
+    def paths(self, datasets: Iterable[str] | None = None) -> dict[str, list[RecoveryPath]]:
+        """The ranked paths of the given datasets (None: all)."""
+        with collector_paused():
+            return {node: [_path(entry) for entry in self._best[node]]
+                    for node in (self._best if datasets is None else datasets)}
+
+    def edges_added(self, edges: Iterable[tuple[str, str]]) -> list[str]:
+        """Rank the datasets new to the graph and again those at the lower end of edges just added to it, and all
+        downstream of them. Returns those whose ranked paths changed (or that are new), sorted."""
+        reached = {node for edge in edges for node in edge if node not in self._best}
+        reached |= {downstream_id for _, downstream_id in edges}
+        for dataset in list(reached):
+            reached |= nx.descendants(self.graph, dataset)
+        before = {node: self._best.get(node) for node in reached}
+        for node in reached:
+            self._best.pop(node, None)
+        _k_cheapest(self.graph, _in_order(self.graph, reached), self.max_paths, self.max_length, self._best)
+        return sorted(node for node in reached if self._best[node] != before[node])
+
+
+def _in_order(graph: nx.DiGraph, nodes: set[str]) -> list[str]:
+    """`nodes`, each after those of its predecessors that are among them (Kahn's algorithm on their subgraph)."""
+    waiting = {node: sum(1 for upstream_id in graph.pred[node] if upstream_id in nodes) for node in nodes}
+    ready = sorted(node for node, count in waiting.items() if count == 0)
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for downstream_id in graph.succ[node]:
+            if downstream_id in waiting:
+                waiting[downstream_id] -= 1
+                if waiting[downstream_id] == 0:
+                    ready.append(downstream_id)
+    return order
 
 
 def default_path(graph: nx.DiGraph, dataset: str) -> RecoveryPath:
@@ -205,12 +250,24 @@ def refresh_recovery_paths(store: CatalogStore, snapshot: CatalogSnapshot, max_p
     Only datasets whose ranked paths changed are replaced (so `computed_at` says when a dataset's paths last
     changed), and datasets no longer in the catalog lose theirs. Returns the datasets rewritten or removed.
     """
+    ranked = RankedPaths(build_graph(snapshot), max_paths, max_length).paths()
+    with store.engine.begin() as connection:
+        return store_recovery_paths(connection, ranked)
+
+
+def store_recovery_paths(connection: Connection, ranked: Mapping[str, list[RecoveryPath]],
+                         datasets: Collection[str] | None = None) -> list[str]:
+    """Bring `dataset_recovery_paths` to `ranked` in the transaction of `connection`: of the given datasets, or
+    (None) of all, where datasets missing from `ranked` lose their rows. Only datasets whose stored paths differ
+    are rewritten (so `computed_at` says when a dataset's paths last changed); returns them, sorted."""
     table = dataset_recovery_paths
-    computed = {dataset: [(p.nodes, p.cost) for p in paths] for dataset, paths
-                in all_recovery_paths(build_graph(snapshot), max_paths, max_length).items()}
+    computed = {dataset: [(p.nodes, p.cost) for p in paths] for dataset, paths in ranked.items()
+                if datasets is None or dataset in datasets}
     stored: dict[str, list] = defaultdict(list)
-    with collector_paused(), store.engine.connect() as connection:
-        query = select(table.c.dataset, table.c.nodes, table.c.cost).order_by(table.c.dataset, table.c.path_rank)
+    query = select(table.c.dataset, table.c.nodes, table.c.cost).order_by(table.c.dataset, table.c.path_rank)
+    if datasets is not None:
+        query = query.where(table.c.dataset.in_(datasets))
+    with collector_paused():
         for dataset, nodes, cost in connection.execute(query):
             stored[dataset].append((tuple(nodes), cost))
     changed = sorted(d for d in {*computed, *stored} if computed.get(d) != stored.get(d))
@@ -219,8 +276,7 @@ def refresh_recovery_paths(store: CatalogStore, snapshot: CatalogSnapshot, max_p
     now = datetime.now(timezone.utc)
     rows = [dict(dataset=d, path_rank=rank, nodes=list(nodes), cost=cost, computed_at=now)
             for d in changed for rank, (nodes, cost) in enumerate(computed.get(d, []), 1)]
-    with store.engine.begin() as connection:
-        connection.execute(delete(table).where(table.c.dataset == bindparam("d")), [{"d": d} for d in changed])
-        if rows:
-            connection.execute(insert(table), rows)
+    connection.execute(delete(table).where(table.c.dataset == bindparam("d")), [{"d": d} for d in changed])
+    if rows:
+        connection.execute(insert(table), rows)
     return changed

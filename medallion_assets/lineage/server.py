@@ -6,7 +6,8 @@ As Marquez does, an accepted event gets `201 Created` with an empty body. A refu
 and a JSON body `{"code": 400, "message": …}` with the schema error; every other failure (no or a bad
 Content-Length, a body over the limit or too slow, a missing bearer token) gets its status and a JSON body
 too. Bodies may be gzip-compressed (the client's `compression: gzip`). Events are ingested one at a time, so
-each is checked against the graph the previous left.
+each is checked against the graph the previous left. That graph and the recovery paths are kept between events
+and read again only when the catalog changed otherwise, so the cost of an event does not grow with the catalog.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import urlsplit
 
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.ingest import IngestReport, ingest_events
+from medallion_assets.lineage.ingest import CatalogLineage, IngestReport
 from medallion_assets.redaction import printable
 
 log = logging.getLogger(__name__)
@@ -53,15 +54,15 @@ class LineageServer(HTTPServer):
             raise ValueError(f"lineage serve on {address[0]} needs a bearer token (--token, or the environment "
                              "variable MEDALLION_LINEAGE_TOKEN); only a loopback address may go without")
         super().__init__(address, _Handler)
-        self.store, self.lake_root, self.warehouse_url, self.token = store, lake_root, warehouse_url, token
-        self.read_timeout = read_timeout
+        self.store, self.token, self.read_timeout = store, token, read_timeout
+        self.lineage = CatalogLineage(store, lake_root, warehouse_url)
         self._ingesting = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lineage-serve")
 
     def ingest(self, body: bytes) -> IngestReport:
         # One at a time: two events checked for cycles side by side could close one together.
         with self._ingesting:
-            return ingest_events(self.store, [("event", body)], self.lake_root, self.warehouse_url)
+            return self.lineage.ingest([("event", body)])
 
     def process_request(self, request, client_address) -> None:
         """Handled by a worker of the pool; accepted connections wait for one in its queue."""
@@ -78,6 +79,7 @@ class LineageServer(HTTPServer):
     def server_close(self) -> None:
         super().server_close()
         self._workers.shutdown(wait=True, cancel_futures=True)
+        self.lineage.close()
 
 
 def _is_loopback(host: str) -> bool:

@@ -12,6 +12,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.healing import Fault, matching_rule
 from medallion_assets.definitions import build_definitions
+from medallion_assets.engine.validation import evaluate_rules
 from medallion_assets.redaction import printable, scrub
 from tests.conftest import SEED
 
@@ -104,3 +105,11 @@ def test_dagster_metadata_never_shows_a_password_of_the_lake_url(store, tmp_path
     locations = {spec.key.to_user_string(): spec.metadata.get("location") for spec in defs.resolve_all_asset_specs()}
     assert "pa55-lake-secret" not in str(locations)
     assert locations["silver/orders"] == "s3a://AKIAEXAMPLE:***@lake-bucket/lake/silver/silver_orders"
+
+
+def test_a_catastrophic_regex_rule_runs_in_linear_time_in_spark(spark):
+    rows = spark.createDataFrame([("a" * 100_000 + "b",), ("aaa",), (None,)], "code string")
+    [outcome] = evaluate_rules(rows, [Rule(type="regex", column="code", pattern=CATASTROPHIC)])
+    # Spark's own rlike (Java's backtracking engine) took 3 s on 30 a's and a b, twice as long for each more a.
+    assert outcome.message == "regex_code: 1 of 3 rows have code not matching '(a+)+$'"
+    assert outcome.failing_rows == 1

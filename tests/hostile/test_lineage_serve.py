@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 
 import pytest
 from click.testing import CliRunner
@@ -13,27 +12,15 @@ from medallion_assets.cli import main
 from medallion_assets.engine.stages import StageRunner
 from medallion_assets.lineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
 from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
-from tests.test_lineage_ingest import AIRFLOW, EXPORT, catalog, event  # noqa: F401 (catalog is a fixture)
+from tests.test_lineage_ingest import AIRFLOW, EXPORT, catalog, event, serving  # noqa: F401 (fixtures)
 
 TOKEN = "s3cr3t-lineage-token"
 
 
 @pytest.fixture
-def serve(catalog, tmp_path):  # noqa: F811
-    """Start a real server with the given options; each is shut down at the end."""
-    servers = []
-
-    def start(**options) -> LineageServer:
-        server = LineageServer(("127.0.0.1", 0), catalog, str(tmp_path / "lake"),
-                               f"duckdb:///{tmp_path}/warehouse.duckdb", **options)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def serve(catalog, serving):  # noqa: F811
+    """Start a real server on the seed catalog with the given options."""
+    return lambda **options: serving(catalog, **options)
 
 
 def exchange(server: LineageServer, raw: bytes, half_close: bool = False) -> tuple[int, dict | None]:
