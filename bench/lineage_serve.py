@@ -24,7 +24,7 @@ from pathlib import Path
 
 from medallion_assets.catalog.models import Pipeline, Source, Stage, Target
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.server import ENDPOINT, LineageServer
+from medallion_assets.openlineage.server import ENDPOINT, LineageServer
 
 
 def catalog(folder: Path, datasets: int) -> CatalogStore:

@@ -16,7 +16,7 @@ from medallion_assets.catalog.schema import lineage_versions
 from medallion_assets.catalog.store import MIGRATIONS, CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.definitions import build_definitions
-from medallion_assets.lineage.versions import record_lineage_versions, stored_versions
+from medallion_assets.catalog.versions import record_lineage_versions, stored_versions
 from tests.conftest import SEED
 
 FORECAST = "gold_revenue_forecast"

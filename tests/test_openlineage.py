@@ -23,7 +23,7 @@ from openlineage.client.serde import Serde
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.engine.stages import StageRunner
-from medallion_assets.lineage.openlineage import (
+from medallion_assets.openlineage.events import (
     AssetResult, CheckResult, DatasetLocation, Emitter, asset_result, pipeline_run_event, stage_asset_run,
 )
 from medallion_assets.sample_data import write_sample_data

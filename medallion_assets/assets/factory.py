@@ -24,8 +24,8 @@ from medallion_assets.control.retries import after_failure
 from medallion_assets.control.throttles import stage_pool
 from medallion_assets.engine.stages import Adjustments, StageHalted, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
-from medallion_assets.lineage.openlineage import asset_result, emitter, rerouted, stage_asset_run
-from medallion_assets.lineage.versions import stage_fingerprint
+from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
+from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource

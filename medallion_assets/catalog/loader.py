@@ -19,7 +19,7 @@ from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.notifications import check_notifications
 from medallion_assets.control.throttles import check_throttles
 from medallion_assets.engine.ingest import INGESTION_COLUMNS
-from medallion_assets.lineage.graph import check_lineage
+from medallion_assets.recovery.graph import check_lineage
 from medallion_assets.naming import warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 

@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.lineage.versions import DEFINING_TABLES, record_lineage_versions
+from medallion_assets.catalog.versions import DEFINING_TABLES, record_lineage_versions
 from medallion_assets.redaction import scrub
 
 MIGRATIONS = Path(__file__).with_name("migrations")

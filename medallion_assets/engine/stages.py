@@ -27,9 +27,9 @@ from medallion_assets.engine import staging_writer
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ingest
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
-from medallion_assets.lineage.availability import Availability
-from medallion_assets.lineage.graph import build_graph, declared_graph
-from medallion_assets.lineage.paths import NoAvailablePath, recovery_paths, shortest_available_path
+from medallion_assets.recovery.availability import Availability
+from medallion_assets.recovery.graph import build_graph, declared_graph
+from medallion_assets.recovery.paths import NoAvailablePath, recovery_paths, shortest_available_path
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.objects import configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from medallion_assets.cli import main
 from medallion_assets.engine.stages import StageRunner
-from medallion_assets.lineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
-from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
+from medallion_assets.openlineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
+from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
 from tests.test_lineage_ingest import AIRFLOW, EXPORT, catalog, event  # noqa: F401 (catalog is a fixture)
 
 TOKEN = "s3cr3t-lineage-token"

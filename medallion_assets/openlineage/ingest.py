@@ -23,10 +23,10 @@ import networkx as nx
 from medallion_assets.catalog.models import ExternalLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.graph import build_graph
-from medallion_assets.lineage.openlineage import PRODUCER, DatasetLocation, dataset_location
-from medallion_assets.lineage.paths import refresh_recovery_paths
-from medallion_assets.lineage.schema_validation import EventInvalid, validate_event
+from medallion_assets.recovery.graph import build_graph
+from medallion_assets.openlineage.events import PRODUCER, DatasetLocation, dataset_location
+from medallion_assets.recovery.paths import refresh_recovery_paths
+from medallion_assets.openlineage.schema_validation import EventInvalid, validate_event
 
 MEDALLION_PRODUCER = PRODUCER.rsplit(":", 1)[0] + ":"
 # Every input × output pair of an event is an edge: without a cap, one small event could add a million edges.
