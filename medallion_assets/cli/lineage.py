@@ -69,11 +69,11 @@ def show(dataset, direction, depth, columns, as_json) -> None:
 def history(dataset, as_json) -> None:
     """The lineage versions of DATASET, oldest first: when, the code version, and what changed (inputs added and
     removed, columns added, removed and retyped, transformation, rules or output changed)."""
-    from medallion_assets.catalog.versions import describe_changes, history_report, stored_versions
+    from medallion_assets.catalog.versions import describe_changes, history_report
     from medallion_assets.recovery.graph import UnknownDataset
 
     store, _, graph = _catalog()
-    versions = stored_versions(store, dataset)
+    versions = store.lineage_versions(dataset)
     if dataset not in graph and not versions:
         refuse(str(UnknownDataset(dataset, graph.nodes)))
     report = history_report(versions)
