@@ -19,7 +19,8 @@ from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.engine.spark import SESSION_CONF
-from medallion_assets.engine.stages import StageHalted, StageRunner
+from medallion_assets.errors import StageHalted
+from medallion_assets.engine.stages import StageRunner
 from medallion_assets.storage.warehouse import warehouse_from_url
 
 

@@ -19,7 +19,8 @@ from medallion_assets.control.flags import (
     UnknownEntity, add_missing_flags, disabled_reason, read_control_state, set_flag,
 )
 from medallion_assets.definitions import build_definitions
-from medallion_assets.engine.stages import StageHalted, StageRunner
+from medallion_assets.errors import StageHalted
+from medallion_assets.engine.stages import StageRunner
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED

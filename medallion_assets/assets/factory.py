@@ -22,7 +22,8 @@ from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disable
 from medallion_assets.control.healing import Fault, healing_in_run, overrides_for
 from medallion_assets.control.retries import after_failure
 from medallion_assets.control.throttles import stage_pool
-from medallion_assets.engine.stages import Adjustments, StageHalted, StageOutcome, StageRunner
+from medallion_assets.errors import StageHalted
+from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.catalog.versions import stage_fingerprint

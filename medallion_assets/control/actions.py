@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
 from medallion_assets.control.healing import HealingContext, Remedy, causes, healing_action
-from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
-from medallion_assets.storage.objects import SourceNotFound, list_objects, read_bytes, write_bytes
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
 

@@ -27,6 +27,7 @@ from medallion_assets.engine import staging_writer
 from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ingest
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
+from medallion_assets.errors import StageHalted
 from medallion_assets.recovery.availability import Availability
 from medallion_assets.recovery.graph import build_graph, declared_graph
 from medallion_assets.recovery.paths import NoAvailablePath, recovery_paths, shortest_available_path
@@ -37,10 +38,6 @@ from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Wareho
 
 # Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
 _ROWS_PER_BATCH = 50_000
-
-
-class StageHalted(Exception):
-    """A kill switch was flipped while the stage ran; it stopped before committing its load."""
 
 
 @dataclass

@@ -36,7 +36,8 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
-from medallion_assets.storage.objects import SourceNotFound, list_objects
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import list_objects
 
 DEFAULT_INTERVAL_SECONDS = 30
 # A pipeline whose last run failed is not due again for this long, so new files do not relaunch a broken run
