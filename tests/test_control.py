@@ -20,7 +20,9 @@ from medallion_assets.control.flags import (
 )
 from medallion_assets.definitions import build_definitions
 from medallion_assets.errors import StageHalted
+from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.stages import StageRunner
+from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
@@ -166,7 +168,8 @@ def test_a_switch_flipped_during_a_stage_stops_it_before_the_load(tmp_path, spar
         asked.append(stage.stage_name)
         return "target warehouse disabled by ops: failover"
 
-    runner = StageRunner(spark, snapshot, store, str(lake), warehouse, halt_reason)
+    runner = StageRunner(spark, snapshot, store, str(lake), warehouse, halt_reason,
+                         throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot))
     with pytest.raises(StageHalted, match="failover"):
         runner.run_stage(gold_stage(store))
     assert asked == ["gold_daily_aggregate"]

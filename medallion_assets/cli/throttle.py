@@ -20,7 +20,7 @@ def _instance():
 
     if not os.environ.get("DAGSTER_HOME"):
         refuse("DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME at it "
-                "(with Medallion's dagster.yaml) and run again")
+               "(with Medallion's dagster.yaml) and run again")
     return DagsterInstance.get()
 
 
@@ -42,7 +42,7 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
 
     if limit <= 0:
         refuse(f"--limit must be greater than 0, not {limit} (to stop a system, use "
-                f"`medallion disable {system_kind} {system_id}`)")
+               f"`medallion disable {system_kind} {system_id}`)")
     store = catalog_store()
     row = Throttle(system_kind=system_kind, system_id=system_id, metric=metric, limit_value=limit)
     problem = throttle_problem(store.snapshot(), row)
@@ -59,10 +59,7 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
 def show(as_json) -> None:
     """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets' tokens."""
     from medallion_assets.control.throttles import (
-        DEFAULT_CONCURRENCY_LIMIT,
-        RATE_WINDOWS_SEC,
-        bucket_levels,
-        known_systems,
+        DEFAULT_CONCURRENCY_LIMIT, RATE_WINDOWS_SEC, bucket_levels, known_systems,
     )
     from medallion_assets.naming import pool_name
 

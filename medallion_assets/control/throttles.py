@@ -24,7 +24,7 @@ import pyarrow as pa
 from sqlalchemy import and_, case, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from medallion_assets.catalog.models import Row, Stage, Target, Throttle
+from medallion_assets.catalog.models import Row, Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -218,3 +218,16 @@ def bucket_levels(store: CatalogStore) -> dict[tuple[str, str, str], float]:
         buckets = connection.execute(select(throttle_buckets)).all()
     return {(b.system_kind, b.system_id, b.metric): _level(b.tokens, b.refilled_at, limit, b.metric, now)
             for b in buckets if (limit := limits.get((b.system_kind, b.system_id, b.metric))) is not None}
+
+
+@dataclass(frozen=True)
+class CatalogThrottles:
+    """The engine's throttling (`engine.services.Throttle`): the catalog's throttle rows and rate buckets."""
+
+    store: CatalogStore
+
+    def take_from_source(self, source: Source, amounts: dict[str, float], **audit) -> None:
+        throttle(self.store, "source", source.system_id(), amounts, **audit)
+
+    def stream_to_target(self, data: Batch, target: Target, **audit) -> Batch:
+        return throttled(data, self.store, "target", target_system(target), **audit)
