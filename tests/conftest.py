@@ -22,7 +22,7 @@ import pytest
 from dagster import instance_for_test
 from moto.server import ThreadedMotoServer
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import RetryPolicy
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions

@@ -11,7 +11,8 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
-from medallion_assets.catalog.loader import merged_snapshot, parse_files, validate_files
+from medallion_assets.catalog.loader import merged_snapshot, parse_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import ControlFlag, DatasetLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore

@@ -20,7 +20,7 @@ import boto3
 import pytest
 from openlineage.client.serde import Serde
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.stages import StageRunner

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from dagster import build_sensor_context, instance_for_test
 from sqlalchemy import update
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot

@@ -54,7 +54,8 @@ def catalog_init() -> None:
 
 
 def _validated(snapshot, paths):
-    from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+    from medallion_assets.catalog.loader import CatalogInvalid
+    from medallion_assets.loading import validate_files
     from medallion_assets.catalog.models import DeprecatedName
 
     try:

@@ -25,7 +25,6 @@ from medallion_assets.storage.objects import ObjectInfo, configured_endpoint
 
 CORRUPT = "_corrupt_record"
 BATCH_PARTITION = "medallion_batch"
-INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
 REJECTION_REASON = {
     "jsonl": "malformed JSON, not a JSON object, or a value that does not fit the declared schema",
     "csv": "wrong number of fields or a value that does not fit the declared schema",

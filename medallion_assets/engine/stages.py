@@ -21,12 +21,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.engine import staging_writer
-from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ingest
+from medallion_assets.engine.ingest import bronze_schema, ingest
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.errors import StageHalted
-from medallion_assets.naming import lake_path, quarantine_path
+from medallion_assets.naming import INGESTION_COLUMNS, lake_path, quarantine_path
 from medallion_assets.storage.objects import configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse
 
