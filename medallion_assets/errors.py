@@ -1,7 +1,7 @@
 """The failures that cross layers: raised low (storage, engine) and handled high (control, assets, sensors).
 
-Healing rules name these classes (`healing_actions.error_code`), the control plane matches and retries them, and
-the asset layer reports them; keeping them in this leaf module lets every layer name them without importing
+Healing rules name these classes (`healing_actions.error_code`), the control plane matches and retries them,
+and the asset layer reports them; keeping them in this leaf module lets every layer name them without importing
 the layer that raises them. (The warehouse's own faults live with its adapters in `storage/warehouse`.)
 """
 

@@ -29,7 +29,9 @@ def check_healing_rules(snapshot: CatalogSnapshot) -> Iterator[tuple[str, Row, s
             yield "healing_actions", rule, "action" if message.startswith("unknown") else "params", message
 
 
-CHECKS: tuple[loader.RowCheck, ...] = (check_lineage, check_healing_rules, check_throttles, check_notifications)
+CHECKS: tuple[loader.RowCheck, ...] = (
+    check_lineage, check_healing_rules, check_throttles, check_notifications,
+)
 
 
 def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:
@@ -37,6 +39,7 @@ def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRo
     return loader.validate_files(stored, paths, CHECKS)
 
 
-def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] = frozenset()) -> list[CatalogProblem]:
-    """Every problem of the rows in `snapshot`, located through `origins` (see `catalog.loader.check_references`)."""
+def check_references(snapshot: CatalogSnapshot, origins: dict,
+                     broken: set[str] = frozenset()) -> list[CatalogProblem]:
+    """Every problem of the rows in `snapshot`, located through `origins` (`catalog.loader.check_references`)."""
     return loader.check_references(snapshot, origins, CHECKS, broken)

@@ -45,8 +45,9 @@ def run(pipes: PipesContext) -> None:
     target = snapshot.targets[stage.target_id]
     warehouse = warehouse_from_url(config.warehouse_url()) if target.type == "warehouse" else None
     try:
-        outcome = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse, halt_reason,
-                              throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot)).run_stage(stage)
+        runner = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse, halt_reason,
+                             throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot))
+        outcome = runner.run_stage(stage)
     finally:
         if warehouse is not None:
             warehouse.close()

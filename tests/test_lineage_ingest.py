@@ -24,7 +24,9 @@ from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.recovery.graph import build_graph
-from medallion_assets.openlineage.schema_validation import PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event
+from medallion_assets.openlineage.schema_validation import (
+    PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event,
+)
 from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
 from tests.conftest import REPO, SEED
 

@@ -152,7 +152,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         adjustments = Adjustments(**overrides_for(healed, stage))
         runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
                              warehouse.get_warehouse() if target.type == "warehouse" else None, halt_reason,
-                             adjustments, throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, live))
+                             adjustments, throttle=CatalogThrottles(store),
+                             recovery=CatalogRoutes(store, live))
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
         except StageHalted as halted:

@@ -179,7 +179,8 @@ def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnaps
 def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[RowCheck],
                      broken: set[str] = frozenset()) -> list[CatalogProblem]:
     """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, and what
-    `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no problem."""
+    `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no
+    problem."""
     problems = []
 
     def unknown(ref: str | None, known) -> bool:
@@ -263,7 +264,8 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] |
     return [*source.columns, *INGESTION_COLUMNS]
 
 
-def validate_files(stored: CatalogSnapshot, paths: list[str | Path], checks: Sequence[RowCheck]) -> LoadedRows:
+def validate_files(stored: CatalogSnapshot, paths: list[str | Path],
+                   checks: Sequence[RowCheck]) -> LoadedRows:
     """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
     loaded, problems = parse_files(paths)
     problems += check_references(merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken)

@@ -1,8 +1,8 @@
 """The catalog database: migrations, idempotent upserts, snapshots, bookmarks and the audit log.
 
 SQLite by default, PostgreSQL in production: the SQL here stays within what both speak. Every write of
-loadable rows goes through `upsert` (or `upsert_checked`): one transaction under the catalog-wide lock, in which
-the lineage versions the write causes are recorded too.
+loadable rows goes through `upsert` (or `upsert_checked`): one transaction under the catalog-wide lock, in
+which the lineage versions the write causes are recorded too.
 """
 
 from __future__ import annotations

@@ -141,8 +141,8 @@ def stored_versions(connection: Connection, dataset: str | None = None) -> list[
 
 def record_lineage_versions(connection: Connection, snapshot: CatalogSnapshot,
                             now: datetime | None = None) -> list[LineageVersion]:
-    """Record, in the caller's transaction, a new version of every dataset whose definition in `snapshot` differs
-    from its latest recorded version (or that has none yet). Idempotent; returns the versions recorded.
+    """Record, in the caller's transaction, a new version of every dataset whose definition in `snapshot`
+    differs from its latest recorded version (or that has none yet). Idempotent; returns the versions recorded.
 
     Two processes recording the same change at once both compute the same version number; the second insert
     is skipped, not an error.

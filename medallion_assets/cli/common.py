@@ -1,4 +1,4 @@
-"""What every `medallion` sub-command shares: its exit codes, the catalog store it opens, and how it refuses."""
+"""What every `medallion` sub-command shares: exit codes, the catalog store it opens, and how it refuses."""
 
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import click
 
 from medallion_assets import config
-from medallion_assets.cli.common import EXIT_FAILED, EXIT_HALTED, EXIT_INVALID, EXIT_UNAVAILABLE, catalog_store
+from medallion_assets.cli.common import (
+    EXIT_FAILED, EXIT_HALTED, EXIT_INVALID, EXIT_UNAVAILABLE, catalog_store,
+)
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
 from medallion_assets.cli.lineage import lineage, paths
@@ -314,5 +316,6 @@ def demo(rows) -> None:
         sys.exit(EXIT_FAILED)
 
 
-for command in (lineage, paths, onboard, healing, profile, simulate, throttle, metrics, status, notify, instance):
+SUBCOMMANDS = (lineage, paths, onboard, healing, profile, simulate, throttle, metrics, status, notify, instance)
+for command in SUBCOMMANDS:
     main.add_command(command)

@@ -96,8 +96,8 @@ class ReconnectParams(WaitParams):
 
 
 def _warehouse(url: str):
-    """A warehouse connection. Its drivers are imported only when an action connects: checking healing rules at
-    catalog load imports this module, and `medallion catalog validate` loads no warehouse driver."""
+    """A warehouse connection. Its drivers are imported only when an action connects: checking healing rules
+    at catalog load imports this module, and `medallion catalog validate` loads no warehouse driver."""
     from medallion_assets.storage.warehouse import warehouse_from_url
 
     return warehouse_from_url(url)

@@ -17,7 +17,7 @@ from typing import Any
 
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control import actions as _builtin_actions  # noqa: F401 — the built-ins register on import
+from medallion_assets.control import actions as _builtin_actions  # noqa: F401 — registers the built-ins
 from medallion_assets.control.registry import registry_problems
 from medallion_assets.control.remedies import ACTIONS, Fault, HealingContext, Remedy
 from medallion_assets.patterns import compiled

@@ -1,6 +1,6 @@
-"""What healing actions speak: the Fault they answer, the Remedy they return, the context they run in, and the
-registry (`@healing_action`) that rules name them through. `control/healing.py` matches rules and runs actions;
-`control/actions.py` holds the built-ins; both import this, and it imports neither.
+"""What healing actions speak: the Fault they answer, the Remedy they return, the context they run in, and
+the registry (`@healing_action`) that rules name them through. `control/healing.py` matches rules and runs
+actions; `control/actions.py` holds the built-ins; both import this, and it imports neither.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str
     """A load's data, its rows and bytes (in-memory Arrow, or staged parquet) taken from the target system's
     buckets first: a whole table or staged batch before the load, or each batch of a streamed load before
     the loader receives it."""
-    # Imported here: checking throttle rows at catalog load imports this module, and must not load the drivers.
+    # Imported here: checking throttle rows at catalog load imports this module and must load no driver.
     from medallion_assets.storage.warehouse import StagedParquet
 
     def take_for(batch: pa.Table | pa.RecordBatch | StagedParquet) -> None:

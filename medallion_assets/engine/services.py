@@ -2,7 +2,8 @@
 
 The engine decides nothing about rate limits, availability or recovery paths and keeps no records of its own;
 it calls these. The catalog-backed implementations are `control.throttles.CatalogThrottles`,
-`recovery.routes.CatalogRoutes` and `catalog.store.CatalogStore` (the ledger); a test or a tool may pass others.
+`recovery.routes.CatalogRoutes` and `catalog.store.CatalogStore` (the ledger); a test or a tool may pass
+others.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ class Ledger(Protocol):
 
     def processed_objects(self, source_id: str) -> dict[str, str]: ...
 
-    def record_bookmarks(self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str) -> None: ...
+    def record_bookmarks(self, source_id: str, objects: Iterable[tuple[str, str, int]],
+                         batch_id: str) -> None: ...
 
     def record_audit(self, **entry: Any) -> None: ...
 

@@ -37,8 +37,9 @@ class CatalogRoutes:
         if path is None:
             raise NoAvailablePath(stage.target_id, recovery_paths(graph, stage.target_id), down)
         chosen = self.snapshot.sources[path.nodes[0]]
-        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
-                                event="reroute", status="rerouted", error=down[primary.source_id],
+        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
+                                dataset=stage.target_id, event="reroute", status="rerouted",
+                                error=down[primary.source_id],
                                 details={"from": primary.source_id, "to": chosen.source_id,
                                          "path": list(path.nodes), "cost": path.cost})
         return chosen
@@ -47,4 +48,5 @@ class CatalogRoutes:
         return Availability(self.store, self.snapshot).flagged(datasets)
 
     def no_path(self, stage: Stage, down: dict[str, str]) -> NoAvailablePath:
-        return NoAvailablePath(stage.target_id, recovery_paths(build_graph(self.snapshot), stage.target_id), down)
+        paths = recovery_paths(build_graph(self.snapshot), stage.target_id)
+        return NoAvailablePath(stage.target_id, paths, down)
