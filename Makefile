@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test ui java chromium clean
+.PHONY: demo test lint ui java chromium clean
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -27,7 +27,12 @@ chromium:
 	@[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
 	  $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver; }
 
-test: java chromium $(VENV)/installed
+# Static checks, one command per line; `make test` runs them first. The layers are the [tool.importlinter]
+# contracts in pyproject.toml (see ARCHITECTURE.md).
+lint: $(VENV)/installed
+	$(VENV)/bin/lint-imports
+
+test: lint java chromium $(VENV)/installed
 	$(VENV)/bin/pytest -q
 
 ui: java $(VENV)/installed

@@ -43,7 +43,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion_assets import config
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session

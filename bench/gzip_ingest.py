@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from medallion_assets.catalog.loader import validate_files  # noqa: E402
+from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.catalog.snapshot import CatalogSnapshot  # noqa: E402
 from medallion_assets.engine.ingest import ingest  # noqa: E402
 from medallion_assets.engine.spark import spark_session  # noqa: E402

@@ -26,7 +26,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from medallion_assets.catalog.loader import validate_files  # noqa: E402
+from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.sample_data import write_sample_data  # noqa: E402
 from tests.spark_servers import connect_server  # noqa: E402

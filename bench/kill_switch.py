@@ -27,7 +27,7 @@ from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobO
 from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.local_s3 import local_s3

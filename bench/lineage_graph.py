@@ -36,8 +36,8 @@ import networkx as nx
 from medallion_assets.catalog.models import DatasetLineage, Pipeline, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.graph import build_graph
-from medallion_assets.lineage.paths import (
+from medallion_assets.recovery.graph import build_graph
+from medallion_assets.recovery.paths import (
     MAX_LENGTH, MAX_PATHS, all_recovery_paths, default_path, recovery_paths, refresh_recovery_paths,
     shortest_available_path,
 )

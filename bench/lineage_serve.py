@@ -33,7 +33,7 @@ from sqlalchemy import insert
 
 from medallion_assets.catalog.schema import LOADABLE_TABLES
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.server import ENDPOINT, LineageServer
+from medallion_assets.openlineage.server import ENDPOINT, LineageServer
 
 
 def catalog(folder: Path, datasets: int) -> CatalogStore:

@@ -33,7 +33,7 @@ from pathlib import Path
 from dagster import instance_for_test
 from sqlalchemy import insert
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Notification, Pipeline, Source, Stage, Target, VolumeBand
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.store import CatalogStore

@@ -18,8 +18,11 @@ from pyspark.sql import SparkSession
 from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
+from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.spark import SESSION_CONF
-from medallion_assets.engine.stages import StageHalted, StageRunner
+from medallion_assets.errors import StageHalted
+from medallion_assets.engine.stages import StageRunner
+from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.warehouse import warehouse_from_url
 
 
@@ -42,8 +45,9 @@ def run(pipes: PipesContext) -> None:
     target = snapshot.targets[stage.target_id]
     warehouse = warehouse_from_url(config.warehouse_url()) if target.type == "warehouse" else None
     try:
-        outcome = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse,
-                              halt_reason).run_stage(stage)
+        runner = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse, halt_reason,
+                             throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot))
+        outcome = runner.run_stage(stage)
     finally:
         if warehouse is not None:
             warehouse.close()

@@ -28,7 +28,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.throttles import sync_pool_limits
 from medallion_assets.instance import DeploymentError, check_daemon_running, has_daemon, open_instance
-from medallion_assets.lineage.openlineage import emitter, pipeline_run_event
+from medallion_assets.openlineage.events import emitter, pipeline_run_event
 from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.sensors.launcher import PIPELINE_TAG, Launcher, run_tags
 

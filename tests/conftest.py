@@ -22,7 +22,7 @@ import pytest
 from dagster import instance_for_test
 from moto.server import ThreadedMotoServer
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import RetryPolicy
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
@@ -40,7 +40,7 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 def medallion_home(tmp_path_factory):
     """Everything the framework writes by default (OpenLineage event files included) goes to one folder; at
     the end every event the suite emitted there must validate against the OpenLineage JSON schemas."""
-    from medallion_assets.lineage.openlineage import emitter
+    from medallion_assets.openlineage.events import emitter
     from tests.openlineage_schema import validate
 
     home = tmp_path_factory.mktemp("medallion-home")

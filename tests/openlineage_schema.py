@@ -1,10 +1,10 @@
 """`validate`, which every event emitted in the test suite goes through: the package's validator
-(medallion_assets.lineage.schema_validation) against the specification shipped in the package, holding Medallion's own events to
-the specification's standard facets only."""
+(medallion_assets.openlineage.schema_validation) against the specification shipped in the package, holding
+Medallion's own events to the specification's standard facets only."""
 
 from __future__ import annotations
 
-from medallion_assets.lineage.schema_validation import validate_event
+from medallion_assets.openlineage.schema_validation import validate_event
 
 
 def validate(event: dict) -> dict:

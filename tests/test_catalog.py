@@ -8,7 +8,8 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from tests.conftest import SEED

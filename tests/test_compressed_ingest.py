@@ -9,7 +9,7 @@ import boto3
 import pytest
 import zstandard
 
-from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
 from tests.reference import expected_daily_user_events
 from tests.test_engine import run_ingest, source
 

@@ -12,14 +12,17 @@ from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobO
 from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.flags import (
     UnknownEntity, add_missing_flags, disabled_reason, read_control_state, set_flag,
 )
 from medallion_assets.definitions import build_definitions
-from medallion_assets.engine.stages import StageHalted, StageRunner
+from medallion_assets.errors import StageHalted
+from medallion_assets.control.throttles import CatalogThrottles
+from medallion_assets.engine.stages import StageRunner
+from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
@@ -165,7 +168,8 @@ def test_a_switch_flipped_during_a_stage_stops_it_before_the_load(tmp_path, spar
         asked.append(stage.stage_name)
         return "target warehouse disabled by ops: failover"
 
-    runner = StageRunner(spark, snapshot, store, str(lake), warehouse, halt_reason)
+    runner = StageRunner(spark, snapshot, store, str(lake), warehouse, halt_reason,
+                         throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot))
     with pytest.raises(StageHalted, match="failover"):
         runner.run_stage(gold_stage(store))
     assert asked == ["gold_daily_aggregate"]

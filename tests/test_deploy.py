@@ -22,7 +22,7 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import stage_pool
 from medallion_assets.instance import instance_config, write_instance_config

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from medallion_assets.catalog.models import Source
-from medallion_assets.engine.ingest import SourceSchemaDrift, ingest
+from medallion_assets.errors import SourceSchemaDrift
+from medallion_assets.engine.ingest import ingest
 from medallion_assets.engine.transform import conform, deduplicate, to_spark_sql
 from medallion_assets.naming import InvalidIdentifier, quote_qualified, spark_identifier
 from medallion_assets.storage.objects import list_objects

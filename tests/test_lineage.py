@@ -11,16 +11,17 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
-from medallion_assets.catalog.loader import merged_snapshot, parse_files, validate_files
+from medallion_assets.catalog.loader import merged_snapshot, parse_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import ControlFlag, DatasetLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.lineage.availability import Availability, probe_table
-from medallion_assets.lineage.graph import (
+from medallion_assets.recovery.availability import Availability, probe_table
+from medallion_assets.recovery.graph import (
     UnknownDataset, build_graph, check_lineage, column_lineage, downstream, upstream,
 )
-from medallion_assets.lineage.paths import (
+from medallion_assets.recovery.paths import (
     NoAvailablePath, RecoveryPath, active_path, default_path, paths_report, recovery_paths, refresh_recovery_paths,
     shortest_available_path,
 )

@@ -24,13 +24,15 @@ from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, R
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 from sqlalchemy import create_engine, text
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.lineage.graph import build_graph
-from medallion_assets.lineage.paths import all_recovery_paths
-from medallion_assets.lineage.schema_validation import PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event
-from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
+from medallion_assets.openlineage.schema_validation import (
+    PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event,
+)
+from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
+from medallion_assets.recovery.graph import build_graph
+from medallion_assets.recovery.paths import all_recovery_paths
 from tests.conftest import REPO, SEED
 
 AIRFLOW, DBT = "https://github.com/apache/airflow/tree/2.10.0", "https://github.com/dbt-labs/dbt-core/tree/1.9.0"

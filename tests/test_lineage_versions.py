@@ -10,13 +10,13 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 from medallion_assets.catalog.schema import lineage_versions
 from medallion_assets.catalog.store import MIGRATIONS, CatalogStore
+from medallion_assets.catalog.versions import record_lineage_versions
 from medallion_assets.cli import main
 from medallion_assets.definitions import build_definitions
-from medallion_assets.lineage.versions import record_lineage_versions, stored_versions
 from tests.conftest import SEED
 
 FORECAST = "gold_revenue_forecast"
@@ -84,7 +84,7 @@ def test_every_writer_is_versioned_and_only_changes_to_the_data_count(catalog_ur
     gold = store.snapshot().targets["gold_daily_revenue"]
     # Descriptions, owners and retry policies decide no rows: no new version.
     store.upsert({"targets": [gold.model_copy(update={"description": "renamed", "owner": "someone"})]})
-    assert [v.version for v in stored_versions(store, "gold_daily_revenue")] == [1]
+    assert [v.version for v in store.lineage_versions("gold_daily_revenue")] == [1]
 
     store.upsert({"targets": [gold.model_copy(update={"columns": {**gold.columns, "orders": "int",
                                                                   "avg_order": "double"}})]})
@@ -99,7 +99,22 @@ def test_every_writer_is_versioned_and_only_changes_to_the_data_count(catalog_ur
     assert (shown[3]["inputs_added"], shown[3]["changed"]) == ([], ["rules"])
     [*_, silver] = history("silver_orders")
     assert (silver["version"], silver["inputs_removed"]) == (2, ["bronze_customers"])
-    assert record_lineage_versions(store) == []
+    with store.engine.begin() as connection:
+        assert record_lineage_versions(connection, store.snapshot()) == []
+
+
+def test_a_write_and_the_versions_it_causes_commit_together_or_not_at_all(catalog_url):
+    store = CatalogStore(catalog_url)
+    store.migrate()
+    load(SEED)
+    stage = store.snapshot().stage_producing("silver_orders")
+    with store.engine.begin() as connection:  # the database itself refuses the next version
+        connection.execute(text("CREATE TRIGGER refuse_versions BEFORE INSERT ON lineage_versions "
+                                "BEGIN SELECT RAISE(ABORT, 'versions refused'); END"))
+    with pytest.raises(Exception, match="versions refused"):
+        store.upsert({"stages": [stage.model_copy(update={"inputs": []})]})
+    assert store.snapshot().stage_producing("silver_orders").inputs == stage.inputs
+    assert [v.version for v in store.lineage_versions("silver_orders")] == [1]
 
 
 def test_history_of_an_unknown_dataset_offers_close_matches(catalog_url):

@@ -12,7 +12,7 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 from sqlalchemy import text
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from tests.conftest import REPO, SEED
 

@@ -12,7 +12,7 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
 from dagster._core.definitions.freshness import CronFreshnessPolicy, TimeWindowFreshnessPolicy
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Notification, Sla, VolumeBand
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.anomalies import judge_volume

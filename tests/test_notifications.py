@@ -13,7 +13,8 @@ import boto3
 import pytest
 from aiosmtpd.controller import Controller
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.notifications import Message, deliver_due, deliveries, enqueue

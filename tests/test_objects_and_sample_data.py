@@ -22,15 +22,8 @@ from botocore.exceptions import EndpointConnectionError
 from moto.server import ThreadedMotoServer
 
 from medallion_assets.sample_data import write_sample_data
-from medallion_assets.storage.objects import (
-    ObjectInfo,
-    SourceNotFound,
-    copy_object,
-    delete_object,
-    list_objects,
-    read_bytes,
-    write_bytes,
-)
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import ObjectInfo, copy_object, delete_object, list_objects, read_bytes, write_bytes
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 
 

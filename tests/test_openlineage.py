@@ -20,10 +20,12 @@ import boto3
 import pytest
 from openlineage.client.serde import Serde
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.stages import StageRunner
-from medallion_assets.lineage.openlineage import (
+from medallion_assets.recovery.routes import CatalogRoutes
+from medallion_assets.openlineage.events import (
     AssetResult, CheckResult, DatasetLocation, Emitter, asset_result, pipeline_run_event, stage_asset_run,
 )
 from medallion_assets.sample_data import write_sample_data
@@ -225,7 +227,8 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
         assert emitter.transport == "http"
         emitter.emit(pipeline_run_event("orders_etl", dagster_run_id, "START"))
         with warehouse_from_url(warehouse_url) as warehouse:
-            runner = StageRunner(spark, snapshot, store, lake, warehouse)
+            runner = StageRunner(spark, snapshot, store, lake, warehouse, throttle=CatalogThrottles(store),
+                                 recovery=CatalogRoutes(store, snapshot))
             for stage in snapshot.stages("orders_etl"):
                 run = stage_asset_run(snapshot, stage, dagster_run_id, lake, warehouse_url)
                 emitter.emit(*run.start())

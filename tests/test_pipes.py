@@ -10,7 +10,7 @@ import pyarrow.dataset
 from dagster import AssetExecutionContext, PipesSubprocessClient, asset, instance_for_test, materialize
 
 import medallion_assets.pipes_stage
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from tests.conftest import SEED
 

@@ -97,7 +97,7 @@ def test_queued_runs_are_retagged_only_when_their_profile_or_held_state_changes(
 
 
 def seed_snapshot(**extra_rows) -> CatalogSnapshot:
-    from medallion_assets.catalog.loader import validate_files
+    from medallion_assets.loading import validate_files
 
     snapshot = CatalogSnapshot()
     for table, rows in validate_files(snapshot, [SEED]).rows.items():

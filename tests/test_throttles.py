@@ -14,16 +14,18 @@ from click.testing import CliRunner
 from dagster import build_sensor_context, instance_for_test
 from sqlalchemy import update
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.throttles import (
-    DEFAULT_CONCURRENCY_LIMIT, concurrency_limits, stage_pool, take, throttle,
+    DEFAULT_CONCURRENCY_LIMIT, CatalogThrottles, concurrency_limits, stage_pool, take, throttle,
 )
 from medallion_assets.engine.stages import StageRunner
+from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import build_control_sensor
 from tests.conftest import REPO, SEED
 from tests.throttle_workers import run_pooled_step, take_in_a_process
@@ -160,7 +162,8 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
 
     refiller = threading.Thread(target=refill_while_the_ingest_waits)
     refiller.start()
-    outcome = StageRunner(spark, snapshot, store, str(tmp_path / "lake")).run_stage(stage)
+    outcome = StageRunner(spark, snapshot, store, str(tmp_path / "lake"), throttle=CatalogThrottles(store),
+                          recovery=CatalogRoutes(store, snapshot)).run_stage(stage)
     refiller.join()
     assert outcome.rows_written == 30
     waits = store.audit_entries(event="throttle")

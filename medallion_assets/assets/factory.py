@@ -21,12 +21,14 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
 from medallion_assets.control.healing import Fault, healing_in_run, overrides_for
 from medallion_assets.control.retries import after_failure
-from medallion_assets.control.throttles import stage_pool
-from medallion_assets.engine.stages import Adjustments, StageHalted, StageOutcome, StageRunner
+from medallion_assets.control.throttles import CatalogThrottles, stage_pool
+from medallion_assets.errors import StageHalted
+from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
-from medallion_assets.lineage.openlineage import asset_result, emitter, rerouted, stage_asset_run
-from medallion_assets.lineage.versions import stage_fingerprint
+from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
+from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
+from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
@@ -150,7 +152,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         adjustments = Adjustments(**overrides_for(healed, stage))
         runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
                              warehouse.get_warehouse() if target.type == "warehouse" else None, halt_reason,
-                             adjustments)
+                             adjustments, throttle=CatalogThrottles(store),
+                             recovery=CatalogRoutes(store, live))
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
         except StageHalted as halted:

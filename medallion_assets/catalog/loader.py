@@ -1,11 +1,14 @@
 """Reading catalog YAML: every problem reported at once, with file, line, table, row key and field.
 
 Validation runs against the catalog as it would be after the load (stored rows plus the files' rows), so a
-file may refer to rows loaded earlier, and nothing is written when anything is wrong.
+file may refer to rows loaded earlier, and nothing is written when anything is wrong. The checks here are the
+catalog's own (rows, references, cycles, SQL); the layers above add theirs as `RowCheck`s, and
+`medallion_assets.loading` runs them all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,14 +18,12 @@ from pydantic import ValidationError
 
 from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.control.healing import rule_problems
-from medallion_assets.control.notifications import check_notifications
-from medallion_assets.control.throttles import check_throttles
-from medallion_assets.engine.ingest import INGESTION_COLUMNS
-from medallion_assets.lineage.graph import check_lineage
-from medallion_assets.naming import warehouse_name_problems
+from medallion_assets.naming import INGESTION_COLUMNS, warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 
+
+# A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
+RowCheck = Callable[[CatalogSnapshot], Iterable[tuple[str, Row, str, str]]]
 
 # Far above any real catalog file (the seed's largest holds under 300), far below what an alias bomb expands to.
 MAX_YAML_VALUES = 100_000
@@ -175,9 +176,11 @@ def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnaps
     return merged
 
 
-def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] = frozenset()) -> list[CatalogProblem]:
-    """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, unknown
-    healing actions. A reference to a row in `broken` (rows that did not parse, already reported) is no problem."""
+def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[RowCheck],
+                     broken: set[str] = frozenset()) -> list[CatalogProblem]:
+    """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, and what
+    `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no
+    problem."""
     problems = []
 
     def unknown(ref: str | None, known) -> bool:
@@ -235,19 +238,14 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] 
         if row.pipeline_id not in pipelines:
             problem("pipeline_profiles", row, "pipeline_id", f"unknown pipeline {row.pipeline_id!r}")
     for rule in snapshot.tables["healing_actions"].values():
-        for message in rule_problems(rule):
-            problem("healing_actions", rule, "action" if message.startswith("unknown") else "params", message)
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
     locations = {target.target_id: target.location for target in targets.values() if target.type == "warehouse"}
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
-    for lineage_problem in check_lineage(snapshot):
-        problem(*lineage_problem)
-    for throttle_problem in check_throttles(snapshot):
-        problem(*throttle_problem)
-    for notification_problem in check_notifications(snapshot):
-        problem(*notification_problem)
+    for check in checks:
+        for refused in check(snapshot):
+            problem(*refused)
     return problems
 
 
@@ -266,10 +264,11 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] |
     return [*source.columns, *INGESTION_COLUMNS]
 
 
-def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:
+def validate_files(stored: CatalogSnapshot, paths: list[str | Path],
+                   checks: Sequence[RowCheck]) -> LoadedRows:
     """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
     loaded, problems = parse_files(paths)
-    problems += check_references(merged_snapshot(stored, loaded), loaded.origins, loaded.broken)
+    problems += check_references(merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken)
     if problems:
         raise CatalogInvalid(problems)
     return loaded

@@ -1,6 +1,8 @@
 """The catalog database: migrations, idempotent upserts, snapshots, bookmarks and the audit log.
 
-SQLite by default, PostgreSQL in production: the SQL here stays within what both speak.
+SQLite by default, PostgreSQL in production: the SQL here stays within what both speak. Every write of
+loadable rows goes through `upsert` (or `upsert_checked`): one transaction under the catalog-wide lock, in
+which the lineage versions the write causes are recorded too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.lineage.versions import DEFINING_TABLES, record_lineage_versions
+from medallion_assets.catalog.versions import (
+    DEFINING_TABLES, LineageVersion, record_lineage_versions, stored_versions,
+)
 from medallion_assets.redaction import scrub
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -75,9 +79,10 @@ class CatalogStore:
         """Under the catalog-wide lock: the rows `rows_to_write()` returns, written in one transaction."""
         with self.locked() as connection:
             written = self.write(connection, rows_to_write(), remove)
-        # However rows arrive (catalog load, onboarding, an operator's script), a changed definition is versioned.
-        if DEFINING_TABLES.intersection([*written, *(remove or {})]):
-            record_lineage_versions(self)
+            # However rows arrive (catalog load, onboarding, an operator's script), a changed definition is
+            # versioned, in the write's own transaction.
+            if DEFINING_TABLES.intersection([*written, *(remove or {})]):
+                record_lineage_versions(connection, self._snapshot(connection))
         return written
 
     def write(self, connection: Connection, rows: Mapping[str, Iterable[Row]],
@@ -120,19 +125,26 @@ class CatalogStore:
         """The rows of one loadable table as models (those matching the SQLAlchemy clause `where`, if given), read
         now (runtime controls use this, never a snapshot). A row that is no valid model, as a plain SQL write can
         leave, raises CatalogRowInvalid naming the table, the row's key and the field."""
-        model, table = LOADABLE[table_name], LOADABLE_TABLES[table_name]
-        query = select(table) if where is None else select(table).where(where)
         with self.engine.connect() as connection:
-            return [_model(table_name, record) for record in connection.execute(query).mappings()]
+            return _read_table(connection, table_name, where)
 
     def snapshot(self, domain: str | None = None) -> CatalogSnapshot:
         """Every loadable table; with `domain`, only that domain's pipelines and their stages, so a broken row of
         another domain's pipeline or stage does not stop this one from loading."""
+        with self.engine.connect() as connection:
+            return self._snapshot(connection, domain)
+
+    def _snapshot(self, connection: Connection, domain: str | None = None) -> CatalogSnapshot:
         snapshot = CatalogSnapshot()
         for table_name in LOADABLE:
-            for row in self.read_table(table_name, self._domain_clause(table_name, domain)):
+            for row in _read_table(connection, table_name, self._domain_clause(table_name, domain)):
                 snapshot.add(table_name, row)
         return snapshot
+
+    def lineage_versions(self, dataset: str | None = None) -> list[LineageVersion]:
+        """The recorded lineage versions, of one dataset or of all, oldest first per dataset."""
+        with self.engine.connect() as connection:
+            return stored_versions(connection, dataset)
 
     def domains(self) -> list[str]:
         """The domains pipelines name, read with plain SQL: a broken row must not hide its domain."""
@@ -198,6 +210,12 @@ class CatalogStore:
 
 class CatalogRowInvalid(Exception):
     """A catalog row that is no valid model (written around the loader, e.g. with plain SQL)."""
+
+
+def _read_table(connection: Connection, table_name: str, where=None) -> list[Row]:
+    table = LOADABLE_TABLES[table_name]
+    query = select(table) if where is None else select(table).where(where)
+    return [_model(table_name, record) for record in connection.execute(query).mappings()]
 
 
 def _model(table_name: str, record: Mapping[str, Any]) -> Row:

@@ -14,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
-from medallion_assets.control.healing import HealingContext, Remedy, causes, healing_action
-from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.control.remedies import HealingContext, Remedy, causes, healing_action
+from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
-from medallion_assets.storage.objects import SourceNotFound, list_objects, read_bytes, write_bytes
-from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
 
 
 class Params(BaseModel):
@@ -95,15 +95,25 @@ class ReconnectParams(WaitParams):
     first_wait_sec: float = Field(default=1, gt=0, le=3_600)
 
 
+def _warehouse(url: str):
+    """A warehouse connection. Its drivers are imported only when an action connects: checking healing rules
+    at catalog load imports this module, and `medallion catalog validate` loads no warehouse driver."""
+    from medallion_assets.storage.warehouse import warehouse_from_url
+
+    return warehouse_from_url(url)
+
+
 @healing_action("reconnect_warehouse", ReconnectParams)
 def reconnect_warehouse(context: HealingContext) -> Remedy:
     """A lost warehouse connection: wait until the warehouse answers again; the load is then redone whole.
 
     A load is one transaction, so the lost one left nothing behind and the retry cannot duplicate rows.
     """
+    from medallion_assets.storage.warehouse import WarehouseError  # imported when used, as in _warehouse
+
     def unreachable() -> str | None:
         try:
-            with warehouse_from_url(context.warehouse_url) as warehouse:
+            with _warehouse(context.warehouse_url) as warehouse:
                 warehouse.query("SELECT 1")
         except WarehouseError as error:
             return str(error)
@@ -119,7 +129,7 @@ def recreate_staging(context: HealingContext) -> Remedy:
     target = targets[context.fault.stage.target_id]
     if target.type != "warehouse":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
-    with warehouse_from_url(context.warehouse_url) as warehouse:
+    with _warehouse(context.warehouse_url) as warehouse:
         dropped = warehouse.drop_staging(target.location, [t.location for t in targets.values() if t.location])
     return Remedy("retry", f"dropped leftover staging table {dropped}")
 

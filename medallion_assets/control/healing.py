@@ -1,8 +1,9 @@
 """Self-healing: a failure is matched against `healing_actions` rows, and the matched rule's action runs.
 
 Metadata never runs code. A rule names an action registered here with `@healing_action`, and its `params` are
-checked by that action's own pydantic model, when the catalog is loaded and again when the rule fires. The
-built-in actions live in `control/actions.py`; `medallion healing actions` lists every registered one.
+checked by that action's own pydantic model, when the catalog is loaded and again when the rule fires. What
+actions speak (Fault, Remedy, the registry) is in `control/remedies.py`; the built-in actions live in
+`control/actions.py`; `medallion healing actions` lists every registered one.
 
 An in-step action runs inside the failed step, then the step is retried under the stage's retry policy
 (Dagster's RetryRequested, see control/retries.py). A run-level action is left to the healing sensor, which
@@ -11,101 +12,15 @@ re-executes failed runs; a rule is one or the other, so no failure is retried tw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Iterable
+from typing import Any
 
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control import actions as _builtin_actions  # noqa: F401 — registers the built-ins
 from medallion_assets.control.registry import registry_problems
+from medallion_assets.control.remedies import ACTIONS, Fault, HealingContext, Remedy
 from medallion_assets.patterns import compiled
-
-
-class NoParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def causes(error: BaseException | None) -> Iterator[BaseException]:
-    """The error, then what caused it, and so on down the chain."""
-    while error is not None:
-        yield error
-        error = error.__cause__ or error.__context__
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One failure of one stage attempt: what the rules are matched against.
-
-    `codes` are the error's class names (with their bases, along its cause chain) and any driver error code;
-    `error` is the exception itself when the failure happened in this process (in-step healing).
-    """
-
-    stage: Stage
-    layer: str
-    attempt: int
-    codes: frozenset[str]
-    message: str
-    run_id: str | None = None
-    error: BaseException | None = None
-
-    @classmethod
-    def of(cls, error: BaseException, stage: Stage, layer: str, attempt: int, run_id: str | None = None) -> Fault:
-        codes = set()
-        for cause in causes(error):
-            codes |= {kind.__name__ for kind in type(cause).__mro__}
-            if getattr(cause, "pgcode", None):
-                codes.add(cause.pgcode)
-        return cls(stage, layer, attempt, frozenset(codes), f"{type(error).__name__}: {error}", run_id, error)
-
-
-@dataclass(frozen=True)
-class Remedy:
-    """What an action did. `overrides` adjust the next attempt (see engine.stages.Adjustments)."""
-
-    outcome: Literal["retry", "give_up"]
-    detail: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class HealingContext:
-    """What an action may use: the fault, its validated parameters, and the installation it runs in."""
-
-    fault: Fault
-    rule: HealingAction
-    params: BaseModel
-    store: CatalogStore
-    lake_root: str
-    warehouse_url: str
-
-
-@dataclass(frozen=True)
-class RegisteredAction:
-    name: str
-    run: Callable[[HealingContext], Remedy]
-    params: type[BaseModel]
-    run_level: bool
-
-    @property
-    def description(self) -> str:
-        return (self.run.__doc__ or "").strip().splitlines()[0]
-
-
-ACTIONS: dict[str, RegisteredAction] = {}
-
-
-def healing_action(name: str, params: type[BaseModel] = NoParams, run_level: bool = False):
-    """Register `function(context) -> Remedy` as the healing action `name`, its parameters checked by `params`."""
-
-    def register(function: Callable[[HealingContext], Remedy]) -> Callable[[HealingContext], Remedy]:
-        if name in ACTIONS:
-            raise ValueError(f"healing action {name!r} is registered twice")
-        ACTIONS[name] = RegisteredAction(name, function, params, run_level)
-        return function
-
-    return register
 
 
 def rule_problems(rule: HealingAction) -> list[str]:
@@ -168,7 +83,3 @@ def overrides_for(healed: list[dict], stage: Stage) -> dict[str, Any]:
         if (entry["pipeline_id"], entry["stage_name"], entry["status"]) == (stage.pipeline_id, stage.stage_name, "retry"):
             merged.update((entry["details"] or {}).get("overrides", {}))
     return merged
-
-
-# The built-in actions register themselves on import; imported last, as they use the names above.
-from medallion_assets.control import actions as _builtin_actions  # noqa: E402, F401

@@ -16,7 +16,7 @@ from pyspark.errors import AnalysisException
 from medallion_assets.catalog.models import RetryPolicy, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.healing import Fault, Remedy, heal
-from medallion_assets.engine.ingest import BreakingSourceSchemaChange
+from medallion_assets.errors import BreakingSourceSchemaChange
 from medallion_assets.naming import InvalidIdentifier
 
 NEVER_RETRY = (InvalidIdentifier, AnalysisException, BreakingSourceSchemaChange)

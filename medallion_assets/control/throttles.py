@@ -19,17 +19,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlalchemy import and_, case, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from medallion_assets.catalog.models import Row, Stage, Target, Throttle
+from medallion_assets.catalog.models import Row, Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import pool_name
-from medallion_assets.storage.warehouse import Batch, StagedParquet
+
+if TYPE_CHECKING:
+    from medallion_assets.storage.warehouse import Batch
 
 # Must equal `concurrency.pools.default_limit` in dagster.yaml: a system with no concurrency row gets it.
 DEFAULT_CONCURRENCY_LIMIT = 2
@@ -145,6 +148,9 @@ def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str
     """A load's data, its rows and bytes (in-memory Arrow, or staged parquet) taken from the target system's
     buckets first: a whole table or staged batch before the load, or each batch of a streamed load before
     the loader receives it."""
+    # Imported here: checking throttle rows at catalog load imports this module and must load no driver.
+    from medallion_assets.storage.warehouse import StagedParquet
+
     def take_for(batch: pa.Table | pa.RecordBatch | StagedParquet) -> None:
         throttle(store, system_kind, system_id, {"rows_per_minute": batch.num_rows, "bytes_per_hour": batch.nbytes},
                  **audit)
@@ -218,3 +224,16 @@ def bucket_levels(store: CatalogStore) -> dict[tuple[str, str, str], float]:
         buckets = connection.execute(select(throttle_buckets)).all()
     return {(b.system_kind, b.system_id, b.metric): _level(b.tokens, b.refilled_at, limit, b.metric, now)
             for b in buckets if (limit := limits.get((b.system_kind, b.system_id, b.metric))) is not None}
+
+
+@dataclass(frozen=True)
+class CatalogThrottles:
+    """The engine's throttling (`engine.services.Throttle`): the catalog's throttle rows and rate buckets."""
+
+    store: CatalogStore
+
+    def take_from_source(self, source: Source, amounts: dict[str, float], **audit) -> None:
+        throttle(self.store, "source", source.system_id(), amounts, **audit)
+
+    def stream_to_target(self, data: Batch, target: Target, **audit) -> Batch:
+        return throttled(data, self.store, "target", target_system(target), **audit)

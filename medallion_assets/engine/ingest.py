@@ -19,12 +19,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from medallion_assets.catalog.models import Source
 from medallion_assets.engine import raw_reader
+from medallion_assets.errors import BreakingSourceSchemaChange, CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import spark_identifier
 from medallion_assets.storage.objects import ObjectInfo, configured_endpoint
 
 CORRUPT = "_corrupt_record"
 BATCH_PARTITION = "medallion_batch"
-INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
 REJECTION_REASON = {
     "jsonl": "malformed JSON, not a JSON object, or a value that does not fit the declared schema",
     "csv": "wrong number of fields or a value that does not fit the declared schema",
@@ -32,27 +32,6 @@ REJECTION_REASON = {
 }
 # Objects per ingestion task at the least: one task per object, up to this many tasks.
 MAX_TASKS = 256
-
-
-class CorruptSourceObject(Exception):
-    """A raw object that cannot be read at all (not UTF-8 text, not a parquet file): no record of it is usable."""
-
-    def __init__(self, source_id: str, url: str, reason: str):
-        super().__init__(f"source {source_id}: object {url} is unreadable: {reason}")
-        self.source_id, self.url, self.reason = source_id, url, reason
-
-
-class SourceSchemaDrift(Exception):
-    """The raw files carry fields the catalog does not declare; additive, so the catalog can follow."""
-
-    def __init__(self, source_id: str, url: str, new_columns: dict[str, str]):
-        listed = ", ".join(f"{name} ({type_name})" for name, type_name in new_columns.items())
-        super().__init__(f"source {source_id}: {url} has fields not in the catalog: {listed}")
-        self.source_id, self.url, self.new_columns = source_id, url, new_columns
-
-
-class BreakingSourceSchemaChange(Exception):
-    """Declared fields are gone from, or changed in, the raw files: the catalog cannot follow by itself."""
 
 
 @dataclass(frozen=True)

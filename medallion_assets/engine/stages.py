@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import reduce
 
-import networkx as nx
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -21,26 +20,19 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.throttles import target_system, throttle, throttled
 from medallion_assets.engine import staging_writer
-from medallion_assets.engine.ingest import INGESTION_COLUMNS, bronze_schema, ingest
+from medallion_assets.engine.ingest import bronze_schema, ingest
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
-from medallion_assets.lineage.availability import Availability
-from medallion_assets.lineage.graph import build_graph, declared_graph
-from medallion_assets.lineage.paths import NoAvailablePath, recovery_paths, shortest_available_path
-from medallion_assets.naming import lake_path, quarantine_path
+from medallion_assets.engine.services import Ledger, Recovery, Throttle
+from medallion_assets.errors import StageHalted
+from medallion_assets.naming import INGESTION_COLUMNS, lake_path, quarantine_path
 from medallion_assets.storage.objects import configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse
 
 
 # Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
 _ROWS_PER_BATCH = 50_000
-
-
-class StageHalted(Exception):
-    """A kill switch was flipped while the stage ran; it stopped before committing its load."""
 
 
 @dataclass
@@ -83,15 +75,19 @@ class Shaped:
 
 @dataclass
 class StageRunner:
-    """What a stage needs from the outside world; one per run, shared by its stages."""
+    """What a stage needs from the outside world; one per run, shared by its stages. `store` is the ledger it
+    records bookmarks and audit entries in; `throttle` and `recovery` are given by the asset layer (see
+    engine/services.py)."""
 
     spark: SparkSession
     snapshot: CatalogSnapshot
-    store: CatalogStore
+    store: Ledger
     lake_root: str
     warehouse: Warehouse | None = None
     halt_reason: Callable[[Stage], str | None] = lambda stage: None
     adjustments: Adjustments = field(default_factory=Adjustments)
+    throttle: Throttle = field(kw_only=True)
+    recovery: Recovery = field(kw_only=True)
 
     def read_dataset(self, target_id: str) -> DataFrame:
         target = self.snapshot.targets[target_id]
@@ -113,7 +109,7 @@ class StageRunner:
         target = self.snapshot.targets[stage.target_id]
         output = lake_path(self.lake_root, target.layer, target.target_id)
         if target.layer == "bronze":
-            outcome = self._ingest(stage, self.readable_source(stage), output)
+            outcome = self._ingest(stage, self.recovery.readable_source(stage), output)
         else:
             outcome = self._transform(stage, target, output)
         outcome.output_path = output
@@ -132,39 +128,17 @@ class StageRunner:
         outcome.duration_sec = time.perf_counter() - started
         return outcome
 
-    def readable_source(self, stage: Stage) -> Source:
-        """The stage's source, or, when it is down, the first source of the shortest available path.
-
-        The choice is audited; when nothing is available the error lists every path and why it is down.
-        """
-        primary = self.snapshot.sources[stage.source_id]
-        availability = Availability(self.store, self.snapshot)
-        if not availability.unavailable([primary.source_id]):
-            return primary
-        graph = declared_graph(build_graph(self.snapshot))
-        candidates = [node for node in nx.ancestors(graph, stage.target_id) if node in self.snapshot.sources]
-        down = availability.unavailable(candidates)
-        path = shortest_available_path(graph, stage.target_id, down)
-        if path is None:
-            raise NoAvailablePath(stage.target_id, recovery_paths(graph, stage.target_id), down)
-        chosen = self.snapshot.sources[path.nodes[0]]
-        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
-                                event="reroute", status="rerouted", error=down[primary.source_id],
-                                details={"from": primary.source_id, "to": chosen.source_id,
-                                         "path": list(path.nodes), "cost": path.cost})
-        return chosen
-
     def _ingest(self, stage: Stage, source: Source, output: str) -> StageOutcome:
         objects = list_objects(source.s3_path, source.source_id)
         processed = self.store.processed_objects(source.source_id)
         new = [o for o in objects if processed.get(o.url) != o.etag]
         audit = dict(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id)
-        throttle(self.store, "source", source.system_id(), {"bytes_per_hour": sum(o.size for o in new)}, **audit)
+        self.throttle.take_from_source(source, {"bytes_per_hour": sum(o.size for o in new)}, **audit)
         batch_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         result = ingest(self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id)
         self.store.record_bookmarks(source.source_id, [(o.url, o.etag, o.size) for o in new], batch_id)
         # Rows are known once parsed: they count against the source now and hold back its next batch.
-        throttle(self.store, "source", source.system_id(), {"rows_per_minute": result.rows_read}, **audit)
+        self.throttle.take_from_source(source, {"rows_per_minute": result.rows_read}, **audit)
         return StageOutcome(result.rows_read, result.rows_written, result.rows_quarantined,
                             details={"batch_id": batch_id, "source": source.source_id, "objects_new": len(new),
                                      "objects_seen": len(objects)}, read=[source.source_id])
@@ -177,7 +151,7 @@ class StageRunner:
         written. Each rebuild is audited; when the rebuild would need a bronze dataset that is down, the error
         lists every path and why it is down.
         """
-        down = Availability(self.store, self.snapshot).flagged(self._lake_ancestry(stage))
+        down = self.recovery.flagged(self._lake_ancestry(stage))
         read: list[str] = []
         frames = {input_id: self._input_frame(stage, input_id, down, read) for input_id in stage.input_ids()}
         return frames, read
@@ -200,7 +174,7 @@ class StageRunner:
         producer = self.snapshot.stage_producing(dataset)
         target = self.snapshot.targets[dataset]
         if producer is None or target.layer == "bronze":  # bronze is rebuilt only by ingesting its source again
-            raise NoAvailablePath(stage.target_id, recovery_paths(build_graph(self.snapshot), stage.target_id), down)
+            raise self.recovery.no_path(stage, down)
         inputs = {i: self._input_frame(producer, i, down, read) for i in producer.input_ids()}
         self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
                                 event="reroute", status="rebuilt", error=down[dataset],
@@ -280,7 +254,7 @@ class StageRunner:
         prefix = self.warehouse.staging_prefix(target.location)
         staged = staged_on_executors(written, prefix) if prefix else None
         data = staged or (written.toArrow() if partitions is None else arrow_batches(written, partitions))
-        data = throttled(data, self.store, "target", target_system(target), dataset=target.target_id)
+        data = self.throttle.stream_to_target(data, target, dataset=target.target_id)
         return self.warehouse.load(target.location, data, target.load_mode, target.keys,
                                    evolve=self.adjustments.evolve_warehouse_schema)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
-from medallion_assets.engine.ingest import INGESTION_COLUMNS
+from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.sql_safety import checked_query
 
 

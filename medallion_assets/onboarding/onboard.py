@@ -18,12 +18,12 @@ from medallion_assets.catalog.loader import (
     CatalogInvalid,
     CatalogProblem,
     LoadedRows,
-    check_references,
     merged_snapshot,
 )
 from medallion_assets.catalog.models import LOADABLE, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.loading import check_references
 from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
 from medallion_assets.onboarding.lineage import (

@@ -36,14 +36,15 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
-from medallion_assets.storage.objects import SourceNotFound, list_objects
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.naming import PIPELINE_TAG
+from medallion_assets.storage.objects import list_objects
 
 DEFAULT_INTERVAL_SECONDS = 30
 # A pipeline whose last run failed is not due again for this long, so new files do not relaunch a broken run
 # on every tick.
 FAILURE_BACKOFF_SECONDS = 15 * 60
 PRIORITY_TAG = "dagster/priority"
-PIPELINE_TAG = "medallion/pipeline"
 PROFILE_TAG = "medallion/profile"
 HELD_TAG = "medallion/held"
 DUE_TAG = "medallion/due_since"

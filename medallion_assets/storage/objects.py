@@ -18,6 +18,8 @@ from urllib.parse import unquote, urlparse
 import boto3
 from botocore.exceptions import ClientError
 
+from medallion_assets.errors import SourceNotFound
+
 # The environment boto3 builds an S3 client from. A cached client is only reused while these are unchanged,
 # so a test (or a tool) that points AWS_ENDPOINT_URL_S3 elsewhere gets a client for the new endpoint.
 _CLIENT_ENVIRONMENT = (
@@ -41,10 +43,6 @@ class ObjectInfo:
     url: str
     size: int
     etag: str
-
-
-class SourceNotFound(Exception):
-    """A bucket, prefix, folder or object that should hold data does not exist (or holds nothing)."""
 
 
 def list_objects(url: str, source_id: str | None = None) -> list[ObjectInfo]:

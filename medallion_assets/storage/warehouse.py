@@ -56,7 +56,8 @@ from medallion_assets.naming import (
     split_qualified,
 )
 from medallion_assets.paths import path_under
-from medallion_assets.storage.objects import SourceNotFound, delete_object, list_objects, write_bytes
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import delete_object, list_objects, write_bytes
 
 Mode = Literal["replace", "merge"]
 Dialect = Literal["duckdb", "postgres", "redshift"]

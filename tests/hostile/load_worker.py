@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from medallion_assets.catalog.loader import CatalogInvalid, check_references
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import check_references
 from medallion_assets.catalog.models import Pipeline
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.onboarding.onboard import _unchanged_since

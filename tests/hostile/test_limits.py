@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from medallion_assets.catalog.loader import MAX_YAML_VALUES, CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import MAX_YAML_VALUES, CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import HealingAction, Rule, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main

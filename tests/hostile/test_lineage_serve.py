@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from medallion_assets.cli import main
-from medallion_assets.engine.stages import StageRunner
-from medallion_assets.lineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
-from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
+from medallion_assets.openlineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
+from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
+from medallion_assets.recovery.routes import CatalogRoutes
 from tests.test_lineage_ingest import AIRFLOW, EXPORT, catalog, event, serving  # noqa: F401 (fixtures)
 
 TOKEN = "s3cr3t-lineage-token"
@@ -160,8 +160,7 @@ def test_an_event_naming_the_replica_as_an_output_does_not_change_what_runs_read
     assert exchange(serve(), post(body, f"Content-Length: {len(body)}")) == (201, None)
 
     snapshot = catalog.snapshot()
-    runner = StageRunner(spark=None, snapshot=snapshot, store=catalog, lake_root=str(tmp_path / "lake"))
-    chosen = runner.readable_source(snapshot.stage_producing("bronze_orders"))
+    chosen = CatalogRoutes(catalog, snapshot).readable_source(snapshot.stage_producing("bronze_orders"))
     assert chosen.source_id == "orders_raw_replica"
     [reroute] = catalog.audit_entries(event="reroute")
     assert reroute["details"]["path"] == ["orders_raw_replica", "bronze_orders"]

@@ -6,7 +6,8 @@ import psycopg2
 import pyarrow as pa
 import pytest
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import InvalidIdentifier, check_identifier
 from medallion_assets.storage.warehouse import warehouse_from_url

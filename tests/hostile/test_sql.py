@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.engine.transform import run_sql
 from medallion_assets.sql_safety import UnsafeSql

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import getpass
-import sys
 
 import click
 
+from medallion_assets.cli.common import catalog_store, refuse
 from medallion_assets.redaction import echo
-
-EXIT_INVALID = 2
 
 
 @click.group()
@@ -23,16 +21,15 @@ def profile() -> None:
 def profile_set(profile_id, pipeline_id) -> None:
     """Make PROFILE the default profile, or one pipeline's profile (a pipeline_profiles row)."""
     from medallion_assets.catalog.models import PipelineProfile, Profile
-    from medallion_assets.cli import _store
     from medallion_assets.control.scheduling import PROFILES
 
     if profile_id not in PROFILES:
-        _refuse(f"unknown profile {profile_id!r}; known profiles: {', '.join(PROFILES)}")
-    store = _store()
+        refuse(f"unknown profile {profile_id!r}; known profiles: {', '.join(PROFILES)}")
+    store = catalog_store()
     snapshot = store.snapshot()
     if pipeline_id:
         if pipeline_id not in snapshot.pipelines:
-            _refuse(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}")
+            refuse(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}")
         store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=profile_id)]})
         subject = f"pipeline {pipeline_id}"
     else:
@@ -50,10 +47,9 @@ def profile_set(profile_id, pipeline_id) -> None:
 @profile.command("show")
 def profile_show() -> None:
     """The default profile, its settings, and the profile in force for every pipeline."""
-    from medallion_assets.cli import _store
     from medallion_assets.control.scheduling import SchedulingPolicy
 
-    snapshot = _store().snapshot()
+    snapshot = catalog_store().snapshot()
     policy = SchedulingPolicy.from_snapshot(snapshot)
     echo(f"default profile: {policy.default_profile}")
     for name, settings in policy.settings.items():
@@ -76,7 +72,7 @@ def simulate(scenario_path, as_json) -> None:
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioInvalid as error:
-        _refuse(str(error))
+        refuse(str(error))
     results = [run_simulation(scenario, "fifo"), run_simulation(scenario, "scenario")]
     if as_json:
         echo(results_json(results))
@@ -92,7 +88,3 @@ def simulate(scenario_path, as_json) -> None:
             echo(f"  {pool:<28}{stats.peak_concurrency:>3}/{stats.limit:<6}{stats.peak_launches_per_minute:>8}"
                        f"{stats.violations:>14}")
 
-
-def _refuse(message: str) -> None:
-    echo(message, err=True)
-    sys.exit(EXIT_INVALID)

@@ -8,12 +8,11 @@ import sys
 import click
 
 from medallion_assets.catalog.models import Layer
+from medallion_assets.cli.common import EXIT_FAILED, EXIT_INVALID, catalog_store
 from medallion_assets.naming import InvalidIdentifier, check_identifier
 from medallion_assets.onboarding.onboard import DEFAULT_DIALECT, OnboardingReport
 from medallion_assets.redaction import echo
 
-EXIT_FAILED_STATEMENT = 1
-EXIT_INVALID_CATALOG = 2
 LAYER_CHOICES = Layer.__args__
 
 
@@ -50,7 +49,6 @@ def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
     from sqlglot.dialects.dialect import Dialect
 
     from medallion_assets.catalog.loader import CatalogInvalid
-    from medallion_assets.cli import _store
     from medallion_assets.onboarding.onboard import onboard as run_onboarding
 
     try:
@@ -63,17 +61,17 @@ def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
         except InvalidIdentifier as error:
             raise click.BadParameter(str(error), param_hint="--pipeline") from None
     try:
-        report = run_onboarding(list(files), _store(), dialect=dialect, pipeline_id=pipeline_id,
+        report = run_onboarding(list(files), catalog_store(), dialect=dialect, pipeline_id=pipeline_id,
                                 layer_overrides=_layer_overrides(layers), dry_run=dry_run)
     except CatalogInvalid as error:
         echo(str(error), err=True)
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
     if as_json:
         echo(json.dumps(report.as_json(), indent=2))
     else:
         _print(report, dry_run)
     if report.failed:
-        sys.exit(EXIT_FAILED_STATEMENT)
+        sys.exit(EXIT_FAILED)
 
 
 def _print(report: OnboardingReport, dry_run: bool) -> None:

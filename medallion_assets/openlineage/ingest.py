@@ -25,10 +25,10 @@ from sqlalchemy import Connection, text
 from medallion_assets.catalog.models import ExternalLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.graph import add_external_lineage, build_graph
-from medallion_assets.lineage.openlineage import PRODUCER, DatasetLocation, dataset_location
-from medallion_assets.lineage.paths import RankedPaths, store_recovery_paths
-from medallion_assets.lineage.schema_validation import EventInvalid, validate_event
+from medallion_assets.openlineage.events import PRODUCER, DatasetLocation, dataset_location
+from medallion_assets.openlineage.schema_validation import EventInvalid, validate_event
+from medallion_assets.recovery.graph import add_external_lineage, build_graph
+from medallion_assets.recovery.paths import RankedPaths, store_recovery_paths
 
 MEDALLION_PRODUCER = PRODUCER.rsplit(":", 1)[0] + ":"
 # Every input × output pair of an event is an edge: without a cap, one small event could add a million edges.

@@ -1,7 +1,7 @@
 """OpenLineage events checked against the specification's JSON schemas, offline.
 
 The schemas are resolved through their `$id`s by a `referencing.Registry`, never fetched. They are read from
-`MEDALLION_OPENLINEAGE_SPEC` when set, else from `openlineage_spec/` in this package: a checkout, a wheel and a
+`MEDALLION_OPENLINEAGE_SPEC` when set, else from `spec/` beside this module: a checkout, a wheel and a
 container validate against the same copy, and nothing outside the package is read.
 
 An event is checked against the core schema, then each facet whose `_schemaURL` names a schema of the
@@ -26,7 +26,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
 SPEC_ENV = "MEDALLION_OPENLINEAGE_SPEC"
-PACKAGED_SPEC = Path(__file__).with_name("openlineage_spec")
+PACKAGED_SPEC = Path(__file__).with_name("spec")
 CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
 # jsonschema quotes the offending value; a whole event quoted back would drown the problem.

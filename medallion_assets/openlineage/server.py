@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import urlsplit
 
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.ingest import CatalogLineage, IngestReport
+from medallion_assets.openlineage.ingest import CatalogLineage, IngestReport
 from medallion_assets.redaction import printable
 
 log = logging.getLogger(__name__)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from medallion_assets.cli.common import EXIT_FAILED, EXIT_INVALID, catalog_store
 from medallion_assets.redaction import echo
 
 
@@ -14,10 +15,9 @@ from medallion_assets.redaction import echo
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def status(as_json) -> None:
     """Every pipeline's last run, freshness against its SLA, DQ rate, open anomalies, kill switches and profile."""
-    from medallion_assets.cli import _store
     from medallion_assets.control.status import pipeline_status, render
 
-    report = pipeline_status(_store())
+    report = pipeline_status(catalog_store())
     echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(render(report)))
 
 
@@ -34,10 +34,9 @@ def metrics(port, address, once) -> None:
     from dagster import DagsterInstance
     from prometheus_client import generate_latest
 
-    from medallion_assets.cli import _store
     from medallion_assets.control.metrics import registry_for, serve
 
-    store = _store()
+    store = catalog_store()
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
     if once:
         echo(generate_latest(registry_for(store, instance)).decode(), nl=False)
@@ -69,16 +68,15 @@ def notify_channels() -> None:
 @click.argument("notification_id", metavar="CHANNEL")
 def notify_test(notification_id) -> None:
     """Send a test message through the notifications row CHANNEL now, and say whether it arrived."""
-    from medallion_assets.cli import EXIT_FAILED, EXIT_INVALID_CATALOG, _store
     from medallion_assets.control.notifications import DeliveryFailed, Message, send
 
-    store = _store()
+    store = catalog_store()
     rows = {row.notification_id: row for row in store.read_table("notifications")}
     row = rows.get(notification_id)
     if row is None:
         echo(f"unknown notification {notification_id!r}; notifications: {', '.join(sorted(rows)) or 'none'}",
                    err=True)
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
     message = Message(event="test", key="test", summary=f"test message for {notification_id} from medallion notify test")
     try:
         send(row, message)

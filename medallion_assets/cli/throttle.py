@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import click
 
+from medallion_assets.cli.common import catalog_store, refuse
 from medallion_assets.redaction import echo
 
 KINDS = ("source", "target")
 METRICS = ("rows_per_minute", "bytes_per_hour", "concurrency")
-EXIT_REFUSED = 2
-
-
-def _refuse(message: str) -> None:
-    echo(message, err=True)
-    sys.exit(EXIT_REFUSED)
 
 
 def _instance():
@@ -25,8 +19,8 @@ def _instance():
     from dagster import DagsterInstance
 
     if not os.environ.get("DAGSTER_HOME"):
-        _refuse("DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME at it "
-                "(with Medallion's dagster.yaml) and run again")
+        refuse("DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME at it "
+               "(with Medallion's dagster.yaml) and run again")
     return DagsterInstance.get()
 
 
@@ -43,18 +37,17 @@ def throttle() -> None:
 def set_throttle(system_kind, system_id, metric, limit) -> None:
     """Limit a source or target system (ID as `medallion throttle show` lists it)."""
     from medallion_assets.catalog.models import Throttle
-    from medallion_assets.cli import _store
     from medallion_assets.control.throttles import throttle_problem
     from medallion_assets.naming import pool_name
 
     if limit <= 0:
-        _refuse(f"--limit must be greater than 0, not {limit} (to stop a system, use "
-                f"`medallion disable {system_kind} {system_id}`)")
-    store = _store()
+        refuse(f"--limit must be greater than 0, not {limit} (to stop a system, use "
+               f"`medallion disable {system_kind} {system_id}`)")
+    store = catalog_store()
     row = Throttle(system_kind=system_kind, system_id=system_id, metric=metric, limit_value=limit)
     problem = throttle_problem(store.snapshot(), row)
     if problem:
-        _refuse(problem[1])
+        refuse(problem[1])
     store.upsert({"throttles": [row]})
     applies = (f"pool {pool_name(system_kind, system_id)}: the medallion_control sensor applies it on its next tick "
                "(or run `medallion throttle sync`)" if metric == "concurrency" else "applies from the next batch")
@@ -65,13 +58,12 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def show(as_json) -> None:
     """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets' tokens."""
-    from medallion_assets.cli import _store
     from medallion_assets.control.throttles import (
         DEFAULT_CONCURRENCY_LIMIT, RATE_WINDOWS_SEC, bucket_levels, known_systems,
     )
     from medallion_assets.naming import pool_name
 
-    store = _store()
+    store = catalog_store()
     snapshot = store.snapshot()
     throttles = {t.key(): t.limit_value for t in snapshot.tables["throttles"].values()}
     levels = bucket_levels(store)
@@ -113,11 +105,10 @@ def show(as_json) -> None:
 @throttle.command("sync")
 def sync() -> None:
     """Set the concurrency pools of the instance under DAGSTER_HOME from the catalog's throttles now."""
-    from medallion_assets.cli import _store
     from medallion_assets.control.throttles import concurrency_limits, sync_pool_limits
 
     instance = _instance()
-    snapshot = _store().snapshot()
+    snapshot = catalog_store().snapshot()
     changed = sync_pool_limits(instance, snapshot)
     for pool, limit in sorted(concurrency_limits(snapshot).items()):
         echo(f"{pool}: {limit}" + (" (set)" if pool in changed else " (unchanged)"))

@@ -27,7 +27,8 @@ from medallion_assets.catalog.models import Source
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import quote_qualified
-from medallion_assets.storage.objects import SourceNotFound, list_objects
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
 TTL_ENV, DEFAULT_TTL_SEC = "MEDALLION_AVAILABILITY_TTL_SEC", 30.0

@@ -12,22 +12,20 @@ from pathlib import Path
 import click
 
 from medallion_assets import config
+from medallion_assets.cli.common import (
+    EXIT_FAILED, EXIT_HALTED, EXIT_INVALID, EXIT_UNAVAILABLE, catalog_store,
+)
+from medallion_assets.cli.healing import healing
+from medallion_assets.cli.instance import instance
+from medallion_assets.cli.lineage import lineage, paths
+from medallion_assets.cli.monitoring import metrics, notify, status
+from medallion_assets.cli.onboard import onboard
+from medallion_assets.cli.profile import profile, simulate
+from medallion_assets.cli.throttle import throttle
 from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
-SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
-EXIT_FAILED = 1
-EXIT_INVALID_CATALOG = 2
-EXIT_HALTED = 3
-EXIT_DEPLOYMENT = 4
-
-
-def _store():
-    from medallion_assets.catalog.store import CatalogStore
-
-    store = CatalogStore(config.catalog_url())
-    store.migrate()
-    return store
+SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
 
 
 # The commands that read raw objects; in the embedded home they get its loopback S3 API for their duration.
@@ -53,12 +51,13 @@ def catalog() -> None:
 @catalog.command("init")
 def catalog_init() -> None:
     """Create the catalog's tables, or migrate them to the newest version."""
-    _store()
+    catalog_store()
     echo(f"catalog ready at {config.catalog_url()}")
 
 
 def _validated(snapshot, paths):
-    from medallion_assets.catalog.loader import CatalogInvalid, validate_files
+    from medallion_assets.catalog.loader import CatalogInvalid
+    from medallion_assets.loading import validate_files
     from medallion_assets.catalog.models import DeprecatedName
 
     try:
@@ -66,7 +65,7 @@ def _validated(snapshot, paths):
             loaded = validate_files(snapshot, list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
         echo(str(error), err=True)
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
     for warning in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
         if issubclass(warning.category, DeprecatedName):
             echo(f"warning: {warning.message}", err=True)
@@ -82,7 +81,7 @@ def catalog_validate(paths) -> None:
     from medallion_assets.catalog.loader import merged_snapshot
     from medallion_assets.control.scheduling import profile_warnings
 
-    store = _store()
+    store = catalog_store()
     loaded = _validated(store.snapshot(), paths)
     echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
     for warning in profile_warnings(merged_snapshot(store.snapshot(), loaded)):
@@ -93,13 +92,13 @@ def catalog_validate(paths) -> None:
 @click.argument("paths", nargs=-1, required=True)
 def catalog_load(paths) -> None:
     """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
-    echo(_load(_store(), paths))
+    echo(_load(catalog_store(), paths))
 
 
 def _load(store, paths) -> str:
     """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery paths."""
     from medallion_assets.control.flags import add_missing_flags
-    from medallion_assets.lineage.paths import refresh_recovery_paths
+    from medallion_assets.recovery.paths import refresh_recovery_paths
 
     written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
     flags = add_missing_flags(store)
@@ -114,10 +113,10 @@ def _load(store, paths) -> str:
 def catalog_show(table, as_json) -> None:
     """Print the rows of a catalog table."""
     try:
-        rows = _store().table_rows(table)
+        rows = catalog_store().table_rows(table)
     except KeyError as error:
         echo(error.args[0], err=True)
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
     if as_json:
         echo(json.dumps(rows, default=str, indent=2))
         return
@@ -129,10 +128,10 @@ def _flip(kind: str, entity_id: str, enabled: bool, reason: str) -> None:
     from medallion_assets.control.flags import UnknownEntity, set_flag
 
     try:
-        flag = set_flag(_store(), kind, entity_id, enabled, reason)
+        flag = set_flag(catalog_store(), kind, entity_id, enabled, reason)
     except UnknownEntity as error:
         echo(str(error), err=True)
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
     state = "enabled" if enabled else "disabled"
     echo(f"{kind} {flag.entity_id} {state} by {flag.updated_by}" + (f": {reason}" if reason else ""))
 
@@ -165,7 +164,7 @@ def enable(kind, entity_id, reason) -> None:
 def audit(pipeline_id, run_id, as_json) -> None:
     """Show the audit log: stage executions, retries, healing, halts, cancellations."""
     where = {k: v for k, v in (("pipeline_id", pipeline_id), ("run_id", run_id)) if v}
-    entries = _store().audit_entries(**where)
+    entries = catalog_store().audit_entries(**where)
     if as_json:
         echo(json.dumps(entries, default=str, indent=2))
         return
@@ -205,11 +204,11 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     from medallion_assets.instance import DeploymentError, daemon_running, has_daemon
     from medallion_assets.runner import instance, run_pipeline
 
-    store = _store()
+    store = catalog_store()
     snapshot = store.snapshot()
     if pipeline_id not in snapshot.pipelines:
         echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
     try:
         dagster_instance = instance()
         workspace = config.workspace_file()
@@ -218,7 +217,7 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace)
     except DeploymentError as error:
         echo(str(error), err=True)
-        sys.exit(EXIT_DEPLOYMENT)
+        sys.exit(EXIT_UNAVAILABLE)
     if as_json:
         echo(json.dumps(report.as_dict(), default=str))
     else:
@@ -254,7 +253,7 @@ def _dagster_home() -> Path:
         folder = config.embedded_dagster_home()
         folder.mkdir(parents=True, exist_ok=True)
         if not (folder / "dagster.yaml").exists():
-            shutil.copyfile(Path(__file__).with_name("dagster.yaml"), folder / "dagster.yaml")
+            shutil.copyfile(Path(__file__).parents[1] / "dagster.yaml", folder / "dagster.yaml")
         os.environ["DAGSTER_HOME"] = str(folder)
     return Path(os.environ["DAGSTER_HOME"])
 
@@ -266,7 +265,7 @@ def workspace(path) -> None:
     """Write a Dagster workspace with one code location per catalog domain (pipelines.domain)."""
     from medallion_assets.locations import write_workspace
 
-    domains = _store().domains()
+    domains = catalog_store().domains()
     echo(f"wrote {write_workspace(path, domains)}: {len(domains)} code location(s)")
 
 
@@ -299,7 +298,7 @@ def demo(rows) -> None:
     raw = config.raw_objects_folder()
     echo(f"writing {rows} sample events to {raw / 'medallion-raw'}, served as s3://medallion-raw/")
     echo(str(write_sample_data(str(raw / "medallion-raw"), rows)))
-    store = _store()
+    store = catalog_store()
     echo(_load(store, [SEED]))
     _dagster_home()
     with serve_folder(raw):
@@ -315,23 +314,8 @@ def demo(rows) -> None:
         warehouse.close()
     if any(status != "success" for status in statuses.values()):
         sys.exit(EXIT_FAILED)
-from medallion_assets.lineage.cli import lineage, paths  # noqa: E402
-main.add_command(lineage)
-main.add_command(paths)
-from medallion_assets.onboarding.cli import onboard  # noqa: E402
-main.add_command(onboard)
-from medallion_assets.control.healing_cli import healing  # noqa: E402
-main.add_command(healing)
-from medallion_assets.control.profile_cli import profile, simulate  # noqa: E402
-main.add_command(profile)
-main.add_command(simulate)
-from medallion_assets.control.throttle_cli import throttle  # noqa: E402
-main.add_command(throttle)
-from medallion_assets.control.monitoring_cli import metrics, notify, status  # noqa: E402
-main.add_command(metrics)
-main.add_command(status)
-main.add_command(notify)
-from medallion_assets.instance_cli import instance  # noqa: E402
-main.add_command(instance)
-if __name__ == "__main__":
-    main()
+
+
+SUBCOMMANDS = (lineage, paths, onboard, healing, profile, simulate, throttle, metrics, status, notify, instance)
+for command in SUBCOMMANDS:
+    main.add_command(command)

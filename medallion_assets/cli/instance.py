@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-EXIT_UNAVAILABLE = 4
+from medallion_assets.cli.common import EXIT_UNAVAILABLE
 
 
 @click.group()

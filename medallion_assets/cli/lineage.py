@@ -10,24 +10,17 @@ import sys
 
 import click
 
+from medallion_assets.cli.common import EXIT_INVALID, catalog_store, refuse
 from medallion_assets.redaction import echo
 
 
 def _catalog():
     """The catalog store, a snapshot of it and its lineage graph."""
-    from medallion_assets.cli import _store
-    from medallion_assets.lineage.graph import build_graph
+    from medallion_assets.recovery.graph import build_graph
 
-    store = _store()
+    store = catalog_store()
     snapshot = store.snapshot()
     return store, snapshot, build_graph(snapshot)
-
-
-def _refuse_unknown(error: Exception) -> None:
-    from medallion_assets.cli import EXIT_INVALID_CATALOG
-
-    echo(str(error), err=True)
-    sys.exit(EXIT_INVALID_CATALOG)
 
 
 @click.group()
@@ -44,14 +37,14 @@ def lineage() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def show(dataset, direction, depth, columns, as_json) -> None:
     """The datasets DATASET is made from and those made from it, edge by edge, nearest first."""
-    from medallion_assets.lineage.graph import UnknownDataset, column_lineage, downstream, upstream
+    from medallion_assets.recovery.graph import UnknownDataset, column_lineage, downstream, upstream
 
     _, _, graph = _catalog()
     walks = {"upstream": upstream, "downstream": downstream}
     try:
         found = {name: walk(graph, dataset, depth) for name, walk in walks.items() if direction in (None, name)}
     except UnknownDataset as error:
-        _refuse_unknown(error)
+        refuse(str(error))
     report = {"dataset": dataset, **{name: [e._asdict() for e in edges] for name, edges in found.items()}}
     if columns:
         shown = {dataset, *(n for edges in found.values() for e in edges for n in (e.upstream, e.downstream))}
@@ -76,13 +69,13 @@ def show(dataset, direction, depth, columns, as_json) -> None:
 def history(dataset, as_json) -> None:
     """The lineage versions of DATASET, oldest first: when, the code version, and what changed (inputs added and
     removed, columns added, removed and retyped, transformation, rules or output changed)."""
-    from medallion_assets.lineage.graph import UnknownDataset
-    from medallion_assets.lineage.versions import describe_changes, history_report, stored_versions
+    from medallion_assets.catalog.versions import describe_changes, history_report
+    from medallion_assets.recovery.graph import UnknownDataset
 
     store, _, graph = _catalog()
-    versions = stored_versions(store, dataset)
+    versions = store.lineage_versions(dataset)
     if dataset not in graph and not versions:
-        _refuse_unknown(UnknownDataset(dataset, graph.nodes))
+        refuse(str(UnknownDataset(dataset, graph.nodes)))
     report = history_report(versions)
     if as_json:
         echo(json.dumps({"dataset": dataset, "versions": report}, indent=2))
@@ -98,7 +91,7 @@ def history(dataset, as_json) -> None:
 @lineage.command("refresh")
 def refresh() -> None:
     """Recompute every dataset's recovery paths into dataset_recovery_paths (only changed datasets are rewritten)."""
-    from medallion_assets.lineage.paths import refresh_recovery_paths
+    from medallion_assets.recovery.paths import refresh_recovery_paths
 
     store, snapshot, _ = _catalog()
     changed = refresh_recovery_paths(store, snapshot)
@@ -114,15 +107,14 @@ def ingest(file) -> None:
     Exit codes: 0 every event ingested, 2 some were rejected.
     """
     from medallion_assets import config
-    from medallion_assets.cli import EXIT_INVALID_CATALOG, _store
-    from medallion_assets.lineage.ingest import ingest_events, lines
+    from medallion_assets.openlineage.ingest import ingest_events, lines
 
-    report = ingest_events(_store(), lines(file, file.name), config.lake_url(), config.warehouse_url())
+    report = ingest_events(catalog_store(), lines(file, file.name), config.lake_url(), config.warehouse_url())
     for rejection in report.rejected:
         echo(str(rejection), err=True)
     echo(report.summary())
     if report.rejected:
-        sys.exit(EXIT_INVALID_CATALOG)
+        sys.exit(EXIT_INVALID)
 
 
 @lineage.command("serve")
@@ -135,11 +127,10 @@ def serve(host, port, token) -> None:
     """Receive OpenLineage events over HTTP at POST /api/v1/lineage, as Marquez does, and add their lineage to the
     catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
     from medallion_assets import config
-    from medallion_assets.cli import _store
-    from medallion_assets.lineage.server import ENDPOINT, LineageServer
+    from medallion_assets.openlineage.server import ENDPOINT, LineageServer
 
     try:
-        server = LineageServer((host, port), _store(), config.lake_url(), config.warehouse_url(), token=token)
+        server = LineageServer((host, port), catalog_store(), config.lake_url(), config.warehouse_url(), token=token)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     echo(f"OpenLineage endpoint on http://{host}:{server.server_port}{ENDPOINT} (Ctrl+C stops it)")
@@ -157,15 +148,15 @@ def serve(host, port, token) -> None:
 def paths(dataset, as_json) -> None:
     """Every path by which DATASET can be produced, cheapest first, whether each is available now (sources and
     warehouse tables are probed; operators' `available` flags apply), and the path in use."""
-    from medallion_assets.lineage.availability import Availability
-    from medallion_assets.lineage.graph import UnknownDataset
-    from medallion_assets.lineage.paths import paths_report, recovery_paths
+    from medallion_assets.recovery.availability import Availability
+    from medallion_assets.recovery.graph import UnknownDataset
+    from medallion_assets.recovery.paths import paths_report, recovery_paths
 
     store, snapshot, graph = _catalog()
     try:
         ranked = recovery_paths(graph, dataset)
     except UnknownDataset as error:
-        _refuse_unknown(error)
+        refuse(str(error))
     down = Availability(store, snapshot).unavailable({node for path in ranked for node in path.nodes})
     report = paths_report(graph, dataset, ranked, down)
     if as_json:

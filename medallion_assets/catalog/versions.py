@@ -7,10 +7,11 @@ ingests). Its fingerprint, a short hash of the definition, is the asset's Dagste
 flags data made by an older version as stale. Names, descriptions, owners, retry policies and where raw files
 live are not part of it: changing them changes no data.
 
-Whenever a catalog write leaves a dataset with a fingerprint other than its latest version's (the store calls
-`record_lineage_versions` after every write that touches stages, targets, sources or rules), a new version is
+Whenever a catalog write leaves a dataset with a fingerprint other than its latest version's, a new version is
 recorded with the time, the fingerprint and what changed: inputs added and removed, output columns added,
-removed and retyped, and which other parts of the definition changed.
+removed and retyped, and which other parts of the definition changed. The store's one write path
+(`CatalogStore.upsert`) calls `record_lineage_versions` inside the transaction of every write that touches
+stages, targets, sources or rules: the write and its versions commit together, or neither does.
 """
 
 from __future__ import annotations
@@ -19,18 +20,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlglot
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.schema import lineage_versions
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-
-if TYPE_CHECKING:  # the store calls this module after its writes
-    from medallion_assets.catalog.store import CatalogStore
 
 # The catalog tables whose rows make up definitions: a write to any other table cannot change a version.
 DEFINING_TABLES = frozenset({"stages", "targets", "sources", "validation_rules", "column_lineage"})
@@ -133,26 +131,24 @@ def _without_columns(part: Any) -> Any:
     return {k: v for k, v in part.items() if k != "columns"} if isinstance(part, dict) else part
 
 
-def stored_versions(store: CatalogStore, dataset: str | None = None) -> list[LineageVersion]:
+def stored_versions(connection: Connection, dataset: str | None = None) -> list[LineageVersion]:
     """Recorded versions, of one dataset or of all, oldest first per dataset."""
     query = select(lineage_versions).order_by(lineage_versions.c.dataset, lineage_versions.c.version)
     if dataset is not None:
         query = query.where(lineage_versions.c.dataset == dataset)
-    with store.engine.connect() as connection:
-        return [LineageVersion.from_row(dict(row)) for row in connection.execute(query).mappings()]
+    return [LineageVersion.from_row(dict(row)) for row in connection.execute(query).mappings()]
 
 
-def record_lineage_versions(store: CatalogStore, snapshot: CatalogSnapshot | None = None,
+def record_lineage_versions(connection: Connection, snapshot: CatalogSnapshot,
                             now: datetime | None = None) -> list[LineageVersion]:
-    """Record a new version of every dataset whose definition differs from its latest recorded version (or that
-    has none yet). Idempotent; returns the versions recorded, by dataset.
+    """Record, in the caller's transaction, a new version of every dataset whose definition in `snapshot`
+    differs from its latest recorded version (or that has none yet). Idempotent; returns the versions recorded.
 
     Two processes recording the same change at once both compute the same version number; the second insert
     is skipped, not an error.
     """
-    snapshot = snapshot or store.snapshot()
     now = now or datetime.now(timezone.utc)
-    latest = {v.dataset: v for v in stored_versions(store)}
+    latest = {v.dataset: v for v in stored_versions(connection)}
     new = []
     for stage in snapshot.stages():
         target = snapshot.targets.get(stage.target_id)
@@ -167,10 +163,9 @@ def record_lineage_versions(store: CatalogStore, snapshot: CatalogSnapshot | Non
             stage.target_id, before.version + 1 if before else 1, identity, f"{stage.pipeline_id}.{stage.stage_name}",
             stage.input_ids(), output_columns(stage, target, snapshot), made, stage.transform_sql, now))
     if new:
-        dialect_insert = postgresql.insert if store.engine.dialect.name == "postgresql" else sqlite.insert
+        dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
         statement = dialect_insert(lineage_versions).on_conflict_do_nothing(index_elements=["dataset", "version"])
-        with store.engine.begin() as connection:
-            connection.execute(statement, [v.__dict__ for v in new])
+        connection.execute(statement, [v.__dict__ for v in new])
     return new
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, bindparam, delete, insert, select
 from medallion_assets.catalog.schema import dataset_recovery_paths
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.lineage.graph import build_graph, collector_paused, require_dataset
+from medallion_assets.recovery.graph import build_graph, collector_paused, require_dataset
 
 # An operator choosing among recovery paths reads the first few; 16 leaves room for every replica and
 # rebuild of a realistic dataset while keeping dataset_recovery_paths linear in the number of datasets.

@@ -53,7 +53,8 @@ from medallion_assets.catalog.models import ColumnLineage, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier, lake_path, split_qualified
 from medallion_assets.redaction import scrub
-from medallion_assets.storage.objects import SourceNotFound, list_objects
+from medallion_assets.errors import SourceNotFound
+from medallion_assets.storage.objects import list_objects
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
     from medallion_assets.engine.stages import StageOutcome

@@ -1,0 +1,3 @@
+from medallion_assets.cli.main import main
+
+main()

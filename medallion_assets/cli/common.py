@@ -1,0 +1,29 @@
+"""What every `medallion` sub-command shares: exit codes, the catalog store it opens, and how it refuses."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from medallion_assets import config
+from medallion_assets.redaction import echo
+
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+EXIT_HALTED = 3
+EXIT_UNAVAILABLE = 4
+
+
+def catalog_store():
+    """The catalog at MEDALLION_CATALOG_URL, migrated to the newest schema."""
+    from medallion_assets.catalog.store import CatalogStore
+
+    store = CatalogStore(config.catalog_url())
+    store.migrate()
+    return store
+
+
+def refuse(message: str, code: int = EXIT_INVALID) -> NoReturn:
+    """Say why on stderr and exit with `code`: the command was given something it cannot act on."""
+    echo(message, err=True)
+    sys.exit(code)

@@ -1,0 +1,100 @@
+"""What healing actions speak: the Fault they answer, the Remedy they return, the context they run in, and
+the registry (`@healing_action`) that rules name them through. `control/healing.py` matches rules and runs
+actions; `control/actions.py` holds the built-ins; both import this, and it imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from medallion_assets.catalog.models import HealingAction, Stage
+from medallion_assets.catalog.store import CatalogStore
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """The error, then what caused it, and so on down the chain."""
+    while error is not None:
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One failure of one stage attempt: what the rules are matched against.
+
+    `codes` are the error's class names (with their bases, along its cause chain) and any driver error code;
+    `error` is the exception itself when the failure happened in this process (in-step healing).
+    """
+
+    stage: Stage
+    layer: str
+    attempt: int
+    codes: frozenset[str]
+    message: str
+    run_id: str | None = None
+    error: BaseException | None = None
+
+    @classmethod
+    def of(cls, error: BaseException, stage: Stage, layer: str, attempt: int, run_id: str | None = None) -> Fault:
+        codes = set()
+        for cause in causes(error):
+            codes |= {kind.__name__ for kind in type(cause).__mro__}
+            if getattr(cause, "pgcode", None):
+                codes.add(cause.pgcode)
+        return cls(stage, layer, attempt, frozenset(codes), f"{type(error).__name__}: {error}", run_id, error)
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """What an action did. `overrides` adjust the next attempt (see engine.stages.Adjustments)."""
+
+    outcome: Literal["retry", "give_up"]
+    detail: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HealingContext:
+    """What an action may use: the fault, its validated parameters, and the installation it runs in."""
+
+    fault: Fault
+    rule: HealingAction
+    params: BaseModel
+    store: CatalogStore
+    lake_root: str
+    warehouse_url: str
+
+
+@dataclass(frozen=True)
+class RegisteredAction:
+    name: str
+    run: Callable[[HealingContext], Remedy]
+    params: type[BaseModel]
+    run_level: bool
+
+    @property
+    def description(self) -> str:
+        return (self.run.__doc__ or "").strip().splitlines()[0]
+
+
+ACTIONS: dict[str, RegisteredAction] = {}
+
+
+def healing_action(name: str, params: type[BaseModel] = NoParams, run_level: bool = False):
+    """Register `function(context) -> Remedy` as the healing action `name`, its parameters checked by `params`."""
+
+    def register(function: Callable[[HealingContext], Remedy]) -> Callable[[HealingContext], Remedy]:
+        if name in ACTIONS:
+            raise ValueError(f"healing action {name!r} is registered twice")
+        ACTIONS[name] = RegisteredAction(name, function, params, run_level)
+        return function
+
+    return register

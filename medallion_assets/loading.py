@@ -1,0 +1,45 @@
+"""Checking catalog rows before they are written: the catalog's own checks and those of the layers that give
+rows their meaning, in one list (`CHECKS`).
+
+The catalog (`catalog/loader.py`) knows rows, references, cycles and SQL. Whether a healing rule names a
+registered action with parameters it accepts, a throttle or notification channel can apply, or lineage rows
+hold together is known to control/ and recovery/, which sit above the catalog; this module, above them all,
+hands their checks to the loader. `medallion catalog validate|load` and onboarding check through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from medallion_assets.catalog import loader
+from medallion_assets.catalog.loader import CatalogProblem, LoadedRows
+from medallion_assets.catalog.models import Row
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.control.healing import rule_problems
+from medallion_assets.control.notifications import check_notifications
+from medallion_assets.control.throttles import check_throttles
+from medallion_assets.recovery.graph import check_lineage
+
+
+def check_healing_rules(snapshot: CatalogSnapshot) -> Iterator[tuple[str, Row, str, str]]:
+    """Rules naming an action that is not registered, or parameters their action refuses."""
+    for rule in snapshot.tables["healing_actions"].values():
+        for message in rule_problems(rule):
+            yield "healing_actions", rule, "action" if message.startswith("unknown") else "params", message
+
+
+CHECKS: tuple[loader.RowCheck, ...] = (
+    check_lineage, check_healing_rules, check_throttles, check_notifications,
+)
+
+
+def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRows:
+    """Parse and check YAML files against the stored catalog; raises CatalogInvalid listing every problem."""
+    return loader.validate_files(stored, paths, CHECKS)
+
+
+def check_references(snapshot: CatalogSnapshot, origins: dict,
+                     broken: set[str] = frozenset()) -> list[CatalogProblem]:
+    """Every problem of the rows in `snapshot`, located through `origins` (`catalog.loader.check_references`)."""
+    return loader.check_references(snapshot, origins, CHECKS, broken)
