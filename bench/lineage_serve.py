@@ -36,7 +36,7 @@ def catalog(folder: Path, datasets: int) -> CatalogStore:
         "sources": [Source(source_id=f"raw_{i}", s3_path=f"s3://bench/raw_{i}/", file_format="jsonl",
                            columns={"id": "string"}) for i in pairs],
         "targets": [Target(target_id=f"bronze_{i}", layer="bronze") for i in pairs],
-        "stages": [Stage(pipeline_id="bench", stage_order=i + 1, stage_name=f"ingest_{i}", source_id=f"raw_{i}",
+        "stages": [Stage(pipeline_id="bench", stage_order=i + 1, stage_name=f"ingest_{i}", input_id=f"raw_{i}",
                          target_id=f"bronze_{i}") for i in pairs],
     })
     return store

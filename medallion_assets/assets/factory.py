@@ -99,13 +99,13 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         metadata["dagster/column_schema"] = TableSchema(
             columns=[TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
                      for name, type_name in target.columns.items()])
-    if target.type == "warehouse":
+    if target.kind == "warehouse":
         metadata["dagster/table_name"] = target.location
 
     spec = AssetSpec(
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
         # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
-        kinds={"spark", target.layer, "warehouse" if target.type == "warehouse" else "parquet"},
+        kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "parquet"},
         owners=dagster_owners(target.owner or pipeline.owner),
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
         metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
@@ -149,7 +149,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         live = store.snapshot() if healed else snapshot
         adjustments = Adjustments(**overrides_for(healed, stage))
         runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
-                             warehouse.get_warehouse() if target.type == "warehouse" else None, halt_reason,
+                             warehouse.get_warehouse() if target.kind == "warehouse" else None, halt_reason,
                              adjustments)
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))

@@ -6,6 +6,7 @@ file may refer to rows loaded earlier, and nothing is written when anything is w
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import networkx as nx
 import yaml
 from pydantic import ValidationError
 
-from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
+from medallion_assets.catalog.models import LOADABLE, DeprecatedName, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.notifications import check_notifications
@@ -131,7 +132,8 @@ def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: st
         return [CatalogProblem(str(file), line, table, "", "", "a row must be a mapping of field → value")]
     key_label = _row_key_label(table, raw)
     try:
-        row = LOADABLE[table].model_validate(raw)
+        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as deprecated:
+            row = LOADABLE[table].model_validate(raw)
     except ValidationError as error:
         loaded.broken.add(str(raw.get(LOADABLE[table].key_fields[0])))
         return [CatalogProblem(str(file), _line_of(node, e["loc"]) if node else None, table, key_label,
@@ -143,6 +145,12 @@ def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: st
                                f"duplicate key, first defined at {first_file}:{first_line}")]
     loaded.origins[origin_key] = (str(file), line)
     loaded.rows[table].append(row)
+    for warning in deprecated:  # said again with where the old spelling is, for the user to fix
+        if not isinstance(warning.message, DeprecatedName):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            continue
+        where = _line_of(node, (warning.message.field,)) if node else line
+        warnings.warn(DeprecatedName(f"{file}:{where}: {warning.message}", warning.message.field), stacklevel=2)
     return []
 
 
@@ -203,7 +211,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] 
         elif stage.target_id in producers:
             problem("stages", stage, "target_id", f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}")
         producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
-        for field, input_id in [("source_id", stage.source_id), *[("inputs", i) for i in stage.inputs]]:
+        for field, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
             upstream = sources.get(input_id) or targets.get(input_id)
             if upstream is None:
                 if unknown(input_id, {**sources, **targets}):
@@ -228,7 +236,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] 
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
-        problem("stages", first, "source_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
+        problem("stages", first, "input_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
     except nx.NetworkXNoCycle:
         pass
     for row in snapshot.tables["pipeline_profiles"].values():
@@ -239,7 +247,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, broken: set[str] 
             problem("healing_actions", rule, "action" if message.startswith("unknown") else "params", message)
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
-    locations = {target.target_id: target.location for target in targets.values() if target.type == "warehouse"}
+    locations = {target.target_id: target.location for target in targets.values() if target.kind == "warehouse"}
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
     for lineage_problem in check_lineage(snapshot):
@@ -260,7 +268,7 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] |
     if target is None or target.layer != "bronze":
         return list(target.columns) if target is not None and target.columns is not None else None
     producer = snapshot.stage_producing(dataset_id)
-    source = snapshot.sources.get(producer.source_id) if producer else None
+    source = snapshot.sources.get(producer.input_id) if producer else None
     if source is None or source.columns is None:
         return None
     return [*source.columns, *INGESTION_COLUMNS]

@@ -92,7 +92,7 @@ def _stage_routes(snapshot: CatalogSnapshot, stages: list[Stage]) -> Iterable[tu
         via = stage_via(stage)
         for input_id in stage.input_ids():
             row = declared.get((input_id, stage.target_id, via))
-            line: Line = "main" if input_id == stage.source_id else "side"
+            line: Line = "main" if input_id == stage.input_id else "side"
             if row is not None and not row.is_default:
                 line = "alternate"
             yield input_id, stage.target_id, Route(via, "stage", row.cost if row else STAGE_EDGE_COST, line)

@@ -112,7 +112,7 @@ class Launcher:
             if stale_since <= self.now and (last is None or last < stale_since):
                 return stale_since or self.now, f"gold {target.target_id} stale"
         for stage in self.snapshot.stages(pipeline_id):
-            source = self.snapshot.sources.get(stage.source_id)
+            source = self.snapshot.sources.get(stage.input_id)
             if source and self._new_objects(source):
                 return self.now, f"new data in {source.source_id}"
         return None
