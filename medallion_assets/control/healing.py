@@ -4,9 +4,9 @@ Metadata never runs code. A rule names an action registered here with `@healing_
 checked by that action's own pydantic model, when the catalog is loaded and again when the rule fires. The
 built-in actions live in `control/actions.py`; `medallion healing actions` lists every registered one.
 
-An in-step action runs inside the failed step, then the step is retried under the stage's retry policy
-(Dagster's RetryRequested, see control/retries.py). A run-level action is left to the healing sensor, which
-re-executes failed runs; a rule is one or the other, so no failure is retried twice.
+An in-step action runs inside the failed step, then the step is retried under the stage's retry policy; a
+run-level action is left to the healing sensor, which re-executes failed runs; a rule is one or the other, so
+no failure is retried twice. control/failures.py takes a failure through all of it.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class Fault:
 
 @dataclass(frozen=True)
 class Remedy:
-    """What an action did. `overrides` adjust the next attempt (see engine.stages.Adjustments)."""
+    """What an action did. `overrides` adjust the next attempts (engine.stages.Adjustments), carried to them in
+    the run's tags (control/failures.py)."""
 
     outcome: Literal["retry", "give_up"]
     detail: str
@@ -154,20 +155,6 @@ def heal(store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str, 
                                 "attempt": fault.attempt, "outcome": remedy.outcome, "detail": remedy.detail,
                                 "overrides": remedy.overrides})
     return remedy
-
-
-def healing_in_run(store: CatalogStore, run_id: str) -> list[dict]:
-    """The audit entries of healing done so far in a run."""
-    return store.audit_entries(run_id=run_id, event="healing")
-
-
-def overrides_for(healed: list[dict], stage: Stage) -> dict[str, Any]:
-    """The adjustments earlier healing in the run asked of the stage's next attempts, merged in order."""
-    merged: dict[str, Any] = {}
-    for entry in healed:
-        if (entry["pipeline_id"], entry["stage_name"], entry["status"]) == (stage.pipeline_id, stage.stage_name, "retry"):
-            merged.update((entry["details"] or {}).get("overrides", {}))
-    return merged
 
 
 # The built-in actions register themselves on import; imported last, as they use the names above.

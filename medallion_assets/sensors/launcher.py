@@ -5,8 +5,8 @@ A pipeline is due
   - by new data: its sources hold objects the ingestion bookmarks do not know;
   - by gold staleness: its gold is older than the profile's `max_gold_age_minutes` (or was never made),
     and it was not launched since.
-A pipeline with a run queued or in progress is not due again until that run ends, nor for
-FAILURE_BACKOFF_SECONDS after its last run failed. What to launch, and
+A pipeline with a run queued or in progress is not due again until that run ends, nor for a while after its
+last run failed (`control.failures.backing_off`). What to launch, and
 each run's `dagster/priority`, comes from `control.scheduling.plan_tick` (its docstring is the policy);
 the catalog's profiles, settings, throttles and pipelines rows are read fresh on every tick, so a row
 update (or `medallion profile set`) changes the next tick. Queued runs whose profile or held state changed
@@ -34,14 +34,12 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.failures import backing_off
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
 from medallion_assets.storage.objects import SourceNotFound, list_objects
 
 DEFAULT_INTERVAL_SECONDS = 30
-# A pipeline whose last run failed is not due again for this long, so new files do not relaunch a broken run
-# on every tick.
-FAILURE_BACKOFF_SECONDS = 15 * 60
 PRIORITY_TAG = "dagster/priority"
 PIPELINE_TAG = "medallion/pipeline"
 PROFILE_TAG = "medallion/profile"
@@ -93,9 +91,9 @@ class Launcher:
         """(due since, why) by schedule, gold staleness or new data; None when the pipeline is not due."""
         pipeline = self.fresh.pipelines[pipeline_id]
         last_run = self.last_run(pipeline_id)
-        if (last_run and last_run.dagster_run.status == DagsterRunStatus.FAILURE
-                and (last_run.end_time or self.now) + FAILURE_BACKOFF_SECONDS > self.now):
-            return None  # not relaunched at once: the healing sensor re-executes it, or an operator looks
+        failed = last_run is not None and last_run.dagster_run.status == DagsterRunStatus.FAILURE
+        if backing_off((last_run.end_time or self.now) if failed else None, self.now):
+            return None
         last = last_run.create_timestamp.timestamp() if last_run else None
         if pipeline.schedule:
             tick = get_latest_completed_cron_tick(pipeline.schedule, datetime.fromtimestamp(self.now, timezone.utc),
