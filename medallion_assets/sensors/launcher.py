@@ -45,6 +45,8 @@ PIPELINE_TAG = "medallion/pipeline"
 PROFILE_TAG = "medallion/profile"
 HELD_TAG = "medallion/held"
 DUE_TAG = "medallion/due_since"
+# The runtime controls a launch decision reads, fresh every tick (see catalog/store.py for the rule).
+LAUNCH_CONTROLS = ("pipelines", "profiles", "pipeline_profiles", "profile_settings", "throttles")
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
@@ -61,13 +63,14 @@ def _due_since(tag: str | None, default: float) -> float:
 
 
 class Launcher:
-    """One tick's view: the loaded definitions' structure (`snapshot`), the catalog's rows read now (`fresh`)."""
+    """One tick's view: the loaded definitions' structure (`snapshot`), under the runtime controls it launches by
+    read now (`fresh`)."""
 
     def __init__(self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot,
                  store: CatalogStore):
         self.instance, self.log, self.snapshot, self.store = instance, log, snapshot, store
         self.now = time.time()
-        self.fresh = store.snapshot()
+        self.fresh = snapshot.replaced({table: store.read_table(table) for table in LAUNCH_CONTROLS})
         self.policy = SchedulingPolicy.from_snapshot(self.fresh)
         self.control = read_control_state(store)
 
