@@ -6,11 +6,14 @@ import json
 import textwrap
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from medallion_assets.catalog.loader import CatalogInvalid, validate_files
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.catalog.store import MIGRATIONS, CatalogStore
 from medallion_assets.cli import main
 from tests.conftest import SEED
 
@@ -48,6 +51,26 @@ def test_postgres_catalog_holds_the_same_seed(store, pg_database):
         target.upsert(validate_files(target.snapshot(), [SEED]).rows)
     assert postgres.snapshot().tables == store.snapshot().tables
     postgres.engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0010_renames_type_and_source_id_keeping_the_rows(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path}/old.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
+    store = CatalogStore(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0009")
+        connection.execute(text("INSERT INTO targets (target_id, layer, type, location) "
+                                "VALUES ('gold_t', 'gold', 'warehouse', 'analytics.t')"))
+        connection.execute(text("INSERT INTO stages (pipeline_id, stage_order, stage_name, source_id, target_id) "
+                                "VALUES ('p', 1, 'load', 'silver_t', 'gold_t')"))
+    store.migrate()
+    assert [(t.target_id, t.kind, t.location) for t in store.read_table("targets")] == [
+        ("gold_t", "warehouse", "analytics.t")]
+    assert [(s.stage_name, s.input_ids()) for s in store.read_table("stages")] == [("load", ["silver_t"])]
+    store.engine.dispose()
 
 
 def test_update_of_a_row_replaces_it(store, tmp_path):

@@ -35,9 +35,10 @@ Dagster's own mechanisms, where they do the job:
   matches its failure and its action agrees, under the rule's `max_reruns` as the catalog holds it now. A run
   that Dagster will retry all the same (`dagster/will_retry`, set by an operator's tag) is left to Dagster, so
   no failure is retried twice.
-- `run_failure_sensor` is not used: the re-execution must be requested in Dagster's implicit asset job (an
-  asset selection), and a run status sensor can only request jobs it is given as definitions; the healing
-  sensor is a plain sensor with its own cursor over failed runs instead.
+- `run_failure_sensor` is not used: a run status sensor can only request jobs it is given as definitions
+  (`request_job`), while the re-execution is an asset selection in Dagster's implicit asset job, which has no
+  definition to give; an asset job of our own over every asset would double the code location's load time
+  (sensors/jobs.py). The healing sensor is a plain sensor with its own cursor over failed runs instead.
 """
 
 from __future__ import annotations
