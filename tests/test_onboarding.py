@@ -369,7 +369,7 @@ def test_layers_follow_the_graph_then_conventions_then_the_override(store, tmp_p
         "work.top_pages": ("gold", "reads gold table work.page_times"),
     }
     targets = store.snapshot().targets
-    assert {t: (targets[t].type, targets[t].location) for t in ("bronze_visits", "silver_visits", "gold_page_times")} \
+    assert {t: (targets[t].kind, targets[t].location) for t in ("bronze_visits", "silver_visits", "gold_page_times")} \
         == {"bronze_visits": ("lake", "landing.visits"), "silver_visits": ("lake", "work.visits"),
             "gold_page_times": ("warehouse", "work.page_times")}
     again = onboard([sql], store, pipeline_id="visits")

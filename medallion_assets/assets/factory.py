@@ -144,8 +144,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         reason = halt_reason(stage)
         if reason:
             raise halt(reason, "before start")
-        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches); the
-        # run's tags say so (control/failures.py): then every step reads the catalog as healing left it.
+        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches);
+        # the run's tags say so (control/failures.py): then every step reads the catalog as healing left it.
         run_tags = context.instance.get_run_by_id(context.run_id).tags
         live = store.snapshot() if catalog_healed(run_tags) else snapshot
         runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,

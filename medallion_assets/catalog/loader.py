@@ -149,8 +149,9 @@ def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: st
         if not isinstance(warning.message, DeprecatedName):
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
             continue
-        where = _line_of(node, (warning.message.field,)) if node else line
-        warnings.warn(DeprecatedName(f"{file}:{where}: {warning.message}", warning.message.field), stacklevel=2)
+        old_name = warning.message.field
+        where = _line_of(node, (old_name,)) if node else line
+        warnings.warn(DeprecatedName(f"{file}:{where}: {warning.message}", old_name), stacklevel=2)
     return []
 
 
