@@ -88,17 +88,17 @@ def catalog_rows(pipelines: int) -> dict[str, list]:
         rows["targets"] += [
             Target(target_id=bronze, layer="bronze"),
             Target(target_id=silver, layer="silver", columns=SILVER_COLUMNS, keys=["event_id"]),
-            Target(target_id=gold, layer="gold", type="warehouse", location=f"analytics.{p}_daily",
+            Target(target_id=gold, layer="gold", kind="warehouse", location=f"analytics.{p}_daily",
                    columns=GOLD_COLUMNS, keys=["event_date"]),
         ]
         rows["validation_rules"] += [ValidationRuleSet(rule_set_id=f"{target}_rules", check_def=STAGE_RULES[layer])
                                      for layer, target in (("bronze", bronze), ("silver", silver), ("gold", gold))]
         rows["stages"] += [
-            Stage(pipeline_id=p, stage_order=1, stage_name="bronze_ingest", source_id=raw, target_id=bronze,
+            Stage(pipeline_id=p, stage_order=1, stage_name="bronze_ingest", input_id=raw, target_id=bronze,
                   validation_set_id=f"{bronze}_rules"),
-            Stage(pipeline_id=p, stage_order=2, stage_name="silver_clean", source_id=bronze, target_id=silver,
+            Stage(pipeline_id=p, stage_order=2, stage_name="silver_clean", input_id=bronze, target_id=silver,
                   validation_set_id=f"{silver}_rules"),
-            Stage(pipeline_id=p, stage_order=3, stage_name="gold_daily_aggregate", source_id=silver, target_id=gold,
+            Stage(pipeline_id=p, stage_order=3, stage_name="gold_daily_aggregate", input_id=silver, target_id=gold,
                   validation_set_id=f"{gold}_rules", sql_dialect="redshift", transform_sql=GOLD_SQL.format(silver=silver)),
         ]
     return rows

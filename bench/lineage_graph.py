@@ -70,7 +70,7 @@ def generated_snapshot(datasets: int, seed: int) -> CatalogSnapshot:
         if number % STAGES_PER_PIPELINE == 0:
             snapshot.add("pipelines", Pipeline(pipeline_id=pipeline_id))
         snapshot.add("stages", Stage(pipeline_id=pipeline_id, stage_order=number % STAGES_PER_PIPELINE + 1,
-                                     stage_name=f"make_{target_id}", source_id=source_id, inputs=joined,
+                                     stage_name=f"make_{target_id}", input_id=source_id, inputs=joined,
                                      target_id=target_id))
     for replica, bronze in zip(ids["replica"], rng.sample(ids["bronze"], counts["replica"])):
         snapshot.add("dataset_lineage", DatasetLineage(upstream=replica, downstream=bronze, via=f"{replica}_copy",
@@ -99,7 +99,7 @@ def dense_snapshot(datasets: int, layers: int, seed: int) -> CatalogSnapshot:
             snapshot.add("targets", Target(target_id=target_id, layer="silver"))
             main, *joined = rng.sample(names[layer - 1], rng.randint(1, 3))
             snapshot.add("stages", Stage(pipeline_id=pipeline_id, stage_order=order, stage_name=f"make_{target_id}",
-                                         source_id=main, inputs=joined, target_id=target_id))
+                                         input_id=main, inputs=joined, target_id=target_id))
     for target_id in rng.sample([n for layer in names[1:] for n in layer], datasets // 20):
         snapshot.add("dataset_lineage", DatasetLineage(upstream=rng.choice(names[0]), downstream=target_id,
                                                        via=f"rebuild_{target_id}", kind="alternate", cost=3,

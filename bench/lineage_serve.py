@@ -46,9 +46,9 @@ def catalog(folder: Path, datasets: int) -> CatalogStore:
             ("pipelines", [{"pipeline_id": "bench"}]),
             ("sources", [{"source_id": f"raw_{i}", "s3_path": f"s3://bench/raw_{i}/", "file_format": "jsonl",
                           "columns": {"id": "string"}} for i in pairs]),
-            ("targets", [{"target_id": f"bronze_{i}", "layer": "bronze"} for i in pairs]),
+            ("targets", [{"target_id": f"bronze_{i}", "layer": "bronze", "kind": "lake"} for i in pairs]),
             ("stages", [{"pipeline_id": "bench", "stage_order": i + 1, "stage_name": f"ingest_{i}",
-                         "source_id": f"raw_{i}", "target_id": f"bronze_{i}"} for i in pairs]),
+                         "input_id": f"raw_{i}", "target_id": f"bronze_{i}"} for i in pairs]),
         ):
             connection.execute(insert(LOADABLE_TABLES[table]), rows)
     return store

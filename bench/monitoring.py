@@ -76,7 +76,7 @@ def generated_catalog(store: CatalogStore) -> None:
         for order, (layer, name) in enumerate(STAGES, start=1):
             target = f"{pid}_{layer}"
             rows["targets"].append(Target(target_id=target, layer=layer))
-            rows["stages"].append(Stage(pipeline_id=pid, stage_order=order, stage_name=name, source_id=upstream,
+            rows["stages"].append(Stage(pipeline_id=pid, stage_order=order, stage_name=name, input_id=upstream,
                                         target_id=target, transform_sql=f"SELECT * FROM {upstream}" if layer == "gold" else None))
             upstream = target
     events = ["run_failed", "stage_halted", "sla_missed", "volume_anomaly"]

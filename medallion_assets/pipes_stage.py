@@ -43,7 +43,7 @@ def run(pipes: PipesContext) -> None:
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     target = snapshot.targets[stage.target_id]
-    warehouse = warehouse_from_url(config.warehouse_url()) if target.type == "warehouse" else None
+    warehouse = warehouse_from_url(config.warehouse_url()) if target.kind == "warehouse" else None
     try:
         runner = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse, halt_reason,
                              throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot))

@@ -6,11 +6,15 @@ import json
 import textwrap
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import MIGRATIONS, CatalogStore
 from medallion_assets.loading import validate_files
-from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from tests.conftest import SEED
 
@@ -50,6 +54,26 @@ def test_postgres_catalog_holds_the_same_seed(store, pg_database):
     postgres.engine.dispose()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_0010_renames_type_and_source_id_keeping_the_rows(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path}/old.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
+    store = CatalogStore(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0009")
+        connection.execute(text("INSERT INTO targets (target_id, layer, type, location) "
+                                "VALUES ('gold_t', 'gold', 'warehouse', 'analytics.t')"))
+        connection.execute(text("INSERT INTO stages (pipeline_id, stage_order, stage_name, source_id, target_id) "
+                                "VALUES ('p', 1, 'load', 'silver_t', 'gold_t')"))
+    store.migrate()
+    assert [(t.target_id, t.kind, t.location) for t in store.read_table("targets")] == [
+        ("gold_t", "warehouse", "analytics.t")]
+    assert [(s.stage_name, s.input_ids()) for s in store.read_table("stages")] == [("load", ["silver_t"])]
+    store.engine.dispose()
+
+
 def test_update_of_a_row_replaces_it(store, tmp_path):
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
     change = tmp_path / "change.yaml"
@@ -75,10 +99,10 @@ BAD = textwrap.dedent("""\
     validation_rules:
       - {rule_set_id: rs, check_def: [{type: telepathy}]}
     stages:
-      - {pipeline_id: p1, stage_order: 1, stage_name: ingest, source_id: raw_c, target_id: bronze_c}
-      - {pipeline_id: p1, stage_order: 2, stage_name: x, source_id: silver_y, target_id: silver_x}
-      - {pipeline_id: p1, stage_order: 3, stage_name: y, source_id: silver_x, target_id: silver_y}
-      - {pipeline_id: p1, stage_order: 4, stage_name: z, source_id: nowhere, target_id: silver_z}
+      - {pipeline_id: p1, stage_order: 1, stage_name: ingest, input_id: raw_c, target_id: bronze_c}
+      - {pipeline_id: p1, stage_order: 2, stage_name: x, input_id: silver_y, target_id: silver_x}
+      - {pipeline_id: p1, stage_order: 3, stage_name: y, input_id: silver_x, target_id: silver_y}
+      - {pipeline_id: p1, stage_order: 4, stage_name: z, input_id: nowhere, target_id: silver_z}
     """)
 
 
@@ -100,8 +124,8 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
         "'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; got 'telepathy'",
         "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
         "bad.yaml:19: stages[p1, 4].target_id: unknown target 'silver_z'",
-        "bad.yaml:19: stages[p1, 4].source_id: unknown source or target 'nowhere'",
-        "bad.yaml:17: stages[p1, 2].source_id: cycle between stages: silver_y → silver_x → silver_y",
+        "bad.yaml:19: stages[p1, 4].input_id: unknown source or target 'nowhere'",
+        "bad.yaml:17: stages[p1, 2].input_id: cycle between stages: silver_y → silver_x → silver_y",
     ]
     assert counts(store) == before
 
@@ -124,7 +148,7 @@ def test_a_bad_rule_is_pointed_at_on_its_own_line_with_its_value_and_no_knock_on
                 column: a
                 severity: fatal
         stages:
-          - {pipeline_id: p1, stage_order: 1, stage_name: ingest, source_id: raw_c, target_id: bronze_c,
+          - {pipeline_id: p1, stage_order: 1, stage_name: ingest, input_id: raw_c, target_id: bronze_c,
              validation_set_id: rs}
         """))
     with pytest.raises(CatalogInvalid) as raised:
@@ -135,16 +159,46 @@ def test_a_bad_rule_is_pointed_at_on_its_own_line_with_its_value_and_no_knock_on
     assert messages[0].endswith("; got 'fatal'")
 
 
-def test_the_former_target_type_redshift_loads_as_warehouse_with_a_warning(tmp_path, monkeypatch):
+OLD_NAMES = """\
+pipelines: [{pipeline_id: p}]
+sources:
+  - {source_id: raw_t, s3_path: "s3://b/t/", file_format: jsonl, columns: {a: string}}
+targets:
+  - {target_id: bronze_t, layer: bronze}
+  - target_id: gold_t
+    layer: gold
+    type: redshift
+    location: analytics.t
+stages:
+  - {pipeline_id: p, stage_order: 1, stage_name: ingest, source_id: raw_t, target_id: bronze_t}
+"""
+
+
+def test_renamed_fields_load_under_their_old_names_with_a_warning_naming_file_and_line(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
     old = tmp_path / "old.yaml"
-    old.write_text("targets:\n  - {target_id: gold_t, layer: gold, type: redshift, location: analytics.t}\n")
+    old.write_text(OLD_NAMES)
     loaded = CliRunner().invoke(main, ["catalog", "load", str(old)])
     assert loaded.exit_code == 0, loaded.output
-    assert loaded.stderr == ("warning: target gold_t: type 'redshift' is deprecated, write 'warehouse' "
-                             "(the warehouse may be DuckDB, PostgreSQL or Redshift)\n")
-    shown = CliRunner().invoke(main, ["catalog", "show", "targets", "--json"])
-    assert [(t["target_id"], t["type"]) for t in json.loads(shown.stdout)] == [("gold_t", "warehouse")]
+    assert loaded.stderr.splitlines() == [
+        f"warning: {old}:8: targets: field 'type' is deprecated, write 'kind'",
+        f"warning: {old}:8: target gold_t: kind 'redshift' is deprecated, write 'warehouse' "
+        "(the warehouse may be DuckDB, PostgreSQL or Redshift)",
+        f"warning: {old}:11: stages: field 'source_id' is deprecated, write 'input_id'",
+    ]
+    targets = json.loads(CliRunner().invoke(main, ["catalog", "show", "targets", "--json"]).stdout)
+    assert sorted((t["target_id"], t["kind"]) for t in targets) == [("bronze_t", "lake"), ("gold_t", "warehouse")]
+    stages = json.loads(CliRunner().invoke(main, ["catalog", "show", "stages", "--json"]).stdout)
+    assert [(s["stage_name"], s["input_id"]) for s in stages] == [("ingest", "raw_t")]
+
+
+def test_a_row_with_both_the_old_and_the_new_name_is_refused(tmp_path):
+    both = tmp_path / "both.yaml"
+    both.write_text("targets:\n  - {target_id: t, layer: silver, type: lake, kind: lake}\n")
+    with pytest.raises(CatalogInvalid) as raised:
+        validate_files(CatalogSnapshot(), [both])
+    assert [str(p).replace(str(tmp_path) + "/", "") for p in raised.value.problems] == [
+        "both.yaml:2: targets[t]: Value error, type is the deprecated name of kind: write only kind"]
 
 
 def test_cli_exit_code_2_and_problems_on_stderr(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import RAW
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 
-STAGE = Stage(pipeline_id="user_events_etl", stage_order=1, stage_name="bronze_ingest", source_id="user_events_raw",
+STAGE = Stage(pipeline_id="user_events_etl", stage_order=1, stage_name="bronze_ingest", input_id="user_events_raw",
               target_id="bronze_user_events")
 
 
@@ -190,10 +190,10 @@ def quick_retries(request):
 
 PASS_THROUGH_GOLD = """
 targets:
-  - {target_id: gold_user_events_copy, layer: gold, type: warehouse, location: analytics.user_events_copy,
+  - {target_id: gold_user_events_copy, layer: gold, kind: warehouse, location: analytics.user_events_copy,
      description: "silver's events as they are, in the warehouse"}
 stages:
-  - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_events_copy, source_id: silver_user_events,
+  - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_events_copy, input_id: silver_user_events,
      target_id: gold_user_events_copy}
 """
 
@@ -295,9 +295,9 @@ def test_a_leftover_staging_table_from_a_crashed_load_is_recreated(medallion, ra
 def test_a_result_too_large_for_the_driver_is_loaded_partition_by_partition(medallion, raw_data, tmp_path):
     (tmp_path / "fanout.yaml").write_text("""
 targets:
-  - {target_id: gold_event_fanout, layer: gold, type: warehouse, location: analytics.event_fanout}
+  - {target_id: gold_event_fanout, layer: gold, kind: warehouse, location: analytics.event_fanout}
 stages:
-  - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_fanout, source_id: silver_user_events,
+  - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_fanout, input_id: silver_user_events,
      target_id: gold_event_fanout,
      transform_sql: "SELECT s.event_id, r.id AS copy, repeat('x', 40) AS padding FROM silver_user_events s CROSS JOIN range(100) r"}
 """)

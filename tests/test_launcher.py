@@ -41,7 +41,7 @@ def store(tmp_path) -> CatalogStore:
                                       columns={"id": "string"}, system=system))
         rows["targets"].append(Target(target_id=f"bronze_{name}", layer="bronze"))
         rows["stages"].append(Stage(pipeline_id=pipeline_id, stage_order=1, stage_name="ingest",
-                                    source_id=f"{name}_raw", target_id=f"bronze_{name}"))
+                                    input_id=f"{name}_raw", target_id=f"bronze_{name}"))
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(rows)
@@ -87,7 +87,7 @@ class Deployment:
             self.instance.report_dagster_event(DagsterEvent(event.value, job_name=run.job_name), run_id=run.run_id)
         if failed:
             return
-        source = self.store.snapshot().stages(pipeline_id)[0].source_id
+        source = self.store.snapshot().stages(pipeline_id)[0].input_id
         objects = list_objects(self.store.snapshot().sources[source].s3_path)
         self.store.record_bookmarks(source, [(o.url, o.etag, o.size) for o in objects], "test")
 

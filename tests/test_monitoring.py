@@ -36,8 +36,8 @@ targets:
   - {{target_id: clicks, layer: bronze, sla: {{max_stale_minutes: 120, warn_stale_minutes: 60}}}}
   - {{target_id: pages, layer: silver, keys: [page]}}
 stages:
-  - {{pipeline_id: clicks_etl, stage_order: 1, stage_name: bronze_ingest, source_id: clicks_raw, target_id: clicks}}
-  - {{pipeline_id: clicks_etl, stage_order: 2, stage_name: silver_pages, source_id: clicks, target_id: pages}}
+  - {{pipeline_id: clicks_etl, stage_order: 1, stage_name: bronze_ingest, input_id: clicks_raw, target_id: clicks}}
+  - {{pipeline_id: clicks_etl, stage_order: 2, stage_name: silver_pages, input_id: clicks, target_id: pages}}
 {notifications}"""
 
 

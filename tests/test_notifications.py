@@ -240,7 +240,7 @@ def test_outbox_sla_judgement_and_status_on_a_postgresql_catalog(pg_database, we
         "pipelines": [Pipeline(pipeline_id="orders_etl", owner="team:finance-data", sla=Sla(max_stale_minutes=60))],
         "sources": [Source(source_id="orders_raw", s3_path="s3://b/orders/", file_format="csv", columns={"id": "string"})],
         "targets": [Target(target_id="bronze_orders", layer="bronze")],
-        "stages": [Stage(pipeline_id="orders_etl", stage_order=1, stage_name="ingest", source_id="orders_raw",
+        "stages": [Stage(pipeline_id="orders_etl", stage_order=1, stage_name="ingest", input_id="orders_raw",
                          target_id="bronze_orders")],
         "notifications": [row]})
     two_hours_ago = datetime.now(timezone.utc) - timedelta(hours=2)

@@ -298,7 +298,7 @@ def test_copy_options_become_the_raw_source_and_unreadable_formats_are_refused(s
         "s3://b/a/": ("csv", "auto"), "s3://b/j/": ("jsonl", "auto"), "s3://b/zipped/": ("csv", "gzip"),
         "s3://b/bz/": ("csv", "bzip2"), "s3://b/zst/": ("jsonl", "zstd")}
     stages = {s.target_id: s for s in store.snapshot().stages("loads")}
-    assert stages["bronze_a"].source_id == "a_raw" and stages["bronze_a"].transform_sql is None
+    assert stages["bronze_a"].input_id == "a_raw" and stages["bronze_a"].transform_sql is None
 
 
 def test_every_statement_kind_gets_a_line_saying_what_it_became_or_why_not(cli, store, tmp_path):
@@ -369,7 +369,7 @@ def test_layers_follow_the_graph_then_conventions_then_the_override(store, tmp_p
         "work.top_pages": ("gold", "reads gold table work.page_times"),
     }
     targets = store.snapshot().targets
-    assert {t: (targets[t].type, targets[t].location) for t in ("bronze_visits", "silver_visits", "gold_page_times")} \
+    assert {t: (targets[t].kind, targets[t].location) for t in ("bronze_visits", "silver_visits", "gold_page_times")} \
         == {"bronze_visits": ("lake", "landing.visits"), "silver_visits": ("lake", "work.visits"),
             "gold_page_times": ("warehouse", "work.page_times")}
     again = onboard([sql], store, pipeline_id="visits")
@@ -540,7 +540,7 @@ def test_json_reports_each_statement_as_the_issue_specifies(cli, store, tmp_path
 
 
 def test_a_broken_catalog_is_reported_and_nothing_is_written(store, tmp_path):
-    store.upsert({"stages": [Stage(pipeline_id="ghost", stage_order=1, stage_name="s", source_id="x", target_id="y")]})
+    store.upsert({"stages": [Stage(pipeline_id="ghost", stage_order=1, stage_name="s", input_id="x", target_id="y")]})
     sql = write_sql(tmp_path / "ok.sql", ["CREATE TABLE silver.t AS SELECT 1 AS a"])
     with pytest.raises(CatalogInvalid, match="unknown pipeline 'ghost'"):
         onboard([sql], store, pipeline_id="p")

@@ -11,7 +11,7 @@ import pytest
 
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import RetryPolicy
-from medallion_assets.control.retries import retry_delay
+from medallion_assets.control.failures import retry_delay
 from medallion_assets.sample_data import write_sample_data
 
 
@@ -71,7 +71,7 @@ def test_sql_that_cannot_analyse_is_never_retried(medallion, raw_data, tmp_path)
     broken = tmp_path / "broken.yaml"
     broken.write_text("""
 stages:
-  - {pipeline_id: user_events_etl, stage_order: 3, stage_name: gold_daily_aggregate, source_id: silver_user_events,
+  - {pipeline_id: user_events_etl, stage_order: 3, stage_name: gold_daily_aggregate, input_id: silver_user_events,
      target_id: gold_daily_user_events,
      transform_sql: "SELECT no_such_function(event_ts) AS event_date, 1 AS total_events, 1 AS unique_users FROM silver_user_events"}
 """)

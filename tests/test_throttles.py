@@ -54,11 +54,11 @@ def test_every_pool_the_catalog_uses_gets_a_limit_and_the_shipped_default_matche
     snapshot.add("sources", Source(source_id="crm_orders", s3_path="s3://crm-exports/orders/", file_format="csv",
                                    columns={"id": "string"}))
     snapshot.add("targets", Target(target_id="bronze_orders", layer="bronze"))
-    snapshot.add("targets", Target(target_id="gold_orders", layer="gold", type="warehouse", location="a.orders",
+    snapshot.add("targets", Target(target_id="gold_orders", layer="gold", kind="warehouse", location="a.orders",
                                    system="dwh"))
-    snapshot.add("stages", Stage(pipeline_id="p", stage_order=1, stage_name="ingest", source_id="crm_orders",
+    snapshot.add("stages", Stage(pipeline_id="p", stage_order=1, stage_name="ingest", input_id="crm_orders",
                                  target_id="bronze_orders"))
-    snapshot.add("stages", Stage(pipeline_id="p", stage_order=2, stage_name="load", source_id="bronze_orders",
+    snapshot.add("stages", Stage(pipeline_id="p", stage_order=2, stage_name="load", input_id="bronze_orders",
                                  target_id="gold_orders", transform_sql="SELECT * FROM bronze_orders"))
     assert concurrency_limits(snapshot) == {"source_crm_exports": 2, "target_dwh": 2}
     snapshot.add("throttles", limit_row("target", "dwh", "concurrency", 5))
@@ -145,7 +145,7 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
     snapshot.add("sources", Source(source_id="orders_files", s3_path=str(raw), file_format="jsonl",
                                    columns={"id": "string", "amount": "int"}))
     snapshot.add("targets", Target(target_id="bronze_orders", layer="bronze"))
-    stage = Stage(pipeline_id="orders", stage_order=1, stage_name="ingest", source_id="orders_files",
+    stage = Stage(pipeline_id="orders", stage_order=1, stage_name="ingest", input_id="orders_files",
                   target_id="bronze_orders")
     snapshot.add("stages", stage)
     store.upsert({"throttles": [limit_row("source", "local_files", "rows_per_minute", 60)]})

@@ -9,6 +9,7 @@ time to recognise its context and resources.
 """
 
 import re
+from functools import partial
 
 from dagster import (
     AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
@@ -19,11 +20,11 @@ from medallion_assets.assets.monitoring import freshness_policy, monitoring_chec
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
-from medallion_assets.control.healing import Fault, healing_in_run, overrides_for
-from medallion_assets.control.retries import after_failure
+from medallion_assets.control.failures import adjustments, after_failure, catalog_healed
+from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
-from medallion_assets.errors import StageHalted
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
+from medallion_assets.errors import StageHalted
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.catalog.versions import stage_fingerprint
@@ -101,13 +102,13 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         metadata["dagster/column_schema"] = TableSchema(
             columns=[TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
                      for name, type_name in target.columns.items()])
-    if target.type == "warehouse":
+    if target.kind == "warehouse":
         metadata["dagster/table_name"] = target.location
 
     spec = AssetSpec(
         key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
         # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
-        kinds={"spark", target.layer, "warehouse" if target.type == "warehouse" else "parquet"},
+        kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "parquet"},
         owners=dagster_owners(target.owner or pipeline.owner),
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
         metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
@@ -145,14 +146,13 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         reason = halt_reason(stage)
         if reason:
             raise halt(reason, "before start")
-        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches):
-        # once it has acted in this run, every step reads the catalog afresh.
-        healed = healing_in_run(store, context.run_id)
-        live = store.snapshot() if healed else snapshot
-        adjustments = Adjustments(**overrides_for(healed, stage))
+        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches);
+        # the run's tags say so (control/failures.py): then every step reads the catalog as healing left it.
+        run_tags = context.instance.get_run_by_id(context.run_id).tags
+        live = store.snapshot() if catalog_healed(run_tags) else snapshot
         runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
-                             warehouse.get_warehouse() if target.type == "warehouse" else None, halt_reason,
-                             adjustments, throttle=CatalogThrottles(store),
+                             warehouse.get_warehouse() if target.kind == "warehouse" else None, halt_reason,
+                             Adjustments(**adjustments(run_tags, stage)), throttle=CatalogThrottles(store),
                              recovery=CatalogRoutes(store, live))
         try:
             outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
@@ -163,7 +163,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                                details={"attempt": context.retry_number + 1})
             emitter().emit(*lineage.finish(error=error))
             fault = Fault.of(error, stage, target.layer, context.retry_number + 1, context.run_id)
-            raise after_failure(store, fault, lake.root, warehouse.url) from error
+            raise after_failure(store, fault, lake.root, warehouse.url, run_tags,
+                                partial(context.instance.add_run_tags, context.run_id)) from error
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()

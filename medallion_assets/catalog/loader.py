@@ -8,6 +8,7 @@ catalog's own (rows, references, cycles, SQL); the layers above add theirs as `R
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ import networkx as nx
 import yaml
 from pydantic import ValidationError
 
-from medallion_assets.catalog.models import LOADABLE, Row, Source, Target
+from medallion_assets.catalog.models import LOADABLE, DeprecatedName, Row, Source, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import INGESTION_COLUMNS, warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
@@ -132,7 +133,8 @@ def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: st
         return [CatalogProblem(str(file), line, table, "", "", "a row must be a mapping of field → value")]
     key_label = _row_key_label(table, raw)
     try:
-        row = LOADABLE[table].model_validate(raw)
+        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as deprecated:
+            row = LOADABLE[table].model_validate(raw)
     except ValidationError as error:
         loaded.broken.add(str(raw.get(LOADABLE[table].key_fields[0])))
         return [CatalogProblem(str(file), _line_of(node, e["loc"]) if node else None, table, key_label,
@@ -144,6 +146,13 @@ def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: st
                                f"duplicate key, first defined at {first_file}:{first_line}")]
     loaded.origins[origin_key] = (str(file), line)
     loaded.rows[table].append(row)
+    for warning in deprecated:  # said again with where the old spelling is, for the user to fix
+        if not isinstance(warning.message, DeprecatedName):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            continue
+        old_name = warning.message.field
+        where = _line_of(node, (old_name,)) if node else line
+        warnings.warn(DeprecatedName(f"{file}:{where}: {warning.message}", old_name), stacklevel=2)
     return []
 
 
@@ -206,7 +215,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
         elif stage.target_id in producers:
             problem("stages", stage, "target_id", f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}")
         producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
-        for field, input_id in [("source_id", stage.source_id), *[("inputs", i) for i in stage.inputs]]:
+        for field, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
             upstream = sources.get(input_id) or targets.get(input_id)
             if upstream is None:
                 if unknown(input_id, {**sources, **targets}):
@@ -231,7 +240,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
-        problem("stages", first, "source_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
+        problem("stages", first, "input_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
     except nx.NetworkXNoCycle:
         pass
     for row in snapshot.tables["pipeline_profiles"].values():
@@ -240,7 +249,7 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
     for rule in snapshot.tables["healing_actions"].values():
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
-    locations = {target.target_id: target.location for target in targets.values() if target.type == "warehouse"}
+    locations = {target.target_id: target.location for target in targets.values() if target.kind == "warehouse"}
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
     for check in checks:
@@ -258,7 +267,7 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] |
     if target is None or target.layer != "bronze":
         return list(target.columns) if target is not None and target.columns is not None else None
     producer = snapshot.stage_producing(dataset_id)
-    source = snapshot.sources.get(producer.source_id) if producer else None
+    source = snapshot.sources.get(producer.input_id) if producer else None
     if source is None or source.columns is None:
         return None
     return [*source.columns, *INGESTION_COLUMNS]

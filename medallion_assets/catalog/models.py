@@ -130,17 +130,33 @@ class Source(Row):
 
 
 class DeprecatedName(FutureWarning):
-    """A catalog value spelled the old way; it still loads, as its new spelling. Shown by default."""
+    """A catalog field or value spelled the old way; it still loads, under its new spelling. Shown by default.
+
+    `field` is the old spelling's field, so the loader can point at its file and line."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+def _renamed(data: Any, table: str, old: str, new: str) -> Any:
+    """A YAML row with the deprecated field `old` spelled as `new`, with a DeprecatedName warning."""
+    if not isinstance(data, dict) or old not in data:
+        return data
+    if new in data:
+        raise ValueError(f"{old} is the deprecated name of {new}: write only {new}")
+    warnings.warn(DeprecatedName(f"{table}: field {old!r} is deprecated, write {new!r}", old), stacklevel=3)
+    return {(new if name == old else name): value for name, value in data.items()}
 
 
 class Target(Row):
     key_fields = ("target_id",)
     target_id: Identifier
     layer: Layer
-    type: Literal["lake", "warehouse"] = Field(default="lake", description=(
+    kind: Literal["lake", "warehouse"] = Field(default="lake", description=(
         "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table `location`, "
-        "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift); `redshift` is a deprecated "
-        "alias of warehouse"))
+        "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). Deprecated: the field name "
+        "`type`, and its value `redshift` for warehouse"))
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
     columns: Columns | None = Field(default=None, description="declared schema; silver casts to it")
     column_descriptions: dict[Identifier, str] | None = Field(
@@ -155,16 +171,19 @@ class Target(Row):
 
     @model_validator(mode="before")
     @classmethod
-    def _deprecated_type(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("type") == "redshift":
-            warnings.warn(f"target {data.get('target_id')}: type 'redshift' is deprecated, write 'warehouse' (the "
-                          "warehouse may be DuckDB, PostgreSQL or Redshift)", DeprecatedName, stacklevel=2)
-            return {**data, "type": "warehouse"}
+    def _deprecated_names(cls, data: Any) -> Any:
+        written_as = "type" if isinstance(data, dict) and "type" in data else "kind"
+        data = _renamed(data, "targets", "type", "kind")
+        if isinstance(data, dict) and data.get("kind") == "redshift":
+            warnings.warn(DeprecatedName(f"target {data.get('target_id')}: kind 'redshift' is deprecated, write "
+                                         "'warehouse' (the warehouse may be DuckDB, PostgreSQL or Redshift)",
+                                         written_as), stacklevel=2)
+            return {**data, "kind": "warehouse"}
         return data
 
     @model_validator(mode="after")
     def _warehouse_needs_table(self) -> Target:
-        if self.type == "warehouse":
+        if self.kind == "warehouse":
             if not self.location:
                 raise ValueError("location (schema.table) is required for a warehouse target")
             split_qualified(self.location)
@@ -181,7 +200,8 @@ class Stage(Row):
     pipeline_id: Identifier
     stage_order: int = Field(ge=1)
     stage_name: Identifier
-    source_id: Identifier = Field(description="the stage's main input: a source, or an upstream target")
+    input_id: Identifier = Field(description="the stage's main input: a raw source (bronze), or an upstream target "
+                                             "(silver, gold); deprecated name: source_id")
     inputs: list[Identifier] = Field(default_factory=list, description="further upstream targets, e.g. for joins")
     target_id: Identifier
     transform_sql: str | None = Field(default=None, description="SQL over the inputs, named by their ids")
@@ -190,8 +210,13 @@ class Stage(Row):
     retry_id: Identifier | None = None
     enabled: bool = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return _renamed(data, "stages", "source_id", "input_id")
+
     def input_ids(self) -> list[str]:
-        return [self.source_id, *self.inputs]
+        return [self.input_id, *self.inputs]
 
 
 class Rule(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -21,6 +22,16 @@ class CatalogSnapshot:
         # The lookups below are cached (the factory asks for them several times per stage); forget them.
         for lookup in ("pipelines", "sources", "targets", "rule_sets", "retry_policies"):
             self.__dict__.pop(lookup, None)
+
+    def replaced(self, rows: Mapping[str, Iterable[Row]]) -> CatalogSnapshot:
+        """A copy with the named tables' rows replaced: the same structure under runtime controls read now."""
+        copy = CatalogSnapshot({name: dict(table) for name, table in self.tables.items()})
+        for table in rows:
+            copy.tables[table] = {}
+        for table, table_rows in rows.items():
+            for row in table_rows:
+                copy.add(table, row)
+        return copy
 
     @cached_property
     def pipelines(self) -> dict[str, Pipeline]:

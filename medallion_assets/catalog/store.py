@@ -3,6 +3,19 @@
 SQLite by default, PostgreSQL in production: the SQL here stays within what both speak. Every write of
 loadable rows goes through `upsert` (or `upsert_checked`): one transaction under the catalog-wide lock, in
 which the lineage versions the write causes are recorded too.
+
+One view of the catalog per purpose:
+- **Structure** (pipelines, stages, sources, targets, rule sets, lineage: what becomes definitions) comes from
+  the snapshot taken when definitions load (`snapshot()`, in definitions.py). Assets and sensors read it, never
+  a copy of their own. One exception, said explicitly by the run's tags: once healing has changed the catalog
+  in a run (a new column), that run's later steps take a new snapshot (control/failures.py).
+- **Runtime controls** (control flags and `enabled` switches, retry policies, healing rules, profiles and their
+  settings, throttles, notifications) are read live through `read_table`, at the moment they decide something,
+  so a row update applies at once; a sensor that needs controls beside structure lays them over the load-time
+  snapshot (`CatalogSnapshot.replaced`).
+- A CLI command, which runs once, takes its own snapshot.
+- `audit_log` records what happened. Its history is read for judgements over time (the circuit breaker's
+  failures in a window, volume bands), never to pass state from one attempt to the next.
 """
 
 from __future__ import annotations

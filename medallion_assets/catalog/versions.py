@@ -32,7 +32,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 
 # The catalog tables whose rows make up definitions: a write to any other table cannot change a version.
 DEFINING_TABLES = frozenset({"stages", "targets", "sources", "validation_rules", "column_lineage"})
-_OUTPUT_FIELDS = {"target_id", "layer", "type", "location", "columns", "keys", "keep_latest_by", "load_mode"}
+_OUTPUT_FIELDS = {"target_id", "layer", "kind", "location", "columns", "keys", "keep_latest_by", "load_mode"}
 # The parts of a definition besides its inputs, in the order a diff names them.
 _PARTS = ("transform", "rules", "output", "source")
 
@@ -46,7 +46,9 @@ def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[
         "rules": [rule.model_dump(mode="json") for rule in rules.check_def] if rules else None,
         "output": target.model_dump(mode="json", include=_OUTPUT_FIELDS),
     }
-    source = snapshot.sources.get(stage.source_id) if target.layer == "bronze" else None
+    # Under the field's name before migration 0010, so versions recorded before the rename keep their fingerprint.
+    made["output"]["type"] = made["output"].pop("kind")
+    source = snapshot.sources.get(stage.input_id) if target.layer == "bronze" else None
     if source is not None:
         made["source"] = source.model_dump(mode="json", include={"file_format", "columns", "options"})
     return made
@@ -67,8 +69,8 @@ def output_columns(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> d
     raw schema a bronze stage ingests, else the names the SQL selects, else the catalog's column lineage."""
     if target.columns:
         return dict(target.columns)
-    if target.layer == "bronze" and stage.source_id in snapshot.sources:
-        return dict(snapshot.sources[stage.source_id].columns)
+    if target.layer == "bronze" and stage.input_id in snapshot.sources:
+        return dict(snapshot.sources[stage.input_id].columns)
     if stage.transform_sql:
         try:
             names = sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect).named_selects

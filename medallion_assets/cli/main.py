@@ -306,7 +306,7 @@ def demo(rows) -> None:
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
         for target in store.snapshot().targets.values():
-            if target.type == "warehouse":
+            if target.kind == "warehouse":
                 echo(f"\n{target.location}:")
                 for row in warehouse.query(f"SELECT * FROM {quote_qualified(target.location)} ORDER BY 1, 2"):
                     echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))

@@ -55,9 +55,9 @@ def _find(error: BaseException, kind: type[BaseException]) -> BaseException | No
 def wait_for_upstream(context: HealingContext) -> Remedy:
     """Upstream data not there yet: wait, with doubling intervals up to a deadline, for the source's objects."""
     stage = context.fault.stage
-    source = context.store.snapshot().sources.get(stage.source_id)
+    source = context.store.snapshot().sources.get(stage.input_id)
     if source is None:
-        return Remedy("give_up", f"{stage.source_id} is not a raw source; nothing to wait for")
+        return Remedy("give_up", f"{stage.input_id} is not a raw source; nothing to wait for")
 
     def objects_missing() -> str | None:
         try:
@@ -127,7 +127,7 @@ def recreate_staging(context: HealingContext) -> Remedy:
     """A staging table left behind by a crashed load: dropped, so the retried load creates it afresh."""
     targets = context.store.snapshot().targets
     target = targets[context.fault.stage.target_id]
-    if target.type != "warehouse":
+    if target.kind != "warehouse":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
     with _warehouse(context.warehouse_url) as warehouse:
         dropped = warehouse.drop_staging(target.location, [t.location for t in targets.values() if t.location])
@@ -140,7 +140,7 @@ def _pass_through_targets(snapshot: CatalogSnapshot, dataset: str) -> list[str]:
     while frontier:
         current = frontier.pop()
         for stage in snapshot.stages():
-            if stage.source_id == current and not stage.transform_sql and not stage.inputs:
+            if stage.input_id == current and not stage.transform_sql and not stage.inputs:
                 found.append(stage.target_id)
                 frontier.append(stage.target_id)
     return found
@@ -162,7 +162,7 @@ def evolve_schema(context: HealingContext) -> Remedy:
     source = snapshot.sources[drift.source_id]
     sources = [source.model_copy(update={"columns": {**source.columns, **drift.new_columns}})]
     targets = []
-    bronze = [stage.target_id for stage in snapshot.stages() if stage.source_id == source.source_id]
+    bronze = [stage.target_id for stage in snapshot.stages() if stage.input_id == source.source_id]
     for target_id in {t for b in bronze for t in _pass_through_targets(snapshot, b)}:
         target = snapshot.targets[target_id]
         if target.columns is not None:

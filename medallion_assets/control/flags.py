@@ -37,7 +37,7 @@ def known_ids(snapshot: CatalogSnapshot, kind: str) -> list[str]:
         "dataset": list(snapshot.targets),
         "source": [*snapshot.sources, *{s.system_id() for s in snapshot.sources.values()}],
         "target": [*snapshot.targets, *{t.system or "warehouse" for t in snapshot.targets.values()
-                                        if t.type == "warehouse"}],
+                                        if t.kind == "warehouse"}],
     }[kind]
     return sorted(set(ids))
 
@@ -59,7 +59,7 @@ def stage_entities(snapshot: CatalogSnapshot, stage: Stage) -> list[tuple[str, s
         source = snapshot.sources.get(input_id)
         if source:
             entities += [("source", source.source_id), ("source", source.system_id())]
-    if target.type == "warehouse":
+    if target.kind == "warehouse":
         entities += [("target", target.target_id), ("target", target.system or "warehouse")]
     return entities
 

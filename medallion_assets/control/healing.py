@@ -5,17 +5,16 @@ checked by that action's own pydantic model, when the catalog is loaded and agai
 actions speak (Fault, Remedy, the registry) is in `control/remedies.py`; the built-in actions live in
 `control/actions.py`; `medallion healing actions` lists every registered one.
 
-An in-step action runs inside the failed step, then the step is retried under the stage's retry policy
-(Dagster's RetryRequested, see control/retries.py). A run-level action is left to the healing sensor, which
-re-executes failed runs; a rule is one or the other, so no failure is retried twice.
+An in-step action runs inside the failed step, then the step is retried under the stage's retry policy; a
+run-level action is left to the healing sensor, which re-executes failed runs; a rule is one or the other, so
+no failure is retried twice. control/failures.py takes a failure through all of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from medallion_assets.catalog.models import HealingAction, Stage
+from medallion_assets.catalog.models import HealingAction
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control import actions as _builtin_actions  # noqa: F401 — registers the built-ins
 from medallion_assets.control.registry import registry_problems
@@ -70,16 +69,3 @@ def heal(store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str, 
                                 "overrides": remedy.overrides})
     return remedy
 
-
-def healing_in_run(store: CatalogStore, run_id: str) -> list[dict]:
-    """The audit entries of healing done so far in a run."""
-    return store.audit_entries(run_id=run_id, event="healing")
-
-
-def overrides_for(healed: list[dict], stage: Stage) -> dict[str, Any]:
-    """The adjustments earlier healing in the run asked of the stage's next attempts, merged in order."""
-    merged: dict[str, Any] = {}
-    for entry in healed:
-        if (entry["pipeline_id"], entry["stage_name"], entry["status"]) == (stage.pipeline_id, stage.stage_name, "retry"):
-            merged.update((entry["details"] or {}).get("overrides", {}))
-    return merged

@@ -54,7 +54,8 @@ class Fault:
 
 @dataclass(frozen=True)
 class Remedy:
-    """What an action did. `overrides` adjust the next attempt (see engine.stages.Adjustments)."""
+    """What an action did. `overrides` adjust the next attempts (engine.stages.Adjustments), carried to them in
+    the run's tags (control/failures.py)."""
 
     outcome: Literal["retry", "give_up"]
     detail: str

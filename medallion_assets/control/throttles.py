@@ -51,8 +51,8 @@ def stage_pool(stage: Stage, snapshot: CatalogSnapshot) -> str | None:
     loads on their target system; other stages touch only the lake and claim none."""
     target = snapshot.targets[stage.target_id]
     if target.layer == "bronze":
-        return pool_name("source", snapshot.sources[stage.source_id].system_id())
-    if target.type == "warehouse":
+        return pool_name("source", snapshot.sources[stage.input_id].system_id())
+    if target.kind == "warehouse":
         return pool_name("target", target_system(target))
     return None
 
@@ -60,7 +60,7 @@ def stage_pool(stage: Stage, snapshot: CatalogSnapshot) -> str | None:
 def known_systems(snapshot: CatalogSnapshot) -> dict[str, list[str]]:
     """Systems a throttle may name: every source's system, and every warehouse target's."""
     return {"source": sorted({s.system_id() for s in snapshot.sources.values()}),
-            "target": sorted({target_system(t) for t in snapshot.targets.values() if t.type == "warehouse"})}
+            "target": sorted({target_system(t) for t in snapshot.targets.values() if t.kind == "warehouse"})}
 
 
 def throttle_problem(snapshot: CatalogSnapshot, throttle: Throttle) -> tuple[str, str] | None:

@@ -96,7 +96,7 @@ class StageRunner:
             return self.spark.read.parquet(path)
         # Read with the catalog's schema: batches ingested before the source gained a column read it as null,
         # and no Spark job has to merge the footers of every batch.
-        source = self.snapshot.sources[self.snapshot.stage_producing(target_id).source_id]
+        source = self.snapshot.sources[self.snapshot.stage_producing(target_id).input_id]
         return self.spark.read.schema(bronze_schema(source)).parquet(path)
 
     def rules(self, stage: Stage) -> list[Rule]:
@@ -120,7 +120,7 @@ class StageRunner:
             # ...and so does its row count (parquet footers: no scan), or it would contradict its checks.
             outcome.details["rows_in_dataset"] = written.count()
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
-        if target.type == "warehouse" and not outcome.blocking_failures():
+        if target.kind == "warehouse" and not outcome.blocking_failures():
             reason = self.halt_reason(stage)
             if reason:
                 raise StageHalted(reason)
@@ -186,7 +186,7 @@ class StageRunner:
         """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,
         deduplication, and the rows drop or quarantine rules take out."""
         source_frame = (run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect) if stage.transform_sql
-                        else inputs[stage.source_id])
+                        else inputs[stage.input_id])
         frame, rows_in = counted(source_frame)
         rejects: list[tuple[DataFrame, Observation]] = []  # each kind of rejected rows, with its observed count
         if target.columns:

@@ -395,7 +395,7 @@ class PlanBuilder:
         is_table = not dataset.name.startswith("s3://")
         return Target.model_validate(dict(
             target_id=self.target_id(dataset.name), layer=decision.layer,
-            type="warehouse" if decision.layer == "gold" and is_table else "lake", location=dataset.name,
+            kind="warehouse" if decision.layer == "gold" and is_table else "lake", location=dataset.name,
             columns=columns, description=f"onboarded from SQL ({lineage.kind} at {lineage.parsed.statement.where()}); "
                                          f"layer: {decision.reason}", **merge))
 
@@ -421,7 +421,7 @@ class PlanBuilder:
         decision = self.decide(dataset.name)
         reader = next(i for i, lineage in enumerate(self.lineages)
                       if lineage is not None and dataset.name in lineage.sources)
-        target = Target(target_id=self.target_id(dataset.name), layer=decision.layer, type="warehouse",
+        target = Target(target_id=self.target_id(dataset.name), layer=decision.layer, kind="warehouse",
                         location=dataset.name,
                         columns=self._declared_columns(dataset.name, reader),
                         description="external table read by onboarded SQL; no stage makes it. "
@@ -434,7 +434,7 @@ class PlanBuilder:
         existing = self.producers.get(target.target_id)
         rules = self._suggested_rules(target, lineages, statements[0])
         sql = None if lineages[0].kind in LOAD_KINDS else self._transform_sql(lineages)
-        fields = dict(source_id=inputs[0], inputs=inputs[1:], transform_sql=sql,
+        fields = dict(input_id=inputs[0], inputs=inputs[1:], transform_sql=sql,
                       sql_dialect=self.dialect if sql else "spark")
         if existing:
             stage = existing.model_copy(update={**fields, "validation_set_id": existing.validation_set_id or rules})

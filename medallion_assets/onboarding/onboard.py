@@ -141,7 +141,7 @@ def register_catalog(analyzer: SqlAnalyzer, snapshot: CatalogSnapshot) -> None:
     for target in snapshot.targets.values():
         columns = target.columns
         if not columns and target.target_id in producers:
-            source = snapshot.sources.get(producers[target.target_id].source_id)
+            source = snapshot.sources.get(producers[target.target_id].input_id)
             columns = source.columns if source else None
         if not columns:
             continue

@@ -397,7 +397,7 @@ def stage_asset_run(snapshot: CatalogSnapshot, stage: Stage, dagster_run_id: str
     stage's own; the warehouse url only names the table (its credentials never reach an event)."""
     target = snapshot.targets[stage.target_id]
     outputs = [dataset_location(snapshot, stage.target_id, lake_root)]
-    if target.type == "warehouse":
+    if target.kind == "warehouse":
         outputs.append(DatasetLocation(stage.target_id, warehouse_url, target.location, target.columns or {}))
     return AssetRun(
         pipeline_id=stage.pipeline_id, dataset=stage.target_id, dagster_run_id=dagster_run_id,

@@ -66,7 +66,7 @@ def catalog_names(snapshot: CatalogSnapshot, lake_root: str, warehouse_url: str)
     locations = [dataset_location(snapshot, dataset_id, lake_root) for dataset_id in (*snapshot.sources,
                                                                                      *snapshot.targets)]
     locations += [DatasetLocation(t.target_id, warehouse_url, t.location) for t in snapshot.targets.values()
-                  if t.type == "warehouse"]
+                  if t.kind == "warehouse"]
     return {location.naming(): location.dataset_id for location in locations}
 
 

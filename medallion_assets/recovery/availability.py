@@ -87,7 +87,7 @@ class Availability:
             entities |= {("source", dataset), ("source", source.system_id())}
         if target := self.targets.get(dataset):
             entities.add(("target", dataset))
-            if target.type == "warehouse":
+            if target.kind == "warehouse":
                 entities.add(("target", target.system or "warehouse"))
         return entities
 
@@ -110,7 +110,7 @@ class Availability:
         if source := self.sources.get(dataset):
             return lambda: probe_source(source)
         target = self.targets.get(dataset)
-        if target is not None and target.type == "warehouse":
+        if target is not None and target.kind == "warehouse":
             return lambda: probe_table(self.warehouse_url, target.location)
         return None
 

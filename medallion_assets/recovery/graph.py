@@ -6,7 +6,7 @@ onboarding tool parsed) and of kind `alternate` (a replica, or a rebuild from an
 outside the catalog are nodes of kind `external`, named `namespace/name`, so paths cross orchestrators. Each edge has
 a cost (latency or money, as the catalog says; 1 for a stage edge it says nothing about) and a *line*:
 
-- `main`: a stage's main input (`source_id`), which the pipeline follows when nothing is down;
+- `main`: a stage's main input (`input_id`), which the pipeline follows when nothing is down;
 - `side`: a stage's further inputs (`inputs`, e.g. the other side of a join), each a supply line of its own;
 - `alternate`: a row with `is_default: false`, followed only to route around something that is down.
 
@@ -92,7 +92,7 @@ def _stage_routes(snapshot: CatalogSnapshot, stages: list[Stage]) -> Iterable[tu
         via = stage_via(stage)
         for input_id in stage.input_ids():
             row = declared.get((input_id, stage.target_id, via))
-            line: Line = "main" if input_id == stage.source_id else "side"
+            line: Line = "main" if input_id == stage.input_id else "side"
             if row is not None and not row.is_default:
                 line = "alternate"
             yield input_id, stage.target_id, Route(via, "stage", row.cost if row else STAGE_EDGE_COST, line)

@@ -26,7 +26,7 @@ class CatalogRoutes:
 
         The choice is audited; when nothing is available the error lists every path and why it is down.
         """
-        primary = self.snapshot.sources[stage.source_id]
+        primary = self.snapshot.sources[stage.input_id]
         availability = Availability(self.store, self.snapshot)
         if not availability.unavailable([primary.source_id]):
             return primary

@@ -58,7 +58,8 @@ def build_control_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
             description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
                         "and sets concurrency pool limits from the throttles table.")
     def medallion_control(context: SensorEvaluationContext):
-        changed = sync_pool_limits(context.instance, store.snapshot())
+        # The loaded definitions' stages claim the pools; their limits are the throttles rows as they are now.
+        changed = sync_pool_limits(context.instance, snapshot.replaced({"throttles": store.read_table("throttles")}))
         for pool, limit in changed.items():
             context.log.info(f"pool {pool}: limit {limit}")
         cancelled = cancel_disabled_queued_runs(context, snapshot, store)

@@ -1,5 +1,8 @@
 """The healing sensor: a failed run whose failure matches a run-level healing rule is re-executed from failure.
 
+It is the run-level part of the failure lifecycle (control/failures.py, which says why this is not Dagster's
+own run retry or run failure sensor).
+
 Step-level healing happens inside the failed step (control/healing.py). What is left for this sensor is a run
 that failed for good, where a rule says a new run should try again (`rerun_from_failure`): it requests a run
 of the assets the failed run did not materialize, tagged with the run it re-executes. It never touches a run
@@ -25,7 +28,8 @@ from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.healing import Fault, heal, rule_problems
+from medallion_assets.control.failures import reexecution
+from medallion_assets.control.healing import Fault, rule_problems
 from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
 
 DEFAULT_INTERVAL_SECONDS = 30
@@ -84,8 +88,7 @@ def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: 
             if stage is None:
                 continue
             fault = _error_fault(error, stage, snapshot.targets[stage.target_id].layer, attempt, run.run_id)
-            remedy = heal(store, fault, lake_root, warehouse_url, run_level=True)
-            if remedy is not None and remedy.outcome == "retry":
+            if reexecution(store, fault, lake_root, warehouse_url):
                 tags = {RERUN_OF: run.tags.get(RERUN_OF, run.run_id), RERUN_NUMBER: str(attempt),
                         "medallion/pipeline": stage.pipeline_id}
                 requests.append(RunRequest(run_key=f"rerun-{run.run_id}", asset_selection=unmaterialized(instance, run),

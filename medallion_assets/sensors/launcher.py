@@ -5,8 +5,8 @@ A pipeline is due
   - by new data: its sources hold objects the ingestion bookmarks do not know;
   - by gold staleness: its gold is older than the profile's `max_gold_age_minutes` (or was never made),
     and it was not launched since.
-A pipeline with a run queued or in progress is not due again until that run ends, nor for
-FAILURE_BACKOFF_SECONDS after its last run failed. What to launch, and
+A pipeline with a run queued or in progress is not due again until that run ends, nor for a while after its
+last run failed (`control.failures.backing_off`). What to launch, and
 each run's `dagster/priority`, comes from `control.scheduling.plan_tick` (its docstring is the policy);
 the catalog's profiles, settings, throttles and pipelines rows are read fresh on every tick, so a row
 update (or `medallion profile set`) changes the next tick. Queued runs whose profile or held state changed
@@ -34,6 +34,7 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.failures import backing_off
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
 from medallion_assets.errors import SourceNotFound
@@ -41,13 +42,12 @@ from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.storage.objects import list_objects
 
 DEFAULT_INTERVAL_SECONDS = 30
-# A pipeline whose last run failed is not due again for this long, so new files do not relaunch a broken run
-# on every tick.
-FAILURE_BACKOFF_SECONDS = 15 * 60
 PRIORITY_TAG = "dagster/priority"
 PROFILE_TAG = "medallion/profile"
 HELD_TAG = "medallion/held"
 DUE_TAG = "medallion/due_since"
+# The runtime controls a launch decision reads, fresh every tick (see catalog/store.py for the rule).
+LAUNCH_CONTROLS = ("pipelines", "profiles", "pipeline_profiles", "profile_settings", "throttles")
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
@@ -64,13 +64,14 @@ def _due_since(tag: str | None, default: float) -> float:
 
 
 class Launcher:
-    """One tick's view: the loaded definitions' structure (`snapshot`), the catalog's rows read now (`fresh`)."""
+    """One tick's view: the loaded definitions' structure (`snapshot`), under the runtime controls it launches by
+    read now (`fresh`)."""
 
     def __init__(self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot,
                  store: CatalogStore):
         self.instance, self.log, self.snapshot, self.store = instance, log, snapshot, store
         self.now = time.time()
-        self.fresh = store.snapshot()
+        self.fresh = snapshot.replaced({table: store.read_table(table) for table in LAUNCH_CONTROLS})
         self.policy = SchedulingPolicy.from_snapshot(self.fresh)
         self.control = read_control_state(store)
 
@@ -94,9 +95,9 @@ class Launcher:
         """(due since, why) by schedule, gold staleness or new data; None when the pipeline is not due."""
         pipeline = self.fresh.pipelines[pipeline_id]
         last_run = self.last_run(pipeline_id)
-        if (last_run and last_run.dagster_run.status == DagsterRunStatus.FAILURE
-                and (last_run.end_time or self.now) + FAILURE_BACKOFF_SECONDS > self.now):
-            return None  # not relaunched at once: the healing sensor re-executes it, or an operator looks
+        failed = last_run is not None and last_run.dagster_run.status == DagsterRunStatus.FAILURE
+        if backing_off((last_run.end_time or self.now) if failed else None, self.now):
+            return None
         last = last_run.create_timestamp.timestamp() if last_run else None
         if pipeline.schedule:
             tick = get_latest_completed_cron_tick(pipeline.schedule, datetime.fromtimestamp(self.now, timezone.utc),
@@ -113,7 +114,7 @@ class Launcher:
             if stale_since <= self.now and (last is None or last < stale_since):
                 return stale_since or self.now, f"gold {target.target_id} stale"
         for stage in self.snapshot.stages(pipeline_id):
-            source = self.snapshot.sources.get(stage.source_id)
+            source = self.snapshot.sources.get(stage.input_id)
             if source and self._new_objects(source):
                 return self.now, f"new data in {source.source_id}"
         return None

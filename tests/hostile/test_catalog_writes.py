@@ -37,7 +37,7 @@ def race_files(folder: Path) -> tuple[list[str], list[str]]:
         for team in files:
             path = folder / f"{team}_{i}.yaml"
             path.write_text(f"stages:\n  - {{pipeline_id: {team}, stage_order: {i + 1}, stage_name: make_{i}, "
-                            f"source_id: landing, target_id: bronze_race_{i}}}\n")
+                            f"input_id: landing, target_id: bronze_race_{i}}}\n")
             files[team].append(str(path))
     return files["team_a"], files["team_b"]
 

@@ -56,7 +56,7 @@ CATASTROPHIC = "(a+)+$"  # exponential for a backtracking engine on 'aaaa…b'
 
 def test_a_catastrophic_signature_matches_in_linear_time():
     rule = HealingAction(healing_id="slow", message_pattern=CATASTROPHIC, action="reconnect_warehouse")
-    stage = Stage(pipeline_id="p", stage_order=1, stage_name="s", source_id="a", target_id="b")
+    stage = Stage(pipeline_id="p", stage_order=1, stage_name="s", input_id="a", target_id="b")
     fault = Fault(stage, "gold", 1, frozenset({"ValueError"}), "a" * 100_000 + "b")
     # With Python's backtracking `re`, this call would not return within the lifetime of the test run.
     assert matching_rule([rule], fault) is None

@@ -77,10 +77,10 @@ def test_targets_that_fold_to_one_table_or_name_a_staging_table_are_refused_at_l
     store.migrate()
     clash = tmp_path / "clash.yaml"
     clash.write_text("""targets:
-  - {target_id: gold_a, layer: gold, type: warehouse, location: analytics.daily_user_events_copy}
-  - {target_id: gold_b, layer: gold, type: warehouse, location: Analytics.Daily_User_Events_Copy}
-  - {target_id: gold_c, layer: gold, type: warehouse, location: analytics.daily_user_events__medallion_stage}
-  - {target_id: gold_d, layer: gold, type: warehouse, location: analytics.%s}
+  - {target_id: gold_a, layer: gold, kind: warehouse, location: analytics.daily_user_events_copy}
+  - {target_id: gold_b, layer: gold, kind: warehouse, location: Analytics.Daily_User_Events_Copy}
+  - {target_id: gold_c, layer: gold, kind: warehouse, location: analytics.daily_user_events__medallion_stage}
+  - {target_id: gold_d, layer: gold, kind: warehouse, location: analytics.%s}
 """ % ("x" * 115))
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [SEED, clash])

@@ -60,7 +60,7 @@ stages:
   - pipeline_id: user_events_etl
     stage_order: 3
     stage_name: gold_daily_aggregate
-    source_id: silver_user_events
+    input_id: silver_user_events
     target_id: gold_daily_user_events
     transform_sql: {json.dumps(sql)}
 """)
@@ -115,7 +115,7 @@ def test_a_qualified_typo_and_an_unknown_alias_are_refused_in_a_join(store, tmp_
   - pipeline_id: orders_etl
     stage_order: 3
     stage_name: silver_orders_enrich
-    source_id: bronze_orders
+    input_id: bronze_orders
     inputs: [bronze_customers]
     target_id: silver_orders
     transform_sql: {json.dumps(seed_sql.replace(typo, {"c.country": "c.countyr", "o.amount": "x.amount"}[typo]))}
