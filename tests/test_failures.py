@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dagster import Failure, RetryRequested
 
-from medallion_assets.catalog.loader import validate_files
+from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import (
     FAILURE_BACKOFF_SECONDS, adjustments, after_failure, backing_off, catalog_healed,
