@@ -23,11 +23,9 @@ EXIT_DEPLOYMENT = 4
 
 
 def _store():
-    from medallion_assets.catalog.store import CatalogStore
+    from medallion_assets.catalog.store import open_catalog
 
-    store = CatalogStore(config.catalog_url())
-    store.migrate()
-    return store
+    return open_catalog()
 
 
 # The commands that read raw objects; in the embedded home they get its loopback S3 API for their duration.

@@ -17,6 +17,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
 # A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
 STAGING_SUFFIX = "__medallion_stage"
 
+# The run tag that names the pipeline a Dagster run belongs to.
+PIPELINE_TAG = "medallion/pipeline"
+
 
 class InvalidIdentifier(ValueError):
     """A catalog value meant as a name contains quotes, semicolons, spaces or other non-name characters."""

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
-from medallion_assets.control.healing import HealingContext, Remedy, causes, healing_action
+from medallion_assets.control.healing import HealingContext, Remedy, healing_action
 from medallion_assets.engine.ingest import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.error_chain import causes
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
 from medallion_assets.storage.objects import SourceNotFound, list_objects, read_bytes, write_bytes

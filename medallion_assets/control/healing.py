@@ -11,7 +11,7 @@ re-executes failed runs; a rule is one or the other, so no failure is retried tw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,18 +20,12 @@ from pydantic import BaseModel, ConfigDict
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.registry import registry_problems
+from medallion_assets.error_chain import causes
 from medallion_assets.patterns import compiled
 
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def causes(error: BaseException | None) -> Iterator[BaseException]:
-    """The error, then what caused it, and so on down the chain."""
-    while error is not None:
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import Stage, Target
-from medallion_assets.catalog.schema import lineage_versions
+from medallion_assets.catalog.schema import conflict_insert, lineage_versions
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 
 if TYPE_CHECKING:  # the store calls this module after its writes
@@ -167,8 +166,7 @@ def record_lineage_versions(store: CatalogStore, snapshot: CatalogSnapshot | Non
             stage.target_id, before.version + 1 if before else 1, identity, f"{stage.pipeline_id}.{stage.stage_name}",
             stage.input_ids(), output_columns(stage, target, snapshot), made, stage.transform_sql, now))
     if new:
-        dialect_insert = postgresql.insert if store.engine.dialect.name == "postgresql" else sqlite.insert
-        statement = dialect_insert(lineage_versions).on_conflict_do_nothing(index_elements=["dataset", "version"])
+        statement = conflict_insert(store.engine, lineage_versions).on_conflict_do_nothing(index_elements=["dataset", "version"])
         with store.engine.begin() as connection:
             connection.execute(statement, [v.__dict__ for v in new])
     return new

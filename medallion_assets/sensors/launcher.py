@@ -36,6 +36,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
+from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.storage.objects import SourceNotFound, list_objects
 
 DEFAULT_INTERVAL_SECONDS = 30
@@ -43,7 +44,6 @@ DEFAULT_INTERVAL_SECONDS = 30
 # on every tick.
 FAILURE_BACKOFF_SECONDS = 15 * 60
 PRIORITY_TAG = "dagster/priority"
-PIPELINE_TAG = "medallion/pipeline"
 PROFILE_TAG = "medallion/profile"
 HELD_TAG = "medallion/held"
 DUE_TAG = "medallion/due_since"
