@@ -24,7 +24,8 @@ from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.lineage.graph import build_graph
-from medallion_assets.lineage.schema_validation import PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event
+from medallion_assets.config import OPENLINEAGE_SPEC_ENV as SPEC_ENV
+from medallion_assets.lineage.schema_validation import PACKAGED_SPEC, spec_folder, validate_event
 from medallion_assets.lineage.server import MAX_BODY_BYTES, LineageServer
 from tests.conftest import REPO, SEED
 
