@@ -10,10 +10,10 @@ import psycopg2
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medallion_assets.paths import path_under
-from medallion_assets.storage.objects import SourceNotFound, delete_object, list_objects
+from medallion_assets.storage.objects import SourceNotFound
 from medallion_assets.storage.warehouse.batches import BatchStream, StagedParquet
 from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
-from medallion_assets.storage.warehouse.s3_staging import staged_parquet
+from medallion_assets.storage.warehouse.s3_staging import delete_staged, staged_parquet
 from medallion_assets.storage.warehouse.sql import redshift_copy_source
 
 
@@ -46,8 +46,7 @@ class RedshiftWarehouse(PostgresWarehouse):
             try:
                 yield redshift_copy_source(stream.data.prefix, self._iam_role)
             finally:
-                for staged in list_objects(stream.data.prefix):
-                    delete_object(staged.url)
+                delete_staged(stream.data.prefix)
             return
         with staged_parquet(stream, self._s3_staging, table) as s3_uri:
             yield redshift_copy_source(s3_uri, self._iam_role)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from medallion_assets.paths import path_under
-from medallion_assets.storage.objects import delete_object, write_bytes
+from medallion_assets.storage.objects import delete_object, list_objects, write_bytes
 
 
 @contextmanager
@@ -31,3 +31,9 @@ def staged_parquet(data: pa.Table | pa.RecordBatchReader, s3_staging: str, table
         yield s3_uri
     finally:
         delete_object(s3_uri)
+
+
+def delete_staged(prefix: str) -> None:
+    """Delete every object staged under ``prefix`` (by Spark's executors, for one load)."""
+    for staged in list_objects(prefix):
+        delete_object(staged.url)
