@@ -78,12 +78,13 @@ def dagster_home() -> Path | None:
 
 
 def openlineage_namespace() -> str:
-    """The OpenLineage job namespace: OPENLINEAGE_NAMESPACE, read at each event so a deployment can change it."""
+    """The OpenLineage job namespace: OPENLINEAGE_NAMESPACE, else "medallion"."""
     return os.environ.get("OPENLINEAGE_NAMESPACE", "medallion")
 
 
 def openlineage_flush_sec() -> float:
-    """How long closing the OpenLineage emitter waits for queued events: MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s."""
+    """How long closing the OpenLineage emitter waits for queued events: MEDALLION_OPENLINEAGE_FLUSH_SEC,
+    else 2 s."""
     return float(os.environ.get("MEDALLION_OPENLINEAGE_FLUSH_SEC", 2.0))
 
 

@@ -76,7 +76,8 @@ def _connection_error(error: BaseException | None) -> BaseException | None:
     after retrying), or None."""
     import sqlalchemy.exc
 
-    return next((cause.orig for cause in causes(error) if isinstance(cause, sqlalchemy.exc.OperationalError)), None)
+    refused = (cause for cause in causes(error) if isinstance(cause, sqlalchemy.exc.OperationalError))
+    return next((cause.orig for cause in refused), None)
 
 
 def has_daemon(instance: DagsterInstance) -> bool:

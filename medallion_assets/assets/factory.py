@@ -126,7 +126,8 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     )
     def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                      warehouse: WarehouseResource, catalog: CatalogResource):
-        yield StageStep(context, stage, snapshot, catalog.get_store(), lake.root, warehouse.url).run(spark, warehouse)
+        step = StageStep(context, stage, snapshot, catalog.get_store(), lake.root, warehouse.url)
+        yield step.run(spark, warehouse)
 
     return _stage_asset
 

@@ -11,7 +11,8 @@ import types
 import typing
 
 from sqlalchemy import (
-    JSON, Boolean, Column, Connection, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text, func,
+    JSON, Boolean, Column, Connection, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text,
+    func,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 

@@ -63,7 +63,8 @@ class Availability:
         self.targets = snapshot.targets
         self.warehouse_url = warehouse_url or config.warehouse_url()
         self.ttl_sec = config.availability_ttl_sec() if ttl_sec is None else ttl_sec
-        self.probe_timeout_sec = config.probe_timeout_sec() if probe_timeout_sec is None else probe_timeout_sec
+        self.probe_timeout_sec = (config.probe_timeout_sec() if probe_timeout_sec is None
+                                  else probe_timeout_sec)
         self._cache: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 

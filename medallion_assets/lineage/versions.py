@@ -166,7 +166,8 @@ def record_lineage_versions(store: CatalogStore, snapshot: CatalogSnapshot | Non
             stage.target_id, before.version + 1 if before else 1, identity, f"{stage.pipeline_id}.{stage.stage_name}",
             stage.input_ids(), output_columns(stage, target, snapshot), made, stage.transform_sql, now))
     if new:
-        statement = conflict_insert(store.engine, lineage_versions).on_conflict_do_nothing(index_elements=["dataset", "version"])
+        statement = conflict_insert(store.engine, lineage_versions).on_conflict_do_nothing(
+            index_elements=["dataset", "version"])
         with store.engine.begin() as connection:
             connection.execute(statement, [v.__dict__ for v in new])
     return new

@@ -221,7 +221,8 @@ class PlanBuilder:
 
     def _stage(self, dataset: Dataset, target: Target, statements: list[int]) -> Stage:
         lineages = [self.lineages[i] for i in statements]
-        inputs = list(dict.fromkeys(self.ids.upstream_id(lineage, s) for lineage in lineages for s in lineage.sources))
+        upstream = self.ids.upstream_id
+        inputs = list(dict.fromkeys(upstream(lineage, s) for lineage in lineages for s in lineage.sources))
         existing = self.stages.producers.get(target.target_id)
         rules = self._suggested_rules(target, lineages, statements[0])
         sql = None if lineages[0].kind in LOAD_KINDS else self._transform_sql(lineages)

@@ -18,7 +18,8 @@ class StagePlanner:
     ``warn(index, message)`` tells the statement at ``index`` why it gives lineage only.
     """
 
-    def __init__(self, snapshot: CatalogSnapshot, datasets: Datasets, warn: Callable[[int, str], None]) -> None:
+    def __init__(self, snapshot: CatalogSnapshot, datasets: Datasets,
+                 warn: Callable[[int, str], None]) -> None:
         self.datasets = datasets
         self.warn = warn
         self.producers = {stage.target_id: stage for stage in snapshot.stages()}
