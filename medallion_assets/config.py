@@ -71,6 +71,41 @@ def workspace_file() -> Path:
     return written if written.is_file() else Path(__file__).resolve().parents[1] / "workspace.yaml"
 
 
+def dagster_home() -> Path | None:
+    """The Dagster instance's folder, DAGSTER_HOME, when one is set."""
+    folder = os.environ.get("DAGSTER_HOME")
+    return Path(folder) if folder else None
+
+
+def openlineage_namespace() -> str:
+    """The OpenLineage job namespace: OPENLINEAGE_NAMESPACE, else "medallion"."""
+    return os.environ.get("OPENLINEAGE_NAMESPACE", "medallion")
+
+
+def openlineage_flush_sec() -> float:
+    """How long closing the OpenLineage emitter waits for queued events: MEDALLION_OPENLINEAGE_FLUSH_SEC,
+    else 2 s."""
+    return float(os.environ.get("MEDALLION_OPENLINEAGE_FLUSH_SEC", 2.0))
+
+
+OPENLINEAGE_SPEC_ENV = "MEDALLION_OPENLINEAGE_SPEC"
+
+
+def openlineage_spec() -> str | None:
+    """A folder of OpenLineage schemas to validate events against instead of the package's copy, if set."""
+    return os.environ.get(OPENLINEAGE_SPEC_ENV) or None
+
+
+def availability_ttl_sec() -> float:
+    """How long a dataset's probed availability is trusted: MEDALLION_AVAILABILITY_TTL_SEC, 30 s."""
+    return float(os.environ.get("MEDALLION_AVAILABILITY_TTL_SEC", 30.0))
+
+
+def probe_timeout_sec() -> float:
+    """How long one availability probe may take: MEDALLION_PROBE_TIMEOUT_SEC, 10 s."""
+    return float(os.environ.get("MEDALLION_PROBE_TIMEOUT_SEC", 10.0))
+
+
 def is_embedded_dagster_home() -> bool:
     """Whether the Dagster instance in use is the embedded home's, which no one chose explicitly."""
     return os.environ.get("DAGSTER_HOME") == str(embedded_dagster_home())

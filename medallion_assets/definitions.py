@@ -13,7 +13,7 @@ from dagster import Definitions, EnvVar, definitions, in_process_executor, multi
 
 from medallion_assets import config
 from medallion_assets.assets import build_assets
-from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.catalog.store import open_catalog
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 from medallion_assets.sensors import build_control_sensor
 from medallion_assets.sensors.healing import build_healing_sensor
@@ -35,8 +35,7 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     catalog_url = catalog_url or config.catalog_url()
     lake_root = lake_root or config.lake_url()
     warehouse_url = warehouse_url or config.warehouse_url()
-    store = CatalogStore(catalog_url)
-    store.migrate()
+    store = open_catalog(catalog_url)
     snapshot = store.snapshot(domain)
     assets = build_assets(snapshot, lake_root)
     sensors = [build_control_sensor(snapshot, store)]

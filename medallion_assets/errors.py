@@ -7,6 +7,8 @@ the layer that raises them. (The warehouse's own faults live with its adapters i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class SourceNotFound(Exception):
     """A bucket, prefix, folder or object that should hold data does not exist (or holds nothing)."""
@@ -35,3 +37,11 @@ class BreakingSourceSchemaChange(Exception):
 
 class StageHalted(Exception):
     """A kill switch was flipped while the stage ran; it stopped before committing its load."""
+
+
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """The error, then what caused it, and so on down the chain: healing rules match along it, and the instance
+    check finds the driver's error that dagster-postgres wraps."""
+    while error is not None:
+        yield error
+        error = error.__cause__ or error.__context__

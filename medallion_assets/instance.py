@@ -14,6 +14,8 @@ import yaml
 from dagster import DagsterInstance
 from dagster._core.run_coordinator import QueuedRunCoordinator
 
+from medallion_assets.errors import causes
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_CONFIG = REPO / "dagster.yaml"
 POSTGRES_STORAGE = REPO / "deploy" / "postgres.yaml"
@@ -74,11 +76,8 @@ def _connection_error(error: BaseException | None) -> BaseException | None:
     after retrying), or None."""
     import sqlalchemy.exc
 
-    while error is not None:
-        if isinstance(error, sqlalchemy.exc.OperationalError):
-            return error.orig
-        error = error.__cause__
-    return None
+    refused = (cause for cause in causes(error) if isinstance(cause, sqlalchemy.exc.OperationalError))
+    return next((cause.orig for cause in refused), None)
 
 
 def has_daemon(instance: DagsterInstance) -> bool:

@@ -23,6 +23,9 @@ INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
 # A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
 STAGING_SUFFIX = "__medallion_stage"
 
+# The run tag that names the pipeline a Dagster run belongs to.
+PIPELINE_TAG = "medallion/pipeline"
+
 
 class InvalidIdentifier(ValueError):
     """A catalog value meant as a name contains quotes, semicolons, spaces or other non-name characters."""

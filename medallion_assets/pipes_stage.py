@@ -16,7 +16,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from pyspark.sql import SparkSession
 
 from medallion_assets import config
-from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.catalog.store import open_catalog
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.spark import SESSION_CONF
@@ -28,7 +28,7 @@ from medallion_assets.storage.warehouse import warehouse_from_url
 
 def run(pipes: PipesContext) -> None:
     pipeline_id, stage_name = pipes.get_extra("pipeline"), pipes.get_extra("stage")
-    store = CatalogStore(config.catalog_url())
+    store = open_catalog()
     snapshot = store.snapshot()
     stage = next((s for s in snapshot.stages(pipeline_id) if s.stage_name == stage_name), None)
     if stage is None:

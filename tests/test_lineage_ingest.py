@@ -27,9 +27,8 @@ from sqlalchemy import create_engine, text
 from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.openlineage.schema_validation import (
-    PACKAGED_SPEC, SPEC_ENV, spec_folder, validate_event,
-)
+from medallion_assets.config import OPENLINEAGE_SPEC_ENV as SPEC_ENV
+from medallion_assets.openlineage.schema_validation import PACKAGED_SPEC, spec_folder, validate_event
 from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
 from medallion_assets.recovery.graph import build_graph
 from medallion_assets.recovery.paths import all_recovery_paths

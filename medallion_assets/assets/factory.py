@@ -2,7 +2,7 @@
 
 One asset per dataset (a stage's target), keyed [layer, dataset], grouped by pipeline, with deps from the
 stage's inputs and one asset check per validation rule. Raw sources are external assets, so the lineage
-graph starts at the S3 files. Each asset is a thin wrapper over `engine.stages.StageRunner`.
+graph starts at the S3 files. Each asset is a thin wrapper (`StageStep`) over `engine.stages.StageRunner`.
 
 No `from __future__ import annotations` here: Dagster reads the asset function's annotations at definition
 time to recognise its context and resources.
@@ -19,6 +19,7 @@ from dagster import (
 from medallion_assets.assets.monitoring import freshness_policy, monitoring_check_results, monitoring_check_specs
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
 from medallion_assets.control.failures import adjustments, after_failure, catalog_healed
 from medallion_assets.control.remedies import Fault
@@ -91,11 +92,8 @@ def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult
                              check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring])
 
 
-def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
-    """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read live."""
-    target = snapshot.targets[stage.target_id]
-    key = target_key(target)
-    pipeline = snapshot.pipelines[stage.pipeline_id]
+def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_root: str) -> AssetSpec:
+    """The stage's dataset as Dagster shows it: key, deps, group, kinds, owners, code version and metadata."""
     metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name,
                 "location": scrub(lake_path(lake_root, target.layer, target.target_id))}
     if target.columns:
@@ -104,82 +102,111 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
                      for name, type_name in target.columns.items()])
     if target.kind == "warehouse":
         metadata["dagster/table_name"] = target.location
-
-    spec = AssetSpec(
-        key=key, deps=[input_key(snapshot, i) for i in stage.input_ids()], group_name=group_name(stage.pipeline_id),
+    return AssetSpec(
+        key=target_key(target), deps=[input_key(snapshot, i) for i in stage.input_ids()],
+        group_name=group_name(stage.pipeline_id),
         # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
         kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "parquet"},
-        owners=dagster_owners(target.owner or pipeline.owner),
+        owners=dagster_owners(target.owner or snapshot.pipelines[stage.pipeline_id].owner),
         code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
         metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
         # A halted stage yields no materialization (its step fails with the reason); Dagster skips what follows.
         skippable=True,
     )
 
+
+def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
+    """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read live."""
+    target = snapshot.targets[stage.target_id]
+    key = target_key(target)
+
     # A one-asset multi_asset, because only there are check outputs optional too (can_subset): a halted
     # stage evaluates none of its checks.
     @multi_asset(
-        name=key.to_python_identifier(), specs=[spec],
+        name=key.to_python_identifier(), specs=[_stage_spec(stage, target, snapshot, lake_root)],
         check_specs=[*_check_specs(stage, key, snapshot), *monitoring_check_specs(stage, key, snapshot)],
         can_subset=True, pool=stage_pool(stage, snapshot),
     )
     def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                      warehouse: WarehouseResource, catalog: CatalogResource):
-        store = catalog.get_store()
-        audit = dict(run_id=context.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
-                     dataset=target.target_id, event="stage")
-        lineage = stage_asset_run(snapshot, stage, context.run_id, lake.root, warehouse.url)
-        emitter().emit(*lineage.start())
+        step = StageStep(context, stage, snapshot, catalog.get_store(), lake.root, warehouse.url)
+        yield step.run(spark, warehouse)
 
-        def halt_reason(current: Stage) -> str | None:
-            return disabled_reason(snapshot, read_control_state(store), current)
+    return _stage_asset
 
-        def halt(reason: str, when: str) -> Failure:
-            """A halt is no success: the step fails with the reason as its message, and the run's tags say it
-            was halted (not broken), and why, where the runs list and the run page show them."""
-            store.record_audit(**audit, status="halted", error=reason)
-            emitter().emit(*lineage.finish(aborted=True))
-            context.instance.add_run_tags(context.run_id, {**HALTED_TAGS, HALT_REASON_TAG: reason})
-            return Failure(description=f"halted by a kill switch {when}: {reason}", allow_retries=False,
-                           metadata={"medallion/status": "halted", "reason": reason})
 
-        reason = halt_reason(stage)
+class StageStep:
+    """One materialization of a stage's asset: kill switches before and during it, healing's adjustments, the
+    engine's run, and its audit rows, OpenLineage events and Dagster result."""
+
+    def __init__(self, context: AssetExecutionContext, stage: Stage, snapshot: CatalogSnapshot,
+                 store: CatalogStore, lake_root: str, warehouse_url: str) -> None:
+        self.context, self.stage, self.snapshot, self.store = context, stage, snapshot, store
+        self.lake_root, self.warehouse_url = lake_root, warehouse_url
+        self.target = snapshot.targets[stage.target_id]
+        self.audit = dict(run_id=context.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
+                          dataset=self.target.target_id, event="stage")
+        self.lineage = stage_asset_run(snapshot, stage, context.run_id, lake_root, warehouse_url)
+        self.run_tags = context.instance.get_run_by_id(context.run_id).tags
+
+    def run(self, spark: SparkResource, warehouse: WarehouseResource) -> MaterializeResult:
+        """Run the stage unless a kill switch halts it; a failure goes to healing and retries."""
+        emitter().emit(*self.lineage.start())
+        reason = self.halt_reason(self.stage)
         if reason:
-            raise halt(reason, "before start")
+            raise self.halt(reason, "before start")
         # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches);
         # the run's tags say so (control/failures.py): then every step reads the catalog as healing left it.
-        run_tags = context.instance.get_run_by_id(context.run_id).tags
-        live = store.snapshot() if catalog_healed(run_tags) else snapshot
-        runner = StageRunner(spark.get_session(lake.root), live, store, lake.root,
-                             warehouse.get_warehouse() if target.kind == "warehouse" else None, halt_reason,
-                             Adjustments(**adjustments(run_tags, stage)), throttle=CatalogThrottles(store),
-                             recovery=CatalogRoutes(store, live))
+        live = self.store.snapshot() if catalog_healed(self.run_tags) else self.snapshot
+        runner = StageRunner(spark.get_session(self.lake_root), live, self.store, self.lake_root,
+                             warehouse.get_warehouse() if self.target.kind == "warehouse" else None,
+                             self.halt_reason, Adjustments(**adjustments(self.run_tags, self.stage)),
+                             throttle=CatalogThrottles(self.store), recovery=CatalogRoutes(self.store, live))
         try:
-            outcome = runner.run_stage(live.tables["stages"].get(stage.key(), stage))
+            outcome = runner.run_stage(live.tables["stages"].get(self.stage.key(), self.stage))
         except StageHalted as halted:
-            raise halt(str(halted), "before the load") from None
+            raise self.halt(str(halted), "before the load") from None
         except Exception as error:
-            store.record_audit(**audit, status="failed", error=f"{type(error).__name__}: {error}",
-                               details={"attempt": context.retry_number + 1})
-            emitter().emit(*lineage.finish(error=error))
-            fault = Fault.of(error, stage, target.layer, context.retry_number + 1, context.run_id)
-            raise after_failure(store, fault, lake.root, warehouse.url, run_tags,
-                                partial(context.instance.add_run_tags, context.run_id)) from error
+            raise self.failed(error) from error
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()
-        if outcome.read != stage.input_ids():  # re-routed: the closing events name what was really read
-            lineage = rerouted(lineage, live, lake.root, outcome.read)
-        monitoring = monitoring_check_results(store, snapshot, stage, outcome, audit)
-        # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
-        store.record_audit(**audit, status="failed" if outcome.blocking_error() else "success",
-                           error=outcome.blocking_error(), rows_read=outcome.rows_read,
-                           rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
-                           duration_sec=outcome.duration_sec, details=outcome.details)
-        emitter().emit(*lineage.finish(asset_result(outcome), error=outcome.blocking_error()))
-        yield _materialize_result(outcome, monitoring)
+        if outcome.read != self.stage.input_ids():  # re-routed: the closing events name what was really read
+            self.lineage = rerouted(self.lineage, live, self.lake_root, outcome.read)
+        return self.succeeded(outcome)
 
-    return _stage_asset
+    def halt_reason(self, current: Stage) -> str | None:
+        return disabled_reason(self.snapshot, read_control_state(self.store), current)
+
+    def halt(self, reason: str, when: str) -> Failure:
+        """A halt is no success: the step fails with the reason as its message, and the run's tags say it
+        was halted (not broken), and why, where the runs list and the run page show them."""
+        self.store.record_audit(**self.audit, status="halted", error=reason)
+        emitter().emit(*self.lineage.finish(aborted=True))
+        self.context.instance.add_run_tags(self.context.run_id, {**HALTED_TAGS, HALT_REASON_TAG: reason})
+        return Failure(description=f"halted by a kill switch {when}: {reason}", allow_retries=False,
+                       metadata={"medallion/status": "halted", "reason": reason})
+
+    def failed(self, error: Exception) -> Exception:
+        """Audit and report the failure; what to raise is healing's and the retry policy's answer."""
+        attempt = self.context.retry_number + 1
+        self.store.record_audit(**self.audit, status="failed", error=f"{type(error).__name__}: {error}",
+                                details={"attempt": attempt})
+        emitter().emit(*self.lineage.finish(error=error))
+        fault = Fault.of(error, self.stage, self.target.layer, attempt, self.context.run_id)
+        return after_failure(self.store, fault, self.lake_root, self.warehouse_url, self.run_tags,
+                             partial(self.context.instance.add_run_tags, self.context.run_id))
+
+    def succeeded(self, outcome: StageOutcome) -> MaterializeResult:
+        """Audit the outcome, close its OpenLineage run and report it with its check results."""
+        monitoring = monitoring_check_results(self.store, self.snapshot, self.stage, outcome, self.audit)
+        # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
+        self.store.record_audit(**self.audit, status="failed" if outcome.blocking_error() else "success",
+                                error=outcome.blocking_error(), rows_read=outcome.rows_read,
+                                rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
+                                duration_sec=outcome.duration_sec, details=outcome.details)
+        emitter().emit(*self.lineage.finish(asset_result(outcome), error=outcome.blocking_error()))
+        return _materialize_result(outcome, monitoring)
 
 
 def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: str) -> AssetSpec:

@@ -1,8 +1,8 @@
 """What the factory adds for monitoring: Dagster freshness policies from SLAs, and the volume-anomaly and
 data-quality-rate checks a stage reports beside its rule checks.
 
-Kept apart from factory.py so the factory's own checks and metadata stay readable; `build_stage_asset` calls
-the three functions here. No `from __future__ import annotations`, as in the factory.
+Kept apart from factory.py so the factory's own checks and metadata stay readable; `build_stage_asset` and its
+`StageStep` call the three functions here. No `from __future__ import annotations`, as in the factory.
 """
 
 from datetime import timedelta

@@ -11,12 +11,20 @@ import types
 import typing
 
 from sqlalchemy import (
-    JSON, Boolean, Column, DateTime, Float, Index, Integer, MetaData, String, Table, Text, func,
+    JSON, Boolean, Column, Connection, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text,
+    func,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import LOADABLE, Row
 
 metadata = MetaData()
+
+
+def conflict_insert(bind: Engine | Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into `table` that can say what to do ON CONFLICT, in the catalog's dialect: PostgreSQL's in
+    production, SQLite's by default (SQLAlchemy's portable INSERT has no ON CONFLICT)."""
+    return (postgresql.insert if bind.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
 def _column_type(annotation):

@@ -31,10 +31,12 @@ from alembic import command
 from alembic.config import Config
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, create_engine, delete, insert, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 
+from medallion_assets import config
 from medallion_assets.catalog.models import LOADABLE, Row
-from medallion_assets.catalog.schema import LOADABLE_TABLES, audit_log, ingestion_bookmarks, metadata
+from medallion_assets.catalog.schema import (
+    LOADABLE_TABLES, audit_log, conflict_insert, ingestion_bookmarks, metadata,
+)
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import (
     DEFINING_TABLES, LineageVersion, record_lineage_versions, stored_versions,
@@ -45,6 +47,14 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 # The key of the PostgreSQL advisory lock every catalog write (and migration) takes: "medallion" in ASCII, cut
 # to a bigint.
 CATALOG_LOCK_KEY = int.from_bytes(b"medallio", "big") >> 1
+
+
+def open_catalog(url: str | None = None) -> CatalogStore:
+    """The catalog at `url`, by default the configured one, migrated to the newest schema: how every entry
+    point (the CLI, the code location, a run's resource, a Pipes step) opens it."""
+    store = CatalogStore(url or config.catalog_url())
+    store.migrate()
+    return store
 
 
 class CatalogStore:
@@ -114,8 +124,7 @@ class CatalogStore:
             if not batch:
                 continue
             table = LOADABLE_TABLES[table_name]
-            dialect_insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-            statement = dialect_insert(table)
+            statement = conflict_insert(connection, table)
             key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
             updates = {c.name: statement.excluded[c.name] for c in table.columns if c not in key_columns}
             connection.execute(statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch)

@@ -24,10 +24,9 @@ from typing import Any
 
 import sqlglot
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import Stage, Target
-from medallion_assets.catalog.schema import lineage_versions
+from medallion_assets.catalog.schema import conflict_insert, lineage_versions
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 
 # The catalog tables whose rows make up definitions: a write to any other table cannot change a version.
@@ -165,8 +164,8 @@ def record_lineage_versions(connection: Connection, snapshot: CatalogSnapshot,
             stage.target_id, before.version + 1 if before else 1, identity, f"{stage.pipeline_id}.{stage.stage_name}",
             stage.input_ids(), output_columns(stage, target, snapshot), made, stage.transform_sql, now))
     if new:
-        dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-        statement = dialect_insert(lineage_versions).on_conflict_do_nothing(index_elements=["dataset", "version"])
+        statement = conflict_insert(connection, lineage_versions).on_conflict_do_nothing(
+            index_elements=["dataset", "version"])
         connection.execute(statement, [v.__dict__ for v in new])
     return new
 

@@ -16,11 +16,9 @@ EXIT_UNAVAILABLE = 4
 
 def catalog_store():
     """The catalog at MEDALLION_CATALOG_URL, migrated to the newest schema."""
-    from medallion_assets.catalog.store import CatalogStore
+    from medallion_assets.catalog.store import open_catalog
 
-    store = CatalogStore(config.catalog_url())
-    store.migrate()
-    return store
+    return open_catalog()
 
 
 def refuse(message: str, code: int = EXIT_INVALID) -> NoReturn:

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
-from medallion_assets.control.remedies import HealingContext, Remedy, causes, healing_action
-from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.control.remedies import HealingContext, Remedy, healing_action
+from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift, causes
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
 from medallion_assets.errors import SourceNotFound

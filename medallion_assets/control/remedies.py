@@ -5,7 +5,7 @@ actions; `control/actions.py` holds the built-ins; both import this, and it impo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,17 +13,11 @@ from pydantic import BaseModel, ConfigDict
 
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.errors import causes
 
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def causes(error: BaseException | None) -> Iterator[BaseException]:
-    """The error, then what caused it, and so on down the chain."""
-    while error is not None:
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 @dataclass(frozen=True)

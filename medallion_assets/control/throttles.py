@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlalchemy import and_, case, literal, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from medallion_assets.catalog.models import Row, Source, Stage, Target, Throttle
-from medallion_assets.catalog.schema import throttle_buckets
+from medallion_assets.catalog.schema import conflict_insert, throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.naming import pool_name
@@ -210,8 +209,7 @@ def _level(tokens: float, refilled_at: float, limit: float, metric: str, now: fl
 
 def _create_full_bucket(connection, system_kind: str, system_id: str, metric: str, limit: float,
                         now: float) -> None:
-    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    connection.execute(dialect_insert(throttle_buckets).values(
+    connection.execute(conflict_insert(connection, throttle_buckets).values(
         system_kind=system_kind, system_id=system_id, metric=metric, tokens=limit, refilled_at=now,
     ).on_conflict_do_nothing())
 

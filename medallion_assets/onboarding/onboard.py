@@ -25,7 +25,9 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.loading import check_references
 from medallion_assets.naming import IDENTIFIER, check_identifier
-from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder, canonical_name, slug
+from medallion_assets.onboarding.catalog_ids import slug
+from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder
+from medallion_assets.onboarding.datasets import canonical_name
 from medallion_assets.onboarding.lineage import (
     UNKNOWN_TYPE, WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables,
 )

@@ -61,8 +61,6 @@ if TYPE_CHECKING:  # the engine imports PySpark, which building events does not 
 
 log = logging.getLogger(__name__)
 
-NAMESPACE_ENV, DEFAULT_NAMESPACE = "OPENLINEAGE_NAMESPACE", "medallion"
-FLUSH_ENV, DEFAULT_FLUSH_SEC = "MEDALLION_OPENLINEAGE_FLUSH_SEC", 2.0
 PRODUCER = f"urn:medallion:{importlib.metadata.version('medallion')}"
 INTEGRATION = "DAGSTER"
 End = Literal["COMPLETE", "FAIL", "ABORT"]
@@ -73,8 +71,8 @@ _TRANSFORMATIONS = {
     "aggregate": ("DIRECT", "AGGREGATION"), "filter": ("INDIRECT", "FILTER"), "join_key": ("INDIRECT", "JOIN"),
 }
 def namespace() -> str:
-    """The job namespace: OPENLINEAGE_NAMESPACE, read at each event so a deployment can change it."""
-    return os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE)
+    """The job namespace, read at each event so a deployment can change it."""
+    return config.openlineage_namespace()
 
 
 def job_name(pipeline_id: str, dataset: str | None = None, part: str | None = None) -> str:
@@ -420,8 +418,7 @@ _StageDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
 
 def events_folder() -> Path:
     """Where events go when nothing is configured: next to the Dagster storage, or in the Medallion home."""
-    dagster_home = os.environ.get("DAGSTER_HOME")
-    return (Path(dagster_home) if dagster_home else config.home()) / "openlineage"
+    return (config.dagster_home() or config.home()) / "openlineage"
 
 
 def configured_client() -> OpenLineageClient:
@@ -521,7 +518,7 @@ class Emitter:
         """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and stop.
         True when every queued event was handed to the transport in time; idempotent."""
         if not self._closed:
-            self._flush_sec = float(os.environ.get(FLUSH_ENV, DEFAULT_FLUSH_SEC)) if timeout is None else timeout
+            self._flush_sec = config.openlineage_flush_sec() if timeout is None else timeout
             self._deadline = time.monotonic() + self._flush_sec
             self._closed = True
             try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
-SPEC_ENV = "MEDALLION_OPENLINEAGE_SPEC"
+from medallion_assets import config
+
 PACKAGED_SPEC = Path(__file__).with_name("spec")
 CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
@@ -42,10 +42,10 @@ class EventInvalid(ValueError):
 
 def spec_folder() -> Path:
     """Where the schemas are read from: the environment variable, else the package's copy."""
-    if configured := os.environ.get(SPEC_ENV):
+    if configured := config.openlineage_spec():
         folder = Path(configured)
         if not (folder / "OpenLineage.json").is_file():
-            raise FileNotFoundError(f"{SPEC_ENV}={configured}: no OpenLineage.json there")
+            raise FileNotFoundError(f"{config.OPENLINEAGE_SPEC_ENV}={configured}: no OpenLineage.json there")
         return folder
     return PACKAGED_SPEC
 

@@ -14,7 +14,6 @@ for `MEDALLION_AVAILABILITY_TTL_SEC` seconds (default 30); a probe that has not 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,8 +30,6 @@ from medallion_assets.errors import SourceNotFound
 from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
-TTL_ENV, DEFAULT_TTL_SEC = "MEDALLION_AVAILABILITY_TTL_SEC", 30.0
-TIMEOUT_ENV, DEFAULT_TIMEOUT_SEC = "MEDALLION_PROBE_TIMEOUT_SEC", 10.0
 FLAG_NAME = "available"
 # Probes wait on the network; a few at once bound a wide query without opening a connection per dataset.
 _PROBE_THREADS = 8
@@ -66,9 +63,9 @@ class Availability:
         self.sources = snapshot.sources
         self.targets = snapshot.targets
         self.warehouse_url = warehouse_url or config.warehouse_url()
-        self.ttl_sec = float(os.environ.get(TTL_ENV, DEFAULT_TTL_SEC)) if ttl_sec is None else ttl_sec
-        self.probe_timeout_sec = (float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_SEC))
-                                  if probe_timeout_sec is None else probe_timeout_sec)
+        self.ttl_sec = config.availability_ttl_sec() if ttl_sec is None else ttl_sec
+        self.probe_timeout_sec = (config.probe_timeout_sec() if probe_timeout_sec is None
+                                  else probe_timeout_sec)
         self._cache: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 

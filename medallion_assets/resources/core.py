@@ -11,7 +11,7 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from medallion_assets import config
-from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.catalog.store import CatalogStore, open_catalog
 from medallion_assets.engine.spark import check_lake_visible, prepare_session, session_conf
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 
@@ -63,4 +63,4 @@ class CatalogResource(ConfigurableResource):
 @lru_cache(maxsize=None)
 def _store_for(url: str) -> CatalogStore:
     """One store (one connection pool) per catalog per process, shared by every step of a run."""
-    return CatalogStore(url)
+    return open_catalog(url)

@@ -31,6 +31,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import reexecution
 from medallion_assets.control.healing import Fault, rule_problems
 from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
+from medallion_assets.naming import PIPELINE_TAG
 
 DEFAULT_INTERVAL_SECONDS = 30
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
@@ -90,7 +91,7 @@ def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: 
             fault = _error_fault(error, stage, snapshot.targets[stage.target_id].layer, attempt, run.run_id)
             if reexecution(store, fault, lake_root, warehouse_url):
                 tags = {RERUN_OF: run.tags.get(RERUN_OF, run.run_id), RERUN_NUMBER: str(attempt),
-                        "medallion/pipeline": stage.pipeline_id}
+                        PIPELINE_TAG: stage.pipeline_id}
                 requests.append(RunRequest(run_key=f"rerun-{run.run_id}", asset_selection=unmaterialized(instance, run),
                                            tags=tags))
                 break

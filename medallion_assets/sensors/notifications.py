@@ -23,8 +23,8 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.alerts import audit_messages, owner_of, sla_messages
 from medallion_assets.control.notifications import Message, deliver_due, enqueue
+from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.sensors.healing import failed_steps
-from medallion_assets.sensors.launcher import PIPELINE_TAG
 
 DEFAULT_INTERVAL_SECONDS = 30
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
