@@ -7,13 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
-from dagster import AssetSpec, Definitions, EnvVar
-from dagster._core.remote_representation.external_data import RepositorySnap
-from dagster._serdes import serialize_value
+from dagster import AssetSpec, Definitions, EnvVar, serialize_value
 
 from medallion_assets.assets.factory import dagster_owners
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.dagster_compat import RepositorySnap
 from medallion_assets.definitions import build_definitions
 from tests.conftest import SEED
 

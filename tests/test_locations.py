@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 from dagster import AssetKey, instance_for_test
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 from sqlalchemy import text
 
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.dagster_compat import WorkspaceFileTarget, WorkspaceProcessContext
 from tests.conftest import REPO, SEED
 
 

@@ -18,15 +18,14 @@ from dagster import (
     DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunRequest,
     RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
-from dagster._utils.error import SerializableErrorInfo
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.healing import Fault, heal, rule_problems
 from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
+from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 
 DEFAULT_INTERVAL_SECONDS = 30
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
