@@ -1,15 +1,23 @@
 """Real parts for every test: an S3 API server on loopback, the PostgreSQL server, one local Spark session.
 
 A part that cannot be started fails the test run loudly; nothing is skipped.
+
+Two tiers. A test is `integration` when it uses a fixture of a real part (REAL_PARTS) or its module says so
+(`pytestmark = pytest.mark.integration`: tests that start processes, a daemon, a browser or the CLI as a
+user would); every other test is `unit`, and `make test-unit` (`pytest -m unit`) runs those alone. A unit
+test is held to it: while it runs, starting a process (Spark's JVM, a daemon, a server) or connecting off
+this machine raises, naming the test, so a test that needs real parts cannot pass as a unit test.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +42,84 @@ from medallion_assets.storage.warehouse import warehouse_from_url
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "metadata_seed"
 RAW = "s3://medallion-raw"  # where the seed catalog's sources live
+
+# The fixtures that start or reach a real server; a test using any of them, directly or through another
+# fixture, is an integration test.
+REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = sorted(REAL_PARTS.intersection(item.fixturenames))
+        if item.get_closest_marker("unit") and parts:
+            raise pytest.UsageError(f"{item.nodeid} is marked unit but uses {', '.join(parts)}")
+        if not parts and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.unit)
+        else:
+            item.add_marker(pytest.mark.integration)
+
+
+class UnitTestGuard:
+    """An audit hook that refuses, while a unit test runs, what only an integration test may do."""
+
+    def __init__(self) -> None:
+        self.running: str | None = None  # the node id of the unit test being set up or run
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if self.running is None:
+            return
+        if event == "subprocess.Popen":
+            self.refuse(f"started a process ({args[0]})")
+        elif event == "socket.connect" and isinstance(args[1], tuple) and not _is_loopback(args[1][0]):
+            self.refuse(f"connected to {args[1][0]}")
+
+    def refuse(self, what: str) -> None:
+        test, self.running = self.running, None  # the failure's own report must not trip the guard
+        raise RuntimeError(f"unit test {test} {what}: a test that needs processes, servers or the network "
+                           "is an integration test (mark its module `pytestmark = pytest.mark.integration`)")
+
+
+def refuse_in_unit_test(part: str) -> None:
+    """Called first by every fixture of REAL_PARTS: one a unit test reaches (through `getfixturevalue`, which
+    the tiers cannot see at collection) fails it, naming the part."""
+    if UNIT_TEST_GUARD.running is not None:
+        UNIT_TEST_GUARD.refuse(f"uses the fixture {part}")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+UNIT_TEST_GUARD = UnitTestGuard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    sys.addaudithook(UNIT_TEST_GUARD)  # audit hooks cannot be removed: it is idle outside unit tests
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with _guarded(item):
+        return (yield)
+
+
+@contextlib.contextmanager
+def _guarded(item: pytest.Item) -> Iterator[None]:
+    UNIT_TEST_GUARD.running = item.nodeid if item.get_closest_marker("unit") else None
+    try:
+        yield
+    finally:
+        UNIT_TEST_GUARD.running = None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,6 +149,7 @@ def medallion_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """moto in server mode on 127.0.0.1, reached through plain boto3 with an endpoint URL, as AWS would be."""
+    refuse_in_unit_test("s3_endpoint")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -102,6 +189,7 @@ def _start_throwaway_postgres(tmp_root: Path) -> str:
 
 @pytest.fixture(scope="session")
 def pg_url(tmp_path_factory) -> str:
+    refuse_in_unit_test("pg_url")
     url = os.environ.get("MEDALLION_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     try:
         psycopg2.connect(url, connect_timeout=3).close()

@@ -25,7 +25,7 @@ from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def store(request, tmp_path) -> CatalogStore:
     url = (f"sqlite:///{tmp_path}/catalog.db" if request.param == "sqlite"
            else request.getfixturevalue("pg_database"))

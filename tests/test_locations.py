@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from dagster import AssetKey, instance_for_test
 from sqlalchemy import text
 
@@ -14,6 +15,8 @@ from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import WorkspaceFileTarget, WorkspaceProcessContext
 from tests.conftest import REPO, SEED
+
+pytestmark = pytest.mark.integration  # the CLI and Dagster's code servers, as processes
 
 
 def load_workspace(path: Path) -> dict:

@@ -81,6 +81,7 @@ def test_the_control_sensor_syncs_pool_limits_on_every_tick(store, tmp_path):
         assert pools() == {"source_medallion_raw": (1, False), "target_warehouse": (2, False)}
 
 
+@pytest.mark.integration  # four run processes
 def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(store, tmp_path):
     pool = stage_pool(store.snapshot().stages("user_events_etl")[0], store.snapshot())
     assert pool == "source_medallion_raw"
