@@ -234,7 +234,7 @@ NATIVE_OUTCOMES = [
     (True, "range_amount: 0 of 10 rows have amount below 0 (observed 0 to 99.99)"),
     (False, "regex_email: 1 of 10 rows have email not matching '@'"),
     (True, "freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, expected at most 24"),
-    (True, "schema_match: 1 expected columns present with the expected types"),
+    (True, "schema_match: 1 expected column present with the expected types"),
 ]
 
 

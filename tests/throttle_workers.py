@@ -1,6 +1,7 @@
-"""What test_throttles runs in separate processes (spawned, so they import only this small module)."""
+"""What test_throttles runs in separate processes (spawned, so they import only this small module).
 
-from __future__ import annotations
+No `from __future__ import annotations`: Dagster reads the asset's `context` annotation as a type.
+"""
 
 import fcntl
 import json
