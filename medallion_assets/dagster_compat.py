@@ -52,14 +52,16 @@ def __getattr__(name: str) -> object:
     return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
 
 
-# The Dagster releases this module was read against; tests/test_dagster_compat.py holds the installed one to it.
-CHECKED_DAGSTER_VERSIONS = ("1.13.0", "1.14.0")  # [first, last) — pyproject's pin is the same range
+# The Dagster releases this module was read against, [first, end): tests/test_dagster_compat.py holds the
+# installed Dagster, and pyproject's pin, to the same range.
+CHECKED_DAGSTER_VERSIONS = ("1.13.0", "1.14.0")
 
 __all__ = [
     "CHECKED_DAGSTER_VERSIONS", "IMPLICIT_ASSET_JOB_NAME", "FreshnessDaemon", "InProcessCodeLocationOrigin",
-    "InProcessWorkspaceLoadTarget", "JobSubsetSelector", "LoadableTargetOrigin", "RegisteredCodeLocationOrigin",
-    "RemoteJobOrigin", "RemoteRepositoryOrigin", "RepositorySnap", "SerializableErrorInfo",
-    "WorkspaceFileTarget", "WorkspaceProcessContext", "cron_string_iterator", "freeze_time",
+    "InProcessWorkspaceLoadTarget", "JobSubsetSelector", "LoadableTargetOrigin",
+    "RegisteredCodeLocationOrigin", "RemoteJobOrigin", "RemoteRepositoryOrigin", "RepositorySnap",
+    "SerializableErrorInfo", "WorkspaceFileTarget", "WorkspaceProcessContext", "cron_string_iterator",
+    "freeze_time",
     "get_latest_completed_cron_tick", "queue_daemon_running", "runs_to_dequeue",
 ]
 
@@ -67,50 +69,51 @@ __all__ = [
 # ours). The compatibility test checks every name in `__all__` has its reason, so none arrives without one.
 WHY: dict[str, str] = {
     "IMPLICIT_ASSET_JOB_NAME": (
-        "The job the launcher and healing sensors request their runs in, and the queued CLI run is created in: "
-        "Dagster's implicit global asset job, which every code location with assets has anyway. A sensor given "
-        "`target=AssetSelection.all()` builds a job of its own over every asset instead, doubling the load time "
-        "of a large catalog's code location (10,000 datasets: resolve + snapshot 20 s → 10 s). The public "
-        "`Definitions.resolve_implicit_global_asset_job_def().name` needs the Definitions, which the sensors "
-        "are part of."),
+        "The job the launcher and healing sensors request their runs in, and the queued CLI run is created "
+        "in: Dagster's implicit global asset job, which every code location with assets has anyway. A sensor"
+        " given `target=AssetSelection.all()` builds a job of its own over every asset instead, doubling the"
+        " load time of a large catalog's code location (10,000 datasets: resolve + snapshot 20 s → 10 s). "
+        "The public `Definitions.resolve_implicit_global_asset_job_def().name` needs the Definitions, which "
+        "the sensors are part of."),
     "get_latest_completed_cron_tick": (
-        "The launcher decides a scheduled pipeline is due with Dagster's own cron semantics (time zones, DST), "
-        "so it agrees with Dagster schedules; Dagster exports no cron evaluation."),
+        "The launcher decides a scheduled pipeline is due with Dagster's own cron semantics (time zones, "
+        "DST), so it agrees with Dagster schedules; Dagster exports no cron evaluation."),
     "cron_string_iterator": (
         "The scheduling simulator replays cron arrivals with the same semantics as the launcher above."),
     "SerializableErrorInfo": (
-        "The type of a failed step's error as Dagster records it (`step_failure_data.error`), which the healing "
-        "sensor matches against healing rules; Dagster exports the event, not the type of its error."),
+        "The type of a failed step's error as Dagster records it (`step_failure_data.error`), which the "
+        "healing sensor matches against healing rules; Dagster exports the event, not its error's type."),
     "JobSubsetSelector": (
-        "`medallion run` against a deployed instance submits its run to the run queue from a workspace, as the "
-        "webserver does; no public API creates a queued run for an asset selection of a code location, except "
-        "GraphQL through a running webserver."),
-    "WorkspaceProcessContext": "The workspace that run is created and submitted from (see JobSubsetSelector).",
+        "`medallion run` against a deployed instance submits its run to the run queue from a workspace, as "
+        "the webserver does; no public API creates a queued run for an asset selection of a code location, "
+        "except GraphQL through a running webserver."),
+    "WorkspaceProcessContext": "The workspace that run is created and submitted in (see JobSubsetSelector).",
     "WorkspaceFileTarget": "Loads that workspace from workspace.yaml (see JobSubsetSelector).",
     "InProcessWorkspaceLoadTarget": (
         "Tests: a workspace of this process's code location, for Dagster's freshness daemon to evaluate."),
     "InProcessCodeLocationOrigin": "Tests: the origin of that in-process code location.",
     "LoadableTargetOrigin": "Tests: the module that code location loads from.",
     "FreshnessDaemon": (
-        "Tests: one iteration of Dagster's own freshness daemon, to judge SLAs as the UI shows them; Dagster has "
-        "no public call that evaluates a freshness policy."),
+        "Tests: one iteration of Dagster's own freshness daemon, to judge SLAs as the UI shows them; Dagster"
+        " has no public call that evaluates a freshness policy."),
     "freeze_time": (
-        "Tests: a materialization reported as of an hour ago; `report_runless_asset_event` takes no timestamp."),
+        "Tests: materializations reported as of a time in the past, for the freshness daemon to judge; "
+        "`report_runless_asset_event` takes no timestamp."),
     "RegisteredCodeLocationOrigin": (
-        "Tests and benchmarks: queued runs created with `create_run_for_job` must name the code location the "
-        "daemon would launch them from, as runs created by the UI do; the origin types are not exported."),
+        "Tests and benchmarks: queued runs created with `create_run_for_job` must name the code location the"
+        " daemon would launch them from, as runs created by the UI do; the origin types are not exported."),
     "RemoteRepositoryOrigin": "Tests and benchmarks: part of that origin (see RegisteredCodeLocationOrigin).",
     "RemoteJobOrigin": "Tests and benchmarks: part of that origin (see RegisteredCodeLocationOrigin).",
     "RepositorySnap": (
-        "Tests and benchmarks: the repository snapshot the webserver fetches, serialized, to measure and pin what "
-        "the UI receives; no public API builds it."),
+        "Tests and benchmarks: the repository snapshot the webserver fetches, serialized, to measure and pin"
+        " what the UI receives; no public API builds it."),
     "queue_daemon_running": (
         "Whether the daemon's queue loop sends heartbeats. The public `DagsterInstance.get_daemon_statuses` "
-        "counts a heartbeat that carries an error as unhealthy, while a queue loop that logged an error keeps "
-        "dequeuing; only the private function takes `ignore_errors`."),
+        "counts a heartbeat that carries an error as unhealthy, while a queue loop that logged an error "
+        "keeps dequeuing; only the private function takes `ignore_errors`."),
     "runs_to_dequeue": (
-        "Tests: the runs Dagster's queued run coordinator would launch now, in its order (priority, pools, tag "
-        "limits), without launching them; the coordinator's ordering is not public."),
+        "Tests: the runs Dagster's queued run coordinator would launch now, in its order (priority, pools, "
+        "tag limits), without launching them; the coordinator's ordering is not public."),
     "CHECKED_DAGSTER_VERSIONS": "Not a Dagster name: the versions this module was read against.",
 }
 
@@ -125,7 +128,7 @@ def queue_daemon_running(instance: DagsterInstance) -> bool:
 
 
 def runs_to_dequeue(instance: DagsterInstance) -> list[DagsterRun]:
-    """The queued runs Dagster's queued run coordinator would launch now, in the order it would launch them."""
+    """The queued runs Dagster's queued run coordinator would launch now, in its order."""
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
     daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)

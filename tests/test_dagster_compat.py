@@ -12,7 +12,7 @@ from packaging.version import Version
 from medallion_assets import dagster_compat
 from tests.conftest import REPO
 
-# A private Dagster module path: `dagster.` followed by an underscore (dagster_shared and dagster_aws are public).
+# A private Dagster module path: `dagster.` then an underscore (dagster_shared and dagster_aws are not Dagster).
 PRIVATE_DAGSTER = re.compile(r"\bdagster\.(?=_)")
 SEARCHED = ("medallion_assets", "tests", "bench")
 
@@ -20,8 +20,9 @@ SEARCHED = ("medallion_assets", "tests", "bench")
 def test_the_installed_dagster_is_one_the_adapter_was_checked_against():
     first, end = (Version(v) for v in dagster_compat.CHECKED_DAGSTER_VERSIONS)
     assert first <= Version(version("dagster")) < end, (
-        f"dagster {version('dagster')} is outside {first} ≤ v < {end}, the range medallion_assets/dagster_compat.py "
-        "was read against: check each name it imports, then move CHECKED_DAGSTER_VERSIONS and pyproject's pin")
+        f"dagster {version('dagster')} is outside {first} ≤ v < {end}, the range "
+        "medallion_assets/dagster_compat.py was read against: check each name it imports, then move "
+        "CHECKED_DAGSTER_VERSIONS and pyproject's pin")
 
 
 def test_pyproject_allows_exactly_the_checked_range():
@@ -49,7 +50,7 @@ def test_no_private_dagster_name_is_used_outside_the_adapter():
 
 
 def test_the_private_use_check_finds_what_it_looks_for():
-    private = ".".join(["dagster", "_core", "run_coordinator"])  # spelled apart, or the check above finds it here
+    private = ".".join(["dagster", "_core", "run_coordinator"])  # spelled apart, or the check above finds it
     assert PRIVATE_DAGSTER.search(f"from {private} import QueuedRunCoordinator")
     assert PRIVATE_DAGSTER.search(f'{{"module": "{private}"}}')
     assert not PRIVATE_DAGSTER.search("from dagster import QueuedRunCoordinator")
