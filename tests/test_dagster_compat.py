@@ -12,7 +12,7 @@ from packaging.version import Version
 from medallion_assets import dagster_compat
 from tests.conftest import REPO
 
-# A private Dagster module path: `dagster.` then an underscore (dagster_shared and dagster_aws are not Dagster).
+# A private Dagster module path: `dagster.` then an underscore (dagster_shared and dagster_aws are others)
 PRIVATE_DAGSTER = re.compile(r"\bdagster\.(?=_)")
 SEARCHED = ("medallion_assets", "tests", "bench")
 
