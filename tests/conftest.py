@@ -60,6 +60,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+# Audit events of starting a program (`multiprocessing`'s spawn raises none: such tests are marked by hand).
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork"})
+
+
 class UnitTestGuard:
     """An audit hook that refuses, while a unit test runs, what only an integration test may do."""
 
@@ -69,15 +73,15 @@ class UnitTestGuard:
     def __call__(self, event: str, args: tuple) -> None:
         if self.running is None:
             return
-        if event == "subprocess.Popen":
-            self.refuse(f"started a process ({args[0]})")
+        if event in PROCESS_EVENTS:
+            self.refuse(f"started a process ({args[0] if args else event})")
         elif event == "socket.connect" and isinstance(args[1], tuple) and not _is_loopback(args[1][0]):
             self.refuse(f"connected to {args[1][0]}")
 
     def refuse(self, what: str) -> None:
         test, self.running = self.running, None  # the failure's own report must not trip the guard
         raise RuntimeError(f"unit test {test} {what}: a test that needs processes, servers or the network "
-                           "is an integration test (mark its module `pytestmark = pytest.mark.integration`)")
+                           "is an integration test (mark it, or its module, `pytest.mark.integration`)")
 
 
 def refuse_in_unit_test(part: str) -> None:
