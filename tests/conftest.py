@@ -12,7 +12,6 @@ this machine raises, naming the test, so a test that needs real parts cannot pas
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from medallion_assets.engine.spark import spark_session
 from medallion_assets.runner import PipelineReport, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
+from tests.tiers import UNIT_TEST_GUARD, refuse_in_unit_test
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "metadata_seed"
@@ -60,45 +60,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-# Audit events of starting a program (`multiprocessing`'s spawn raises none: such tests are marked by hand).
-PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork"})
-
-
-class UnitTestGuard:
-    """An audit hook that refuses, while a unit test runs, what only an integration test may do."""
-
-    def __init__(self) -> None:
-        self.running: str | None = None  # the node id of the unit test being set up or run
-
-    def __call__(self, event: str, args: tuple) -> None:
-        if self.running is None:
-            return
-        if event in PROCESS_EVENTS:
-            self.refuse(f"started a process ({args[0] if args else event})")
-        elif event == "socket.connect" and isinstance(args[1], tuple) and not _is_loopback(args[1][0]):
-            self.refuse(f"connected to {args[1][0]}")
-
-    def refuse(self, what: str) -> None:
-        test, self.running = self.running, None  # the failure's own report must not trip the guard
-        raise RuntimeError(f"unit test {test} {what}: a test that needs processes, servers or the network "
-                           "is an integration test (mark it, or its module, `pytest.mark.integration`)")
-
-
-def refuse_in_unit_test(part: str) -> None:
-    """Called first by every fixture of REAL_PARTS: one a unit test reaches (through `getfixturevalue`, which
-    the tiers cannot see at collection) fails it, naming the part."""
-    if UNIT_TEST_GUARD.running is not None:
-        UNIT_TEST_GUARD.refuse(f"uses the fixture {part}")
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-UNIT_TEST_GUARD = UnitTestGuard()
 
 
 def pytest_configure(config: pytest.Config) -> None:

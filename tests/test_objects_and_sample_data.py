@@ -31,7 +31,7 @@ from medallion_assets.storage.objects import (
     read_bytes,
     write_bytes,
 )
-from tests.conftest import refuse_in_unit_test
+from tests.tiers import refuse_in_unit_test
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 
 

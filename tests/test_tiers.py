@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import refuse_in_unit_test
+from tests.tiers import refuse_in_unit_test
 
 
 def test_this_test_is_placed_in_the_unit_tier(request):
