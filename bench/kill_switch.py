@@ -28,7 +28,9 @@ from sqlalchemy import text
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.dagster_compat import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from medallion_assets.dagster_compat import (
+    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+)
 from medallion_assets.definitions import build_definitions
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline

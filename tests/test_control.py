@@ -17,7 +17,9 @@ from medallion_assets.cli import main
 from medallion_assets.control.flags import (
     UnknownEntity, add_missing_flags, disabled_reason, read_control_state, set_flag,
 )
-from medallion_assets.dagster_compat import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from medallion_assets.dagster_compat import (
+    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+)
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.stages import StageHalted, StageRunner
 from medallion_assets.sensors.control import cancel_disabled_queued_runs

@@ -101,7 +101,8 @@ def test_the_most_specific_enabled_rule_matches_by_class_along_the_cause_chain_a
 
 def moto_recorder(endpoint: str, command: str) -> str:
     """moto's own request recorder: `reset-recording`, `start-recording`, `stop-recording` or
-    `download-recording` (the requests recorded since, one JSON line each). It writes to the working folder."""
+    `download-recording` (the requests recorded since, one JSON line each). It writes to the working
+    folder."""
     request = urllib.request.Request(f"{endpoint}/moto-api/recorder/{command}",
                                      method="GET" if command == "download-recording" else "POST")
     with urllib.request.urlopen(request, timeout=30) as response:

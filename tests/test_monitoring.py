@@ -232,7 +232,9 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
     from prometheus_client.parser import text_string_to_metric_families
 
     from medallion_assets.control.metrics import serve
-    from medallion_assets.dagster_compat import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+    from medallion_assets.dagster_compat import (
+        RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+    )
 
     medallion = Installation(tmp_path, bucket, clicks_catalog(bucket))
     record = medallion.store.record_audit

@@ -26,7 +26,8 @@ from medallion_assets.catalog.loader import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.lineage.openlineage import (
-    AssetResult, CheckResult, DatasetLocation, Emitter, pipeline_run_event, reconfigure_emitter, stage_asset_run,
+    AssetResult, CheckResult, DatasetLocation, Emitter, pipeline_run_event, reconfigure_emitter,
+    stage_asset_run,
 )
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
@@ -227,8 +228,8 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
             emitter = reconfigure_emitter()  # the process's emitter, now from the endpoint's configuration
             assert emitter.transport == "http"
             with instance_for_test() as instance:
-                report = run_pipeline(build_definitions(store.url, lake, warehouse_url), store.snapshot(), store,
-                                      "orders_etl", instance)
+                defs = build_definitions(store.url, lake, warehouse_url)
+                report = run_pipeline(defs, store.snapshot(), store, "orders_etl", instance)
                 [dagster_run] = instance.get_runs()
             assert emitter.close(timeout=30)
         finally:

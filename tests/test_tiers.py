@@ -15,8 +15,8 @@ def test_this_test_is_placed_in_the_unit_tier(request):
 
 
 def test_a_unit_test_that_starts_a_process_fails_naming_itself():
-    with pytest.raises(RuntimeError, match=r"^unit test tests/test_tiers.py::test_a_unit_test_that_starts_a_process_"
-                                           r"fails_naming_itself started a process \(true\): "):
+    test = "tests/test_tiers.py::test_a_unit_test_that_starts_a_process_fails_naming_itself"
+    with pytest.raises(RuntimeError, match=rf"^unit test {test} started a process \(true\): "):
         subprocess.run(["true"], check=True)
 
 

@@ -222,7 +222,7 @@ NATIVE_RULES = [
     Rule(type="freshness", column="updated_at", max_age_hours=24),
     Rule(type="schema_match", expected={"user_id": "bigint"}),
 ]
-# What each of NATIVE_RULES finds in ROWS, worked out by hand from the rows (see the defects listed above them).
+# What each of NATIVE_RULES finds in ROWS, worked out by hand (their defects are listed above them).
 NATIVE_OUTCOMES = [
     (True, "row_count: 10 rows, expected at least 1"),
     (False, "not_null_user_id: 2 of 10 rows have user_id null"),
@@ -233,7 +233,8 @@ NATIVE_OUTCOMES = [
     (False, "range_age: 2 of 10 rows have age outside [0, 120] (observed -1 to 130)"),
     (True, "range_amount: 0 of 10 rows have amount below 0 (observed 0 to 99.99)"),
     (False, "regex_email: 1 of 10 rows have email not matching '@'"),
-    (True, "freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, expected at most 24"),
+    (True, "freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, "
+           "expected at most 24"),
     (True, "schema_match: 1 expected column present with the expected types"),
 ]
 
@@ -287,7 +288,8 @@ def test_observed_rules_with_unique_and_great_expectations_match_evaluate_rules(
     assert [outcome.rule for outcome in outcomes] == rules
     assert judged(outcomes) == [
         *NATIVE_OUTCOMES,
-        (False, "not_null_nope: column nope not found; the data has user_id, status, age, email, amount, updated_at"),
+        (False, "not_null_nope: column nope not found; "
+                "the data has user_id, status, age, email, amount, updated_at"),
         (False, "great_expectations_status: ExpectColumnValuesToNotBeNull failed: 1 of 10 rows unexpected"),
     ]
 
@@ -316,5 +318,5 @@ def test_unique_on_deduplicated_keys_is_judged_during_the_write(spark, users, tm
     statuses = [row.status for row in spark.read.parquet(str(tmp_path / "again")).collect() if row.status]
     repeats = len(statuses) - len(set(statuses))
     assert repeats >= 2
-    assert judged(outcomes) == [*by_key, (False, f"unique_status: {repeats} of 7 rows repeat a value of status"),
-                                null_id]
+    unique_status = (False, f"unique_status: {repeats} of 7 rows repeat a value of status")
+    assert judged(outcomes) == [*by_key, unique_status, null_id]

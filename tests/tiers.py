@@ -1,5 +1,5 @@
-"""The unit tier's guard (tests/conftest.py installs it): one module, so that the conftest pytest loads and the
-tests that import from it share one guard.
+"""The unit tier's guard (tests/conftest.py installs it): a module of its own, so that the conftest pytest
+loads and the tests that import from it share one guard.
 """
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import ipaddress
 
 # Audit events of starting a program (`multiprocessing`'s spawn raises none: such tests are marked by hand).
-PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork"})
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
+                            "os.fork"})
 
 
 class UnitTestGuard:
@@ -31,8 +32,8 @@ class UnitTestGuard:
 
 
 def refuse_in_unit_test(part: str) -> None:
-    """Called first by every fixture of conftest.REAL_PARTS: one a unit test reaches (through `getfixturevalue`,
-    which the tiers cannot see at collection) fails it, naming the part."""
+    """Called first by every fixture of conftest.REAL_PARTS: one a unit test reaches (through
+    `getfixturevalue`, which the tiers cannot see at collection) fails it, naming the part."""
     if UNIT_TEST_GUARD.running is not None:
         UNIT_TEST_GUARD.refuse(f"uses the fixture {part}")
 
