@@ -132,10 +132,12 @@ healing_actions:
                 return
         moto_recorder(s3_endpoint, "reset-recording")
         moto_recorder(s3_endpoint, "start-recording")
-        while "prefix=user_events" not in moto_recorder(s3_endpoint, "download-recording"):
-            if run_over.wait(0.05):
-                return
-        moto_recorder(s3_endpoint, "stop-recording")
+        try:
+            while "prefix=user_events" not in moto_recorder(s3_endpoint, "download-recording"):
+                if run_over.wait(0.05):
+                    return
+        finally:
+            moto_recorder(s3_endpoint, "stop-recording")
         for key, body in parked.items():
             boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=body)
 
