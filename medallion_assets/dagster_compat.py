@@ -61,8 +61,7 @@ __all__ = [
     "InProcessWorkspaceLoadTarget", "JobSubsetSelector", "LoadableTargetOrigin",
     "RegisteredCodeLocationOrigin", "RemoteJobOrigin", "RemoteRepositoryOrigin", "RepositorySnap",
     "SerializableErrorInfo", "WorkspaceFileTarget", "WorkspaceProcessContext", "cron_string_iterator",
-    "freeze_time",
-    "get_latest_completed_cron_tick", "queue_daemon_running", "runs_to_dequeue",
+    "freeze_time", "get_latest_completed_cron_tick", "queue_daemon_running", "runs_to_dequeue",
 ]
 
 # Why each name is used although Dagster does not export it (a constant or a class cannot carry a docstring of

@@ -2,9 +2,9 @@
 
 A part that cannot be started fails the test run loudly; nothing is skipped.
 
-Two tiers. A test is `integration` when it uses a fixture of a real part (REAL_PARTS) or its module says so
-(`pytestmark = pytest.mark.integration`: tests that start processes, a daemon, a browser or the CLI as a
-user would); every other test is `unit`, and `make test-unit` (`pytest -m unit`) runs those alone. A unit
+Two tiers. A test is `integration` when it uses a fixture of a real part (REAL_PARTS) or is marked so, itself
+or by its module (`pytestmark = pytest.mark.integration`: tests that start processes, a daemon, a browser or
+the CLI as a user would); every other test is `unit`, and `make test-unit` (`pytest -m unit`) runs those alone. A unit
 test is held to it: while it runs, starting a process (Spark's JVM, a daemon, a server) or connecting off
 this machine raises, naming the test, so a test that needs real parts cannot pass as a unit test.
 """
