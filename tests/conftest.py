@@ -60,8 +60,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-
-
 def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(UNIT_TEST_GUARD)  # audit hooks cannot be removed: it is idle outside unit tests
 
