@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint ui java chromium clean
+.PHONY: demo test test-unit lint ui java chromium clean
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: $(VENV)/installed
 
 test: lint java chromium $(VENV)/installed
 	$(VENV)/bin/pytest -q
+
+# The unit tier alone (no Spark, S3, PostgreSQL, daemon or browser): tests/conftest.py says which tests those are.
+test-unit: $(VENV)/installed
+	$(VENV)/bin/pytest -q -m unit
 
 ui: java $(VENV)/installed
 	test -f .medallion/catalog.db || $(MAKE) demo

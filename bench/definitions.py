@@ -45,14 +45,13 @@ import sys
 
 from dagster import (
     AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition, AssetSpec, Definitions, MaterializeResult, asset,
-    in_process_executor, multi_asset,
+    in_process_executor, multi_asset, serialize_value,
 )
-from dagster._core.remote_representation.external_data import RepositorySnap
-from dagster._serdes import serialize_value
 
 from medallion_assets.assets import build_assets
 from medallion_assets.catalog.models import Pipeline, RetryPolicy, Rule, Source, Stage, Target, ValidationRuleSet
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.dagster_compat import RepositorySnap
 from medallion_assets.definitions import build_definitions
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 

@@ -23,12 +23,14 @@ import time
 from pathlib import Path
 
 from dagster import DagsterRunStatus, build_sensor_context, instance_for_test
-from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.dagster_compat import (
+    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+)
 from medallion_assets.definitions import build_definitions
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
@@ -36,7 +38,7 @@ from medallion_assets.sample_data import write_sample_data
 from medallion_assets.sensors.control import DEFAULT_INTERVAL_SECONDS, cancel_disabled_queued_runs
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
-QUEUED_COORDINATOR = {"run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"}}
+QUEUED_COORDINATOR = {"run_coordinator": {"module": "dagster", "class": "QueuedRunCoordinator"}}
 
 
 def set_pipeline_enabled(store: CatalogStore, enabled: bool) -> None:

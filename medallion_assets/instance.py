@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 import yaml
-from dagster import DagsterInstance
-from dagster._core.run_coordinator import QueuedRunCoordinator
+from dagster import DagsterInstance, QueuedRunCoordinator
+
+from medallion_assets.dagster_compat import queue_daemon_running
 
 from medallion_assets.errors import causes
 
@@ -87,11 +88,7 @@ def has_daemon(instance: DagsterInstance) -> bool:
 
 def daemon_running(instance: DagsterInstance) -> bool:
     """Whether the daemon's queue loop has sent a heartbeat lately."""
-    from dagster._daemon.controller import get_daemon_statuses
-    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
-
-    queue = QueuedRunCoordinatorDaemon.daemon_type()
-    return get_daemon_statuses(instance, [queue], ignore_errors=True)[queue].healthy
+    return queue_daemon_running(instance)
 
 
 def check_daemon_running(instance: DagsterInstance) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,19 +18,17 @@ from pathlib import Path
 from dagster import (
     AssetSelection, DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus, Definitions, materialize,
 )
-from dagster._core.definitions.selector import JobSubsetSelector
-from dagster._core.utils import make_new_run_id
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.throttles import sync_pool_limits
+from medallion_assets.dagster_compat import (
+    IMPLICIT_ASSET_JOB_NAME, JobSubsetSelector, WorkspaceFileTarget, WorkspaceProcessContext,
+)
 from medallion_assets.instance import DeploymentError, check_daemon_running, has_daemon, open_instance
 from medallion_assets.openlineage.events import emitter, pipeline_run_event
-from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.sensors.launcher import PIPELINE_TAG, Launcher, run_tags
 
 # How often a followed run's status is read while it is queued or running.
@@ -118,7 +117,7 @@ def _through_queue(workspace: Path, snapshot: CatalogSnapshot, store: CatalogSto
                                  code_server_log_level="WARNING") as context:
         request = context.create_request_context()
         location, repository = _location_of(request, pipeline_id, datasets)
-        run_id = make_new_run_id()
+        run_id = str(uuid.uuid4())  # what Dagster's own run ids are
         decision = Launcher(dagster_instance, logging.getLogger(__name__), snapshot, store).request(pipeline_id,
                                                                                                     run_id)
         job = location.get_job(JobSubsetSelector(location_name=location.name, repository_name=repository.name,

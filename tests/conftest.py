@@ -1,6 +1,12 @@
 """Real parts for every test: an S3 API server on loopback, the PostgreSQL server, one local Spark session.
 
 A part that cannot be started fails the test run loudly; nothing is skipped.
+
+Two tiers. A test is `integration` when it uses a fixture of a real part (REAL_PARTS) or is marked so, itself
+or by its module (`pytestmark = pytest.mark.integration`: tests that start processes, a daemon, a browser or
+the CLI as a user would); every other test is `unit`, and `make test-unit` (`pytest -m unit`) runs those alone. A unit
+test is held to it: while it runs, starting a process (Spark's JVM, a daemon, a server) or connecting off
+this machine raises, naming the test, so a test that needs real parts cannot pass as a unit test.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,10 +37,52 @@ from medallion_assets.engine.spark import spark_session
 from medallion_assets.runner import PipelineReport, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
+from tests.tiers import UNIT_TEST_GUARD, refuse_in_unit_test
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "metadata_seed"
 RAW = "s3://medallion-raw"  # where the seed catalog's sources live
+
+# The fixtures that start or reach a real server; a test using any of them, directly or through another
+# fixture, is an integration test.
+REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = sorted(REAL_PARTS.intersection(item.fixturenames))
+        if item.get_closest_marker("unit") and parts:
+            raise pytest.UsageError(f"{item.nodeid} is marked unit but uses {', '.join(parts)}")
+        if not parts and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.unit)
+        else:
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    sys.addaudithook(UNIT_TEST_GUARD)  # audit hooks cannot be removed: it is idle outside unit tests
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with _guarded(item):
+        return (yield)
+
+
+@contextlib.contextmanager
+def _guarded(item: pytest.Item) -> Iterator[None]:
+    UNIT_TEST_GUARD.running = item.nodeid if item.get_closest_marker("unit") else None
+    try:
+        yield
+    finally:
+        UNIT_TEST_GUARD.running = None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,6 +112,7 @@ def medallion_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """moto in server mode on 127.0.0.1, reached through plain boto3 with an endpoint URL, as AWS would be."""
+    refuse_in_unit_test("s3_endpoint")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -102,6 +152,7 @@ def _start_throwaway_postgres(tmp_root: Path) -> str:
 
 @pytest.fixture(scope="session")
 def pg_url(tmp_path_factory) -> str:
+    refuse_in_unit_test("pg_url")
     url = os.environ.get("MEDALLION_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     try:
         psycopg2.connect(url, connect_timeout=3).close()

@@ -27,6 +27,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.conftest import SEED
 
+pytestmark = pytest.mark.integration  # a browser, `medallion ui` and its daemon
+
 MEDALLION = [sys.executable, "-m", "medallion_assets.cli"]
 # Debian's packages (the Makefile's test target installs them): nothing is downloaded at run time.
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"

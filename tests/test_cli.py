@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import boto3
+import pytest
 
 from medallion_assets.sample_data import write_sample_data
 from tests.conftest import SEED
@@ -53,6 +54,7 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     assert unknown.stderr.strip() == "unknown pipeline 'no_such_pipeline'; pipelines: orders_etl, user_events_etl"
 
 
+@pytest.mark.integration  # the demo and the README's commands, each a process
 def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
     """`medallion demo`, then the README's commands from the same folder, with no variable exported: the raw
     objects outlive the demo (kept on disk, served on a loopback S3 API again), and one home holds it all."""

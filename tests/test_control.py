@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 from dagster import (
-    AssetSelection, DagsterInstance, DagsterRunStatus, build_sensor_context, instance_for_test, materialize,
+    AssetSelection, DagsterRunStatus, build_sensor_context, instance_for_test, materialize,
 )
-from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
@@ -17,6 +16,9 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.flags import (
     UnknownEntity, add_missing_flags, disabled_reason, read_control_state, set_flag,
+)
+from medallion_assets.dagster_compat import (
+    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
 )
 from medallion_assets.definitions import build_definitions
 from medallion_assets.errors import StageHalted
@@ -28,7 +30,7 @@ from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def store(request, tmp_path) -> CatalogStore:
     url = (f"sqlite:///{tmp_path}/catalog.db" if request.param == "sqlite"
            else request.getfixturevalue("pg_database"))
@@ -184,7 +186,7 @@ def test_the_control_sensor_cancels_queued_runs_of_disabled_work(store, tmp_path
     snapshot = store.snapshot()
     events_gold = target_key(snapshot.targets["gold_daily_user_events"])
     orders_gold = target_key(snapshot.targets["gold_daily_revenue"])
-    overrides = {"run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"}}
+    overrides = {"run_coordinator": {"module": "dagster", "class": "QueuedRunCoordinator"}}
     with instance_for_test(overrides=overrides) as instance:
         # Queued runs point at the code location the daemon will launch them from, as the UI's runs do.
         origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"),
@@ -200,7 +202,6 @@ def test_the_control_sensor_cancels_queued_runs_of_disabled_work(store, tmp_path
         assert instance.get_run_by_id(queued[events_gold]).status in (DagsterRunStatus.CANCELED,
                                                                       DagsterRunStatus.CANCELING)
         assert instance.get_run_by_id(queued[orders_gold]).status == DagsterRunStatus.QUEUED
-        assert isinstance(instance, DagsterInstance)
         reason = "pipeline user_events_etl is disabled in the pipelines table"
         tags = instance.get_run_by_id(queued[events_gold]).tags
         assert (tags["medallion/status"], tags["medallion/halt_reason"]) == ("cancelled", reason)

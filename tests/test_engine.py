@@ -103,6 +103,7 @@ def test_qualified_names_are_quoted_part_by_part():
     assert spark_identifier("event_id") == "`event_id`"
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_the_engine_imports_nothing_of_dagster():
     """DESIGN rule 2: ingest, transform, validate and load run anywhere, without the orchestrator."""
     script = "import sys, medallion_assets.engine.stages; print(sorted(m for m in sys.modules if m.startswith('dagster')))"

@@ -11,6 +11,7 @@ import gzip
 import json
 import threading
 import time
+import urllib.request
 
 import boto3
 import psycopg2
@@ -98,7 +99,18 @@ def test_the_most_specific_enabled_rule_matches_by_class_along_the_cause_chain_a
     assert matching_rule([rule("rerun", error_code="KeyError", action="rerun_from_failure")], fault) is None
 
 
-def test_upstream_data_not_there_yet_is_waited_for_with_backoff(medallion, raw_data, tmp_path):
+def moto_recorder(endpoint: str, command: str) -> str:
+    """moto's own request recorder: `reset-recording`, `start-recording`, `stop-recording` or
+    `download-recording` (the requests recorded since, one JSON line each). It writes to the working
+    folder."""
+    request = urllib.request.Request(f"{endpoint}/moto-api/recorder/{command}",
+                                     method="GET" if command == "download-recording" else "POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.read().decode()
+
+
+def test_upstream_data_not_there_yet_is_waited_for_with_backoff(medallion, raw_data, tmp_path, s3_endpoint,
+                                                                  monkeypatch):
     s3 = boto3.resource("s3")
     parked = {item.key: item.get()["Body"].read() for item in s3.Bucket("medallion-raw").objects.filter(Prefix="user_events/")}
     s3.Bucket("medallion-raw").objects.filter(Prefix="user_events/").delete()
@@ -110,16 +122,29 @@ healing_actions:
 """)
     medallion.load(fast)
 
-    def deliver_once_healing_waits():
+    monkeypatch.chdir(tmp_path)  # where moto's recorder writes
+    run_over = threading.Event()
+
+    def deliver_once_healing_has_looked():
+        """The data arrives only after the stage failed and the action then looked under the empty prefix."""
         while not medallion.store.audit_entries(stage_name="bronze_ingest", event="stage"):
-            time.sleep(0.05)
-        time.sleep(1)  # the action is now polling
+            if run_over.wait(0.05):
+                return
+        moto_recorder(s3_endpoint, "reset-recording")
+        moto_recorder(s3_endpoint, "start-recording")
+        try:
+            while "prefix=user_events" not in moto_recorder(s3_endpoint, "download-recording"):
+                if run_over.wait(0.05):
+                    return
+        finally:
+            moto_recorder(s3_endpoint, "stop-recording")
         for key, body in parked.items():
             boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=body)
 
-    courier = threading.Thread(target=deliver_once_healing_waits)
+    courier = threading.Thread(target=deliver_once_healing_has_looked)
     courier.start()
     report = medallion.run("user_events_etl")
+    run_over.set()
     courier.join()
     assert report.status == "success", report
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
@@ -258,7 +283,7 @@ def kill_the_load_once(pg_database: str, table: str) -> threading.Thread:
 
     injector = threading.Thread(target=inject)
     injector.start()
-    locked.wait(10)
+    assert locked.wait(60), f"the lock on {table} was not taken"
     return injector
 
 

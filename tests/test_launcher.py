@@ -9,12 +9,13 @@ import json
 import pytest
 import yaml
 from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus, build_sensor_context, instance_for_test
-from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
-from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 from sqlalchemy import text
 
 from medallion_assets.catalog.models import Pipeline, Profile, Source, Stage, Target, Throttle
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.dagster_compat import (
+    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin, runs_to_dequeue,
+)
 from medallion_assets.definitions import build_definitions
 from medallion_assets.storage.objects import list_objects
 from tests.conftest import REPO
@@ -74,9 +75,7 @@ class Deployment:
 
     def dequeue_order(self) -> list[str]:
         """The runs Dagster's queued run coordinator would launch now, in its order."""
-        daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
-        runs = daemon._get_runs_to_dequeue(self.instance, self.instance.get_concurrency_config(), None)
-        return [run.tags["medallion/pipeline"] for run in runs]
+        return [run.tags["medallion/pipeline"] for run in runs_to_dequeue(self.instance)]
 
     def finish(self, pipeline_id: str, failed: bool = False) -> None:
         """The run of a pipeline succeeds, having ingested its files (as its bronze stage would), or fails."""

@@ -183,6 +183,7 @@ def test_serve_answers_as_marquez_does(server, catalog, tmp_path):
         (SHOP_ORDERS, "orders_raw", "airflow/shop_export.orders")]
 
 
+@pytest.mark.integration  # the command, as a process
 def test_the_serve_command_listens_on_loopback(catalog, tmp_path):
     command = subprocess.Popen([sys.executable, "-m", "medallion_assets.cli", "lineage", "serve", "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=os.environ)

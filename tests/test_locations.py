@@ -7,14 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from dagster import AssetKey, instance_for_test
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 from sqlalchemy import text
 
 from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.dagster_compat import WorkspaceFileTarget, WorkspaceProcessContext
 from tests.conftest import REPO, SEED
+
+pytestmark = pytest.mark.integration  # the CLI and Dagster's code servers, as processes
 
 
 def load_workspace(path: Path) -> dict:

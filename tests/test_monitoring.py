@@ -9,8 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import boto3
 import pytest
-from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
-from dagster._core.definitions.freshness import CronFreshnessPolicy, TimeWindowFreshnessPolicy
+from dagster import AssetCheckKey, AssetKey, FreshnessPolicy, build_sensor_context, instance_for_test
 
 from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Notification, Sla, VolumeBand
@@ -64,13 +63,11 @@ def test_slas_become_dagster_freshness_policies(tmp_path, bucket):
     medallion = Installation(tmp_path, bucket, clicks_catalog(
         bucket, ', sla: {expected_by: "06:30", window_minutes: 90, timezone: "Europe/Berlin"}'))
     specs = {spec.key: spec for assets in medallion.defs.assets if hasattr(assets, "specs") for spec in assets.specs}
-    own = specs[BRONZE].freshness_policy  # the target's own SLA wins over its pipeline's
-    assert isinstance(own, TimeWindowFreshnessPolicy)
-    assert (own.fail_window.to_timedelta(), own.warn_window.to_timedelta()) == (timedelta(hours=2), timedelta(hours=1))
-    inherited = specs[AssetKey(["silver", "pages"])].freshness_policy
-    assert isinstance(inherited, CronFreshnessPolicy)
-    assert (inherited.deadline_cron, inherited.lower_bound_delta, inherited.timezone) == (
-        "30 6 * * *", timedelta(minutes=90), "Europe/Berlin")
+    # The target's own SLA wins over its pipeline's.
+    assert specs[BRONZE].freshness_policy == FreshnessPolicy.time_window(fail_window=timedelta(hours=2),
+                                                                         warn_window=timedelta(hours=1))
+    assert specs[AssetKey(["silver", "pages"])].freshness_policy == FreshnessPolicy.cron(
+        deadline_cron="30 6 * * *", lower_bound_delta=timedelta(minutes=90), timezone="Europe/Berlin")
 
 
 def test_sla_rows_are_checked_at_load():
@@ -232,10 +229,12 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
     import urllib.request
 
     from dagster import DagsterRunStatus
-    from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
     from prometheus_client.parser import text_string_to_metric_families
 
     from medallion_assets.control.metrics import serve
+    from medallion_assets.dagster_compat import (
+        RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+    )
 
     medallion = Installation(tmp_path, bucket, clicks_catalog(bucket))
     record = medallion.store.record_audit
@@ -291,13 +290,11 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
 def test_dagsters_freshness_daemon_judges_assets_by_their_slas(tmp_path, bucket, monkeypatch):
     """What the UI shows: Dagster's own freshness daemon, on the code location as Dagster loads it."""
     from dagster import AssetMaterialization
-    from dagster._core.definitions.freshness import FreshnessState
-    from dagster._core.remote_origin import InProcessCodeLocationOrigin
-    from dagster._core.test_utils import freeze_time
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
-    from dagster._daemon.freshness import FreshnessDaemon
+
+    from medallion_assets.dagster_compat import (
+        FreshnessDaemon, InProcessCodeLocationOrigin, InProcessWorkspaceLoadTarget, LoadableTargetOrigin,
+        WorkspaceProcessContext, freeze_time,
+    )
 
     medallion = Installation(tmp_path, bucket, clicks_catalog(bucket, ', sla: {expected_by: "00:00"}'))
     monkeypatch.setenv("MEDALLION_CATALOG_URL", medallion.store.url)
@@ -313,6 +310,6 @@ def test_dagsters_freshness_daemon_judges_assets_by_their_slas(tmp_path, bucket,
         origin = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="medallion_assets.definitions"))
         with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace:
             list(FreshnessDaemon().run_iteration(workspace))
-        states = {key: record.freshness_state for key, record in
+        states = {key: record.freshness_state.value for key, record in
                   instance.get_freshness_state_records([BRONZE, pages]).items()}
-    assert states == {BRONZE: FreshnessState.WARN, pages: FreshnessState.FAIL}
+    assert states == {BRONZE: "WARN", pages: "FAIL"}

@@ -24,12 +24,14 @@ from moto.server import ThreadedMotoServer
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.storage.objects import ObjectInfo, copy_object, delete_object, list_objects, read_bytes, write_bytes
+from tests.tiers import refuse_in_unit_test
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """URL of an S3 API server on loopback; the AWS environment points boto3 at it for the session."""
+    refuse_in_unit_test("s3_endpoint")
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -52,7 +54,7 @@ def bucket(s3_endpoint):
     return name
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration)])
 def raw_root(request, tmp_path):
     """A root url for raw data, once a local folder and once an S3 prefix."""
     if request.param == "local":

@@ -14,20 +14,23 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import pytest
+from dagster import instance_for_test
 from openlineage.client.serde import Serde
 
+from medallion_assets.assets.factory import target_key
 from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.throttles import CatalogThrottles
-from medallion_assets.engine.stages import StageRunner
-from medallion_assets.recovery.routes import CatalogRoutes
+from medallion_assets.definitions import build_definitions
 from medallion_assets.openlineage.events import (
-    AssetResult, CheckResult, DatasetLocation, Emitter, asset_result, pipeline_run_event, stage_asset_run,
+    AssetResult, CheckResult, DatasetLocation, Emitter, pipeline_run_event, reconfigure_emitter,
+    stage_asset_run,
 )
+from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
@@ -208,6 +211,7 @@ def endpoint(monkeypatch, answer: Callable[[dict], int]) -> Iterator[ThreadingHT
 
 def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
         tmp_path, spark, s3_endpoint, no_openlineage_variables, monkeypatch):
+    """The real assets' wiring: a pipeline materialized through Dagster, its events caught at an endpoint."""
     bucket = f"raw-{uuid.uuid4().hex[:10]}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     write_sample_data(f"s3://{bucket}", rows=200)
@@ -218,34 +222,40 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(validate_files(store.snapshot(), [seed]).rows)
-    snapshot, lake, warehouse_url = store.snapshot(), str(tmp_path / "lake"), f"duckdb:///{tmp_path}/w.duckdb"
-    dagster_run_id = str(uuid.uuid4())
+    lake, warehouse_url = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/w.duckdb"
 
-    outcomes = {}
     with endpoint(monkeypatch, lambda body: 200) as server:
-        emitter = Emitter()
-        assert emitter.transport == "http"
-        emitter.emit(pipeline_run_event("orders_etl", dagster_run_id, "START"))
-        with warehouse_from_url(warehouse_url) as warehouse:
-            runner = StageRunner(spark, snapshot, store, lake, warehouse, throttle=CatalogThrottles(store),
-                                 recovery=CatalogRoutes(store, snapshot))
-            for stage in snapshot.stages("orders_etl"):
-                run = stage_asset_run(snapshot, stage, dagster_run_id, lake, warehouse_url)
-                emitter.emit(*run.start())
-                outcomes[stage.target_id] = outcome = runner.run_stage(stage)
-                emitter.emit(*run.finish(asset_result(outcome)))
-        emitter.emit(pipeline_run_event("orders_etl", dagster_run_id, "COMPLETE"))
-        assert emitter.close(timeout=30)
+        try:
+            emitter = reconfigure_emitter()  # the process's emitter, now from the endpoint's configuration
+            assert emitter.transport == "http"
+            with instance_for_test() as instance:
+                defs = build_definitions(store.url, lake, warehouse_url)
+                report = run_pipeline(defs, store.snapshot(), store, "orders_etl", instance)
+                [dagster_run] = instance.get_runs()
+            assert emitter.close(timeout=30)
+        finally:
+            monkeypatch.undo()
+            reconfigure_emitter()  # back to the suite's configuration
+    assert report.status == "success", report
+    reported = {asset.key: asset for asset in report.assets}
+    snapshot = store.snapshot()
+    gold_report, silver_report = (reported[target_key(snapshot.targets[t]).to_user_string()]
+                                  for t in (GOLD, "silver_orders"))
+    dagster_run_id = dagster_run.run_id
 
     assert {path for path, _ in server.received} == {"/api/v1/lineage"}
     events = [validate(body) for _, body in server.received]
     assert (emitter.sent, emitter.failed, emitter.dropped) == (len(events), 0, 0) == (22, 0, 0)
-    assert [(e["eventType"], e["job"]["name"]) for e in (events[0], events[-1])] == [
-        ("START", "orders_etl"), ("COMPLETE", "orders_etl")]
     runs: dict[str, list[int]] = {}
     for position, event in enumerate(events):
         runs.setdefault(event["run"]["runId"], []).append(position)
     assert len(runs) == 1 + 4 + 2 + 4  # the Dagster run, 4 assets, 2 queries, 4 check runs
+    assert [(events[p]["eventType"], events[p]["job"]["name"]) for p in runs[dagster_run_id]] == [
+        ("START", "orders_etl"), ("COMPLETE", "orders_etl")]
+
+    def at(position: int) -> datetime:
+        return datetime.fromisoformat(events[position]["eventTime"])
+
     jobs = {}
     for run_id, positions in runs.items():
         first, *_, last = [events[p] for p in positions]
@@ -256,25 +266,31 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
         parent = first["run"]["facets"]["parent"]
         assert parent["root"]["run"]["runId"] == dagster_run_id and parent["root"]["job"]["name"] == "orders_etl"
         parent_positions = runs[parent["run"]["runId"]]
-        # A child starts after its parent has started and ends before its parent ends.
-        assert parent_positions[0] < positions[0] and positions[-1] < parent_positions[-1]
-    assert [name for name in jobs if name.count(".") == 1] == [
-        "orders_etl.bronze_orders", "orders_etl.bronze_customers", "orders_etl.silver_orders", f"orders_etl.{GOLD}"]
+        # A child starts after its parent has started and ends before its parent ends. The Dagster run's own
+        # events are sent once its id is known, after the run, so it is their times that say so.
+        assert at(parent_positions[0]) <= at(positions[0]) and at(positions[-1]) <= at(parent_positions[-1])
+    # The two bronze assets run in either order; silver waits for both, gold for silver.
+    assets_in_order = [name for name in jobs if name.count(".") == 1]
+    assert sorted(assets_in_order[:2]) == ["orders_etl.bronze_customers", "orders_etl.bronze_orders"]
+    assert assets_in_order[2:] == ["orders_etl.silver_orders", f"orders_etl.{GOLD}"]
     assert {name for name in jobs if name.count(".") == 2} == {
         "orders_etl.silver_orders.query_1", f"orders_etl.{GOLD}.query_1", *(
             f"orders_etl.{t}.checks" for t in ("bronze_orders", "bronze_customers", "silver_orders", GOLD))}
 
     gold_end = events[runs[jobs[f"orders_etl.{GOLD}"]][-1]]
     lake_output, table_output = gold_end["outputs"]
-    assert lake_output["outputFacets"]["outputStatistics"]["rowCount"] == outcomes[GOLD].rows_written > 0
+    with warehouse_from_url(warehouse_url) as warehouse:
+        gold = warehouse.query("SELECT * FROM analytics.daily_revenue_by_country")
+    assert lake_output["outputFacets"]["outputStatistics"]["rowCount"] == gold_report.rows == len(gold) > 0
     assert lake_output["outputFacets"]["outputStatistics"]["size"] > 0
-    assert table_output["outputFacets"]["outputStatistics"]["rowCount"] == outcomes[GOLD].load.rows_loaded
+    assert table_output["outputFacets"]["outputStatistics"]["rowCount"] == len(gold)
     assert table_output["name"] == "w.analytics.daily_revenue_by_country"
-    assert [f["name"] for f in lake_output["facets"]["schema"]["fields"]] == list(outcomes[GOLD].columns)
+    assert [f["name"] for f in lake_output["facets"]["schema"]["fields"]] == list(gold[0])
     silver_checks = events[runs[jobs["orders_etl.silver_orders.checks"]][-1]]
     assertions = silver_checks["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert [(a["name"], a["success"]) for a in assertions] == [
-        (o.rule.name, o.passed) for o in outcomes["silver_orders"].rule_outcomes]
+        (check["name"], check["passed"]) for check in silver_report.checks]
+    assert assertions  # the seed's silver rules
 
 
 def test_a_hanging_endpoint_neither_blocks_nor_breaks_the_caller(snapshot, clean_environment, monkeypatch, caplog):

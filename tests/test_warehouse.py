@@ -48,7 +48,7 @@ def content(warehouse, table: str) -> list[tuple]:
     return sorted(tuple(row.values()) for row in warehouse.query(f"SELECT id, country, amount FROM {table}"))
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
+@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.integration)])
 def warehouse(request, tmp_path):
     """The same tests run on a DuckDB file and on the PostgreSQL server."""
     url = f"duckdb:///{tmp_path}/warehouse.duckdb" if request.param == "duckdb" else request.getfixturevalue("pg_url")

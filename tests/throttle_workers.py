@@ -1,36 +1,61 @@
-"""What test_throttles runs in separate processes (spawned, so they import only this small module)."""
+"""What test_throttles runs in separate processes (spawned, so they import only this small module).
 
-from __future__ import annotations
+No `from __future__ import annotations`: Dagster reads the asset's `context` annotation as a type.
+"""
 
+import fcntl
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from dagster import DagsterInstance, asset, materialize
+from dagster import AssetExecutionContext, DagsterInstance, asset, materialize
 
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import take
 
-BARRIER_TIMEOUT_SEC = 180
+# How long a step waits for the other runs to show up, inside the pool or waiting on it, before it fails.
+ARRIVAL_TIMEOUT_SEC = 180
 
 
-def run_pooled_step(pool: str, log: str, run_number: int, runs: int) -> None:
-    """One run: a single step in `pool` that logs its start and end, and holds its slot until all `runs`
-    have been launched, so that every run contends for the pool at the same time."""
-    logged = Path(log)
+@contextmanager
+def _tally(path: Path) -> Iterator[dict]:
+    """The steps' shared tally (inside the pool now, the most ever inside, finished), read and written under a
+    file lock, so processes count into it one at a time."""
+    with path.open("a+") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        file.seek(0)
+        tally = json.loads(file.read() or '{"inside": 0, "most": 0, "finished": 0}')
+        yield tally
+        file.seek(0)
+        file.truncate()
+        file.write(json.dumps(tally))
+
+
+def run_pooled_step(pool: str, tally: str, runs: int) -> None:
+    """One run: a single step in `pool` that counts itself into the tally while it holds its slot, and holds
+    it until every run not yet finished is either inside the pool or waiting on it: so the pool, and nothing
+    else, decides how many are inside at once."""
+    counted = Path(tally)
 
     @asset(pool=pool)
-    def extract() -> None:
-        with logged.open("a") as out:
-            out.write(f"{time.time()} 1\n")
-        deadline = time.time() + BARRIER_TIMEOUT_SEC
-        while len(list(logged.parent.glob("launched-*"))) < runs and time.time() < deadline:
+    def extract(context: AssetExecutionContext) -> None:
+        with _tally(counted) as now:
+            now["inside"] += 1
+            now["most"] = max(now["most"], now["inside"])
+        deadline = time.monotonic() + ARRIVAL_TIMEOUT_SEC
+        while True:
+            waiting = context.instance.event_log_storage.get_concurrency_info(pool).pending_step_count
+            with _tally(counted) as now:
+                if now["inside"] + waiting >= runs - now["finished"]:
+                    now["inside"] -= 1
+                    now["finished"] += 1
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the other runs neither entered pool {pool} nor waited on it: {now}")
             time.sleep(0.05)
-        time.sleep(0.3)
-        with logged.open("a") as out:
-            out.write(f"{time.time()} -1\n")
 
-    (logged.parent / f"launched-{run_number}").touch()
     assert materialize([extract], instance=DagsterInstance.get()).success
 
 

@@ -38,7 +38,7 @@ Dagster's own mechanisms, where they do the job:
 - `run_failure_sensor` is not used: a run status sensor can only request jobs it is given as definitions
   (`request_job`), while the re-execution is an asset selection in Dagster's implicit asset job, which has no
   definition to give; an asset job of our own over every asset would double the code location's load time
-  (sensors/jobs.py). The healing sensor is a plain sensor with its own cursor over failed runs instead.
+  (dagster_compat.IMPLICIT_ASSET_JOB_NAME). The healing sensor is a plain sensor with its own cursor over failed runs instead.
 """
 
 from __future__ import annotations

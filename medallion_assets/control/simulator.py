@@ -118,7 +118,7 @@ class Scenario(_Model):
 
     def arrivals(self) -> list[tuple[float, str]]:
         """(seconds from start, pipeline id) of every data arrival, in time order."""
-        from dagster._utils.schedules import cron_string_iterator  # Dagster's own cron semantics
+        from medallion_assets.dagster_compat import cron_string_iterator  # Dagster's own cron semantics
 
         horizon = self.hours * 3600
         arrivals = []

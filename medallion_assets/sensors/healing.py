@@ -21,16 +21,15 @@ from dagster import (
     DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunRequest,
     RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
 )
-from dagster._utils.error import SerializableErrorInfo
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import reexecution
 from medallion_assets.control.healing import Fault, rule_problems
 from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
+from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 from medallion_assets.naming import PIPELINE_TAG
 
 DEFAULT_INTERVAL_SECONDS = 30

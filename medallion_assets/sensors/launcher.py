@@ -28,15 +28,14 @@ from dagster import (
     DagsterInstance, DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
     SensorEvaluationContext, SensorResult, sensor,
 )
-from dagster._utils.schedules import get_latest_completed_cron_tick
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.sensors.jobs import IMPLICIT_ASSET_JOB_NAME
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import backing_off
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
+from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, get_latest_completed_cron_tick
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.storage.objects import list_objects

@@ -49,6 +49,7 @@ def catalog_url(request, tmp_path) -> str:
         f"sqlite:///{tmp_path}/catalog.db"
 
 
+@pytest.mark.integration  # two processes
 def test_two_processes_loading_conflicting_files_at_once_leave_one_producer_per_target(catalog_url, tmp_path):
     team_a, team_b = race_files(tmp_path / "yaml")
     workers = [subprocess.Popen([sys.executable, "-m", "tests.hostile.load_worker", catalog_url, *files],

@@ -1,0 +1,134 @@
+"""Every Dagster name Medallion uses that Dagster does not export publicly, in one place.
+
+Dagster keeps its internals under `dagster._…` and changes them between minor versions. Medallion uses a
+handful of them where no public API does the job; each is imported here and nowhere else, with the reason
+next to it, so a Dagster upgrade means reading one file and running `tests/test_dagster_compat.py`, which
+names the Dagster versions this module was checked against and fails when a name stops resolving. Everything
+else, in the package and in the tests, imports from `dagster` itself (a unit test refuses `dagster._`
+anywhere but here).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from dagster import DagsterInstance, DagsterRun
+from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
+from dagster._core.definitions.selector import JobSubsetSelector
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import WorkspaceFileTarget
+from dagster._utils.error import SerializableErrorInfo
+from dagster._utils.schedules import cron_string_iterator, get_latest_completed_cron_tick
+
+if TYPE_CHECKING:
+    from dagster._core.remote_origin import (
+        InProcessCodeLocationOrigin, RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+    )
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster._core.test_utils import freeze_time
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+    from dagster._daemon.freshness import FreshnessDaemon
+
+# Names only tests and benchmarks use, imported on first use: dagster._core.test_utils alone costs a second of
+# import time that a sensor tick or `medallion catalog validate` should not pay.
+_ON_FIRST_USE = {
+    "InProcessCodeLocationOrigin": "dagster._core.remote_origin",
+    "RegisteredCodeLocationOrigin": "dagster._core.remote_origin",
+    "RemoteJobOrigin": "dagster._core.remote_origin",
+    "RemoteRepositoryOrigin": "dagster._core.remote_origin",
+    "RepositorySnap": "dagster._core.remote_representation.external_data",
+    "freeze_time": "dagster._core.test_utils",
+    "LoadableTargetOrigin": "dagster._core.types.loadable_target_origin",
+    "InProcessWorkspaceLoadTarget": "dagster._core.workspace.load_target",
+    "FreshnessDaemon": "dagster._daemon.freshness",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
+
+
+# The Dagster releases this module was read against, [first, end): tests/test_dagster_compat.py holds the
+# installed Dagster, and pyproject's pin, to the same range.
+CHECKED_DAGSTER_VERSIONS = ("1.13.0", "1.14.0")
+
+__all__ = [
+    "CHECKED_DAGSTER_VERSIONS", "IMPLICIT_ASSET_JOB_NAME", "FreshnessDaemon", "InProcessCodeLocationOrigin",
+    "InProcessWorkspaceLoadTarget", "JobSubsetSelector", "LoadableTargetOrigin",
+    "RegisteredCodeLocationOrigin", "RemoteJobOrigin", "RemoteRepositoryOrigin", "RepositorySnap",
+    "SerializableErrorInfo", "WorkspaceFileTarget", "WorkspaceProcessContext", "cron_string_iterator",
+    "freeze_time", "get_latest_completed_cron_tick", "queue_daemon_running", "runs_to_dequeue",
+]
+
+# Why each name is used although Dagster does not export it (a constant or a class cannot carry a docstring of
+# ours). The compatibility test checks every name in `__all__` has its reason, so none arrives without one.
+WHY: dict[str, str] = {
+    "IMPLICIT_ASSET_JOB_NAME": (
+        "The job the launcher and healing sensors request their runs in, and the queued CLI run is created "
+        "in: Dagster's implicit global asset job, which every code location with assets has anyway. A sensor"
+        " given `target=AssetSelection.all()` builds a job of its own over every asset instead, doubling the"
+        " load time of a large catalog's code location (10,000 datasets: resolve + snapshot 20 s → 10 s). "
+        "The public `Definitions.resolve_implicit_global_asset_job_def().name` needs the Definitions, which "
+        "the sensors are part of."),
+    "get_latest_completed_cron_tick": (
+        "The launcher decides a scheduled pipeline is due with Dagster's own cron semantics (time zones, "
+        "DST), so it agrees with Dagster schedules; Dagster exports no cron evaluation."),
+    "cron_string_iterator": (
+        "The scheduling simulator replays cron arrivals with the same semantics as the launcher above."),
+    "SerializableErrorInfo": (
+        "The type of a failed step's error as Dagster records it (`step_failure_data.error`), which the "
+        "healing sensor matches against healing rules; Dagster exports the event, not its error's type."),
+    "JobSubsetSelector": (
+        "`medallion run` against a deployed instance submits its run to the run queue from a workspace, as "
+        "the webserver does; no public API creates a queued run for an asset selection of a code location, "
+        "except GraphQL through a running webserver."),
+    "WorkspaceProcessContext": "The workspace that run is created and submitted in (see JobSubsetSelector).",
+    "WorkspaceFileTarget": "Loads that workspace from workspace.yaml (see JobSubsetSelector).",
+    "InProcessWorkspaceLoadTarget": (
+        "Tests: a workspace of this process's code location, for Dagster's freshness daemon to evaluate."),
+    "InProcessCodeLocationOrigin": "Tests: the origin of that in-process code location.",
+    "LoadableTargetOrigin": "Tests: the module that code location loads from.",
+    "FreshnessDaemon": (
+        "Tests: one iteration of Dagster's own freshness daemon, to judge SLAs as the UI shows them; Dagster"
+        " has no public call that evaluates a freshness policy."),
+    "freeze_time": (
+        "Tests: materializations reported as of a time in the past, for the freshness daemon to judge; "
+        "`report_runless_asset_event` takes no timestamp."),
+    "RegisteredCodeLocationOrigin": (
+        "Tests and benchmarks: queued runs created with `create_run_for_job` must name the code location the"
+        " daemon would launch them from, as runs created by the UI do; the origin types are not exported."),
+    "RemoteRepositoryOrigin": "Tests and benchmarks: part of that origin (see RegisteredCodeLocationOrigin).",
+    "RemoteJobOrigin": "Tests and benchmarks: part of that origin (see RegisteredCodeLocationOrigin).",
+    "RepositorySnap": (
+        "Tests and benchmarks: the repository snapshot the webserver fetches, serialized, to measure and pin"
+        " what the UI receives; no public API builds it."),
+    "queue_daemon_running": (
+        "Whether the daemon's queue loop sends heartbeats. The public `DagsterInstance.get_daemon_statuses` "
+        "counts a heartbeat that carries an error as unhealthy, while a queue loop that logged an error "
+        "keeps dequeuing; only the private function takes `ignore_errors`."),
+    "runs_to_dequeue": (
+        "Tests: the runs Dagster's queued run coordinator would launch now, in its order (priority, pools, "
+        "tag limits), without launching them; the coordinator's ordering is not public."),
+    "CHECKED_DAGSTER_VERSIONS": "Not a Dagster name: the versions this module was read against.",
+}
+
+
+def queue_daemon_running(instance: DagsterInstance) -> bool:
+    """Whether the daemon's queue loop has sent a heartbeat lately (its errors aside: see WHY)."""
+    from dagster._daemon.controller import get_daemon_statuses  # the daemon package costs 0.4 s to import
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    queue = QueuedRunCoordinatorDaemon.daemon_type()
+    return bool(get_daemon_statuses(instance, [queue], ignore_errors=True)[queue].healthy)
+
+
+def runs_to_dequeue(instance: DagsterInstance) -> list[DagsterRun]:
+    """The queued runs Dagster's queued run coordinator would launch now, in its order."""
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
+    return list(daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None))
