@@ -120,11 +120,14 @@ class CatalogStore:
             return [_model(table_name, record) for record in connection.execute(query).mappings()]
 
     def snapshot(self, domain: str | None = None) -> CatalogSnapshot:
-        """Every loadable table; with `domain`, only that domain's pipelines and their stages, so a broken row of
-        another domain's pipeline or stage does not stop this one from loading."""
+        """Every loadable table; with `domain`, only that domain's share of the structure (see _domain_rows), so
+        a broken row of another domain does not stop this one from loading, and a domain reads no more than its
+        own part of a large catalog."""
         snapshot = CatalogSnapshot()
+        scoped = self._domain_rows(domain) if domain is not None else {}
         for table_name in LOADABLE:
-            for row in self.read_table(table_name, self._domain_clause(table_name, domain)):
+            rows = scoped[table_name] if table_name in scoped else self.read_table(table_name)
+            for row in rows:
                 snapshot.add(table_name, row)
         return snapshot
 
@@ -135,17 +138,23 @@ class CatalogStore:
         with self.engine.connect() as connection:
             return sorted({domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()})
 
-    def _domain_clause(self, table_name: str, domain: str | None):
-        if domain is None or table_name not in ("pipelines", "stages"):
-            return None
-        pipelines = LOADABLE_TABLES["pipelines"]
+    def _domain_rows(self, domain: str) -> dict[str, list[Row]]:
+        """A domain's pipelines, their stages, and the sources, targets and rule sets those stages name (an input
+        may be another domain's target: its row is read, as the asset it depends on)."""
+        pipelines, stages = LOADABLE_TABLES["pipelines"], LOADABLE_TABLES["stages"]
         # A pipeline written before domains existed has none: it is in the default domain.
         in_domain = pipelines.c.domain == domain
         if domain == LOADABLE["pipelines"].model_fields["domain"].default:
             in_domain = in_domain | pipelines.c.domain.is_(None)
-        if table_name == "pipelines":
-            return in_domain
-        return LOADABLE_TABLES["stages"].c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain))
+        rows: dict[str, list[Row]] = {"pipelines": self.read_table("pipelines", in_domain)}
+        rows["stages"] = self.read_table("stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain)))
+        inputs = {dataset for stage in rows["stages"] for dataset in stage.input_ids()}
+        named = {"sources": inputs, "targets": inputs | {stage.target_id for stage in rows["stages"]},
+                 "validation_rules": {stage.validation_set_id for stage in rows["stages"]} - {None}}
+        for table_name, ids in named.items():
+            [key] = LOADABLE[table_name].key_fields
+            rows[table_name] = self.read_table(table_name, LOADABLE_TABLES[table_name].c[key].in_(sorted(ids)))
+        return rows
 
     def table_rows(self, table_name: str) -> list[dict[str, Any]]:
         if table_name not in metadata.tables:
