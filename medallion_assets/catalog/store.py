@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 from alembic import command
 from alembic.config import Config
 from pydantic import ValidationError
@@ -139,8 +140,9 @@ class CatalogStore:
             return sorted({domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()})
 
     def _domain_rows(self, domain: str) -> dict[str, list[Row]]:
-        """A domain's pipelines, their stages, and the sources, targets and rule sets those stages name (an input
-        may be another domain's target: its row is read, as the asset it depends on)."""
+        """A domain's pipelines, their stages, the rule sets those stages name, and the sources and targets of
+        the datasets the stages read and write and of every dataset upstream of them in the declared lineage (a
+        recovery path may read an alternate source; an input may be another domain's target)."""
         pipelines, stages = LOADABLE_TABLES["pipelines"], LOADABLE_TABLES["stages"]
         # A pipeline written before domains existed has none: it is in the default domain.
         in_domain = pipelines.c.domain == domain
@@ -148,8 +150,11 @@ class CatalogStore:
             in_domain = in_domain | pipelines.c.domain.is_(None)
         rows: dict[str, list[Row]] = {"pipelines": self.read_table("pipelines", in_domain)}
         rows["stages"] = self.read_table("stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain)))
-        inputs = {dataset for stage in rows["stages"] for dataset in stage.input_ids()}
-        named = {"sources": inputs, "targets": inputs | {stage.target_id for stage in rows["stages"]},
+        rows["dataset_lineage"] = self.read_table("dataset_lineage")
+        datasets = {dataset for stage in rows["stages"] for dataset in (*stage.input_ids(), stage.target_id)}
+        upstream = nx.DiGraph((edge.upstream, edge.downstream) for edge in rows["dataset_lineage"])
+        datasets |= {ancestor for dataset in datasets if dataset in upstream for ancestor in nx.ancestors(upstream, dataset)}
+        named = {"sources": datasets, "targets": datasets,
                  "validation_rules": {stage.validation_set_id for stage in rows["stages"]} - {None}}
         for table_name, ids in named.items():
             [key] = LOADABLE[table_name].key_fields
