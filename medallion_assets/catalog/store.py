@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-from alembic import command
-from alembic.config import Config
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, create_engine, delete, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
@@ -49,6 +47,10 @@ class CatalogStore:
 
         Under the catalog-wide lock: a second process starting at the same time waits, then finds it done.
         """
+        # Imported here, not at the top: only migrating needs alembic, and a run worker never migrates.
+        from alembic import command
+        from alembic.config import Config
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self._locked() as connection:
