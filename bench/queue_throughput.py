@@ -166,7 +166,8 @@ def summarize(records, dequeued: dict[str, float], pool_of: dict[str, str]) -> d
         order = sorted(runs)
         # Priority highest first against dequeue order: +1 when the queue followed priority exactly.
         correlations[pool] = spearmanr([-priority for _, priority in order], range(len(order))).statistic
-    return {"runs": len(records), "dequeued_per_minute": len(dequeued) / minutes if minutes else float("inf"),
+    return {"runs": len(records), "succeeded": sum(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records),
+            "dequeued_per_minute": len(dequeued) / minutes if minutes else float("inf"),
             "finished_per_minute": finished / minutes if minutes else float("inf"), "minutes": minutes,
             "spearman": correlations, "priorities": {pool: sorted({p for _, p in runs}) for pool, runs in by_pool.items()}}
 
@@ -180,7 +181,7 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=7200, help="seconds to wait for every run to end")
     args = parser.parse_args()
     result = measure(args.runs, args.pools, args.max_concurrent, args.deadline)
-    print(f"{result['runs']} runs through the queue ({args.pools} pools, max_concurrent_runs {args.max_concurrent}), "
+    print(f"{result['runs']} runs ({result['succeeded']} succeeded) through the queue ({args.pools} pools, max_concurrent_runs {args.max_concurrent}), "
           f"dequeued over {result['minutes']:.1f} min:")
     print(f"  dequeued per minute {result['dequeued_per_minute']:.2f};  finished per minute (baseline, same window) "
           f"{result['finished_per_minute']:.2f};  ratio {result['dequeued_per_minute'] / result['finished_per_minute']:.2f}")

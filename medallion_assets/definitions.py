@@ -38,14 +38,20 @@ def _catalog_snapshot(store: CatalogStore, domain: str | None) -> CatalogSnapsho
     code location's load data, which Dagster stores with every run and gives back to its run worker."""
     context = DefinitionsLoadContext.get()
     if context.load_type == DefinitionsLoadType.RECONSTRUCTION and SNAPSHOT_KEY in context.reconstruction_metadata:
-        packed = context.reconstruction_metadata[SNAPSHOT_KEY]
-        return CatalogSnapshot.from_json(zlib.decompress(base64.b64decode(packed)).decode())
+        return unpack_snapshot(context.reconstruction_metadata[SNAPSHOT_KEY])
     store.migrate()
     snapshot = store.snapshot(domain)
-    # Compressed (about 30 times at 10k datasets): Dagster stores it with the execution plan of every run.
-    packed = base64.b64encode(zlib.compress(snapshot.to_json().encode())).decode()
-    context.add_to_pending_reconstruction_metadata(SNAPSHOT_KEY, packed)
+    context.add_to_pending_reconstruction_metadata(SNAPSHOT_KEY, pack_snapshot(snapshot))
     return snapshot
+
+
+def pack_snapshot(snapshot: CatalogSnapshot) -> str:
+    """Compressed (about 30 times at 10k datasets): Dagster stores it with the execution plan of every run."""
+    return base64.b64encode(zlib.compress(snapshot.to_json().encode())).decode()
+
+
+def unpack_snapshot(packed: str) -> CatalogSnapshot:
+    return CatalogSnapshot.from_json(zlib.decompress(base64.b64decode(packed)).decode())
 
 
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
