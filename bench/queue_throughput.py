@@ -10,8 +10,8 @@ tells an operator to, and enqueues every pipeline (new data in its source) in th
 each pool's limit; the daemon dequeues and launches each run in a run worker of its own.
 
 Reported from Dagster's own run records and events, once every run has ended:
-- runs dequeued per minute: runs over the time from the first RUN_DEQUEUED event to the last (and, as its
-  baseline in the same run, runs finished per minute over the same window: the queue cannot dequeue faster
+- runs dequeued per minute: runs over the time from the first RUN_STARTING event (the daemon's dequeue) to
+  the last (and, as its baseline in the same run, runs finished per minute over the same window: the queue cannot dequeue faster
   than runs end once it is full);
 - per pool, Spearman's rank correlation between priority (highest first) and dequeue order: 1.0 when every
   run of the pool left the queue in priority order (goal >= 0.95). Ties in priority take their mean rank.
@@ -103,8 +103,10 @@ def wait_for(what: str, check, deadline: float):
 
 
 def dequeue_times(instance: DagsterInstance, run_ids: list[str]) -> dict[str, float]:
+    """When the coordinator took each run off the queue: Dagster 1.13 declares RUN_DEQUEUED but never emits
+    it; the daemon's RUN_STARTING event marks the dequeue and launch."""
     return {run_id: record.timestamp for run_id in run_ids
-            for record in instance.all_logs(run_id, of_type=DagsterEventType.RUN_DEQUEUED)}
+            for record in instance.all_logs(run_id, of_type=DagsterEventType.RUN_STARTING)}
 
 
 def measure(runs: int, pools: int, max_concurrent: int, deadline: float) -> dict:
