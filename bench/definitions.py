@@ -24,8 +24,9 @@ times the steps `build_definitions` is made of (catalog migrate and read, asset 
 With `--locations PER`, the catalog's pipelines are split into domains of PER datasets, one code location each
 (`medallion_assets/locations.py`, as `medallion workspace` lays them out), and per size it reports: one
 domain's load (the same phases, median over three domains: first, middle, last), a run worker's start (a new
-Python process that imports Medallion and loads its domain's Definitions, as a run worker does before its first
-step; wall time), and the same graph as one `multi_asset` per pipeline (can_subset, same checks), the shape
+Python process that imports Medallion and rebuilds its domain's Definitions as `dagster api execute_run` does
+before the first step; wall time), once with the load data the code server gave Dagster (the catalog snapshot)
+and once without it (reading the catalog again), and the same graph as one `multi_asset` per pipeline (can_subset, same checks), the shape
 Dagster's integrations use for large graphs; all against the whole catalog as one location, in the same run.
 
     python bench/definitions.py --locations 1000 --sizes 1000 10000 --repeats 2
@@ -51,7 +52,7 @@ from dagster import (
 from medallion_assets.assets import build_assets
 from medallion_assets.catalog.models import Pipeline, RetryPolicy, Rule, Source, Stage, Target, ValidationRuleSet
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.dagster_compat import RepositorySnap
+from medallion_assets.dagster_compat import ReconstructableRepository, RepositorySnap
 from medallion_assets.definitions import build_definitions
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 
@@ -157,23 +158,36 @@ def multi_asset_per_pipeline(pipelines: int) -> list[AssetSpec | AssetsDefinitio
     return assets
 
 
+# A run worker's start, as `dagster api execute_run` does it: rebuild the run's code location, given the load data
+# Dagster stored with the run (argv[2], a file), or without it (as before the catalog snapshot was kept there).
 WORKER_START = """
 import sys, time
-from dagster import Definitions
-from medallion_assets.locations import build_definitions
+from dagster import deserialize_value
+from medallion_assets.dagster_compat import ReconstructableRepository
 start = time.perf_counter()
-Definitions.validate_loadable(build_definitions(domain=sys.argv[1]))
+load_data = deserialize_value(open(sys.argv[2]).read()) if len(sys.argv) > 2 else None
+repository = ReconstructableRepository.for_module("medallion_assets.locations", sys.argv[1]).with_repository_load_data(
+    load_data).get_definition()
+repository.load_all_definitions()
 print(time.perf_counter() - start)
 """
 
 
-def run_worker_start(domain: str, catalog_url: str, lake_root: str, warehouse_url: str) -> tuple[float, float]:
-    """(wall seconds for a new process to import Medallion and load one domain's Definitions, of which the load)."""
-    environment = {**os.environ, "MEDALLION_CATALOG_URL": catalog_url, "MEDALLION_LAKE_URL": lake_root,
-                   "MEDALLION_WAREHOUSE_URL": warehouse_url}
+def code_server_load_data(domain: str, folder: str) -> str:
+    """The file holding a domain location's load data, as its code server hands it to Dagster for every run."""
+    repository = ReconstructableRepository.for_module("medallion_assets.locations", domain).get_definition()
+    path = f"{folder}/{domain}.load_data"
+    with open(path, "w") as file:
+        file.write(serialize_value(repository.repository_load_data))
+    return path
+
+
+def run_worker_start(domain: str, load_data: str | None) -> tuple[float, float]:
+    """(wall seconds for a new process to import Medallion and rebuild one domain's Definitions, of which the
+    rebuild), with the code server's load data or without it."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", WORKER_START, domain], env=environment, check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", WORKER_START, domain, *([load_data] if load_data else [])],
+                          check=True, capture_output=True, text=True)
     return time.perf_counter() - start, float(done.stdout.split()[-1])
 
 
@@ -195,7 +209,12 @@ def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
         sides = {"whole catalog": lambda: build_definitions(catalog_url, lake_root, warehouse_url),
                  "multi_asset/pipeline": lambda: Definitions(assets=multi_asset_per_pipeline(pipelines),
                                                              resources=resources, executor=in_process_executor)}
-        totals: dict[str, list[float]] = {"one domain": [], "run worker": [], "run worker's load": [],
+        os.environ.update({"MEDALLION_CATALOG_URL": catalog_url, "MEDALLION_LAKE_URL": lake_root,
+                           "MEDALLION_WAREHOUSE_URL": warehouse_url})
+        load_data = {domain: code_server_load_data(domain, folder) for domain in sampled}
+        workers = {"run worker, snapshot": load_data.get, "run worker, catalog": lambda domain: None}
+        totals: dict[str, list[float]] = {"one domain": [], **{f"{w}{part}": [] for w in workers
+                                                               for part in ("", " (rebuild)")},
                                           **{side: [] for side in sides}}
         shapes = {}
         for _ in range(repeats):
@@ -203,9 +222,10 @@ def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
                 seconds, _, _ = code_location_load(lambda: build_definitions(catalog_url, lake_root, warehouse_url,
                                                                              domain=domain))
                 totals["one domain"].append(sum(seconds.values()))
-                wall, load = run_worker_start(domain, catalog_url, lake_root, warehouse_url)
-                totals["run worker"].append(wall)
-                totals["run worker's load"].append(load)
+                for worker, data in workers.items():
+                    wall, rebuild = run_worker_start(domain, data(domain))
+                    totals[worker].append(wall)
+                    totals[f"{worker} (rebuild)"].append(rebuild)
             for side, make in sides.items():
                 seconds, shapes[side], _ = code_location_load(make)
                 totals[side].append(sum(seconds.values()))
@@ -221,9 +241,10 @@ def main_locations(sizes: list[int], per_location: int, repeats: int) -> None:
         print(f"\n{datasets:,} datasets in {result['locations']} location(s) of {per_location:,}; "
               f"seconds, median (max) of {repeats} x 3 domains / {repeats} whole loads:")
         for side, median in result["medians"].items():
-            print(f"  {side:<22}{median:>8.2f}  ({result['max'][side]:.2f})")
+            print(f"  {side:<32}{median:>8.2f}  ({result['max'][side]:.2f})")
         print(f"  one domain / whole catalog: {median_ratio(result, 'one domain', 'whole catalog'):.2f};  "
-              f"one domain / multi_asset per pipeline: {median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f}")
+              f"one domain / multi_asset per pipeline: {median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f};  "
+              f"run worker, snapshot / catalog: {median_ratio(result, 'run worker, snapshot', 'run worker, catalog'):.2f}")
     first, last = min(sizes), max(sizes)
     if first != last:
         growth = ", ".join(f"{side} {results[last]['medians'][side] / results[first]['medians'][side]:.1f}x"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dagster import DagsterInstance, DagsterRun
 from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
+from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
@@ -22,6 +23,7 @@ from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.schedules import cron_string_iterator, get_latest_completed_cron_tick
 
 if TYPE_CHECKING:
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.remote_origin import (
         InProcessCodeLocationOrigin, RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
     )
@@ -39,6 +41,7 @@ _ON_FIRST_USE = {
     "RemoteJobOrigin": "dagster._core.remote_origin",
     "RemoteRepositoryOrigin": "dagster._core.remote_origin",
     "RepositorySnap": "dagster._core.remote_representation.external_data",
+    "ReconstructableRepository": "dagster._core.definitions.reconstruct",
     "freeze_time": "dagster._core.test_utils",
     "LoadableTargetOrigin": "dagster._core.types.loadable_target_origin",
     "InProcessWorkspaceLoadTarget": "dagster._core.workspace.load_target",
@@ -57,7 +60,8 @@ def __getattr__(name: str) -> object:
 CHECKED_DAGSTER_VERSIONS = ("1.13.0", "1.14.0")
 
 __all__ = [
-    "CHECKED_DAGSTER_VERSIONS", "IMPLICIT_ASSET_JOB_NAME", "FreshnessDaemon", "InProcessCodeLocationOrigin",
+    "CHECKED_DAGSTER_VERSIONS", "DefinitionsLoadContext", "DefinitionsLoadType", "IMPLICIT_ASSET_JOB_NAME",
+    "FreshnessDaemon", "ReconstructableRepository", "InProcessCodeLocationOrigin",
     "InProcessWorkspaceLoadTarget", "JobSubsetSelector", "LoadableTargetOrigin",
     "RegisteredCodeLocationOrigin", "RemoteJobOrigin", "RemoteRepositoryOrigin", "RepositorySnap",
     "SerializableErrorInfo", "WorkspaceFileTarget", "WorkspaceProcessContext", "cron_string_iterator",
@@ -106,6 +110,14 @@ WHY: dict[str, str] = {
     "RepositorySnap": (
         "Tests and benchmarks: the repository snapshot the webserver fetches, serialized, to measure and pin"
         " what the UI receives; no public API builds it."),
+    "DefinitionsLoadContext": (
+        "Where a code location's loader leaves reconstruction metadata (the catalog snapshot) for Dagster to "
+        "keep with its load data, and where a run worker finds it again instead of reading the catalog; the "
+        "public `Definitions.with_reconstruction_metadata` only sets the Definitions' metadata, which does not"
+        " reach the load data in Dagster 1.13."),
+    "DefinitionsLoadType": "Tells a run worker's load (RECONSTRUCTION) from the code server's (see above).",
+    "ReconstructableRepository": (
+        "Tests and benchmarks: rebuild a code location's definitions with that metadata, as a run worker does."),
     "queue_daemon_running": (
         "Whether the daemon's queue loop sends heartbeats. The public `DagsterInstance.get_daemon_statuses` "
         "counts a heartbeat that carries an error as unhealthy, while a queue loop that logged an error "

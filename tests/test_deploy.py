@@ -25,6 +25,7 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import stage_pool
+from medallion_assets.definitions import SNAPSHOT_KEY, unpack_snapshot
 from medallion_assets.instance import instance_config, write_instance_config
 from medallion_assets.sensors.launcher import PIPELINE_TAG
 from medallion_assets.storage.warehouse import warehouse_from_url
@@ -161,6 +162,12 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
         assert run.status == DagsterRunStatus.SUCCESS, pipeline
     workers = {deployment.worker_pid(run_id) for run_id in first.values()}
     assert None not in workers and len(workers) == 2 and daemon.pid not in workers
+    # Each run worker was given the code server's catalog snapshot, stored with the run, to rebuild from.
+    for run_id in first.values():
+        plan = deployment.instance.get_execution_plan_snapshot(
+            deployment.instance.get_run_by_id(run_id).execution_plan_snapshot_id)
+        kept = unpack_snapshot(plan.repository_load_data.reconstruction_metadata[SNAPSHOT_KEY].data)
+        assert kept.tables == deployment.store.snapshot().tables
     assert deployment.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,6 +17,19 @@ class CatalogSnapshot:
     """Every loadable table's rows, keyed by primary key. Built by the store or from YAML before writing."""
 
     tables: dict[str, dict[tuple, Row]] = field(default_factory=lambda: {name: {} for name in LOADABLE})
+
+    def to_json(self) -> str:
+        return json.dumps({table: [row.model_dump(mode="json", exclude_none=True) for row in rows.values()]
+                           for table, rows in self.tables.items() if rows})
+
+    @classmethod
+    def from_json(cls, text: str) -> CatalogSnapshot:
+        """The snapshot `to_json` wrote, each row validated again as it is read."""
+        snapshot = cls()
+        for table, rows in json.loads(text).items():
+            for row in rows:
+                snapshot.add(table, LOADABLE[table].model_validate(row))
+        return snapshot
 
     def add(self, table: str, row: Row) -> None:
         self.tables[table][row.key()] = row

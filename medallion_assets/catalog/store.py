@@ -27,8 +27,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
+import networkx as nx
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, create_engine, delete, insert, select, text
 
@@ -75,6 +74,10 @@ class CatalogStore:
 
         Under the catalog-wide lock: a second process starting at the same time waits, then finds it done.
         """
+        # Imported here, not at the top: only migrating needs alembic, and a run worker never migrates.
+        from alembic import command
+        from alembic.config import Config
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self.locked() as connection:
@@ -151,15 +154,18 @@ class CatalogStore:
             return _read_table(connection, table_name, where)
 
     def snapshot(self, domain: str | None = None) -> CatalogSnapshot:
-        """Every loadable table; with `domain`, only that domain's pipelines and their stages, so a broken row of
-        another domain's pipeline or stage does not stop this one from loading."""
+        """Every loadable table; with `domain`, only that domain's share of the structure (see _domain_rows), so
+        a broken row of another domain does not stop this one from loading, and a domain reads no more than its
+        own part of a large catalog."""
         with self.engine.connect() as connection:
             return self._snapshot(connection, domain)
 
     def _snapshot(self, connection: Connection, domain: str | None = None) -> CatalogSnapshot:
         snapshot = CatalogSnapshot()
+        scoped = self._domain_rows(domain) if domain is not None else {}
         for table_name in LOADABLE:
-            for row in _read_table(connection, table_name, self._domain_clause(table_name, domain)):
+            rows = scoped[table_name] if table_name in scoped else _read_table(connection, table_name)
+            for row in rows:
                 snapshot.add(table_name, row)
         return snapshot
 
@@ -175,17 +181,27 @@ class CatalogStore:
         with self.engine.connect() as connection:
             return sorted({domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()})
 
-    def _domain_clause(self, table_name: str, domain: str | None):
-        if domain is None or table_name not in ("pipelines", "stages"):
-            return None
-        pipelines = LOADABLE_TABLES["pipelines"]
+    def _domain_rows(self, domain: str) -> dict[str, list[Row]]:
+        """A domain's pipelines, their stages, the rule sets those stages name, and the sources and targets of
+        the datasets the stages read and write and of every dataset upstream of them in the declared lineage (a
+        recovery path may read an alternate source; an input may be another domain's target)."""
+        pipelines, stages = LOADABLE_TABLES["pipelines"], LOADABLE_TABLES["stages"]
         # A pipeline written before domains existed has none: it is in the default domain.
         in_domain = pipelines.c.domain == domain
         if domain == LOADABLE["pipelines"].model_fields["domain"].default:
             in_domain = in_domain | pipelines.c.domain.is_(None)
-        if table_name == "pipelines":
-            return in_domain
-        return LOADABLE_TABLES["stages"].c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain))
+        rows: dict[str, list[Row]] = {"pipelines": self.read_table("pipelines", in_domain)}
+        rows["stages"] = self.read_table("stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain)))
+        rows["dataset_lineage"] = self.read_table("dataset_lineage")
+        datasets = {dataset for stage in rows["stages"] for dataset in (*stage.input_ids(), stage.target_id)}
+        upstream = nx.DiGraph((edge.upstream, edge.downstream) for edge in rows["dataset_lineage"])
+        datasets |= {ancestor for dataset in datasets if dataset in upstream for ancestor in nx.ancestors(upstream, dataset)}
+        named = {"sources": datasets, "targets": datasets,
+                 "validation_rules": {stage.validation_set_id for stage in rows["stages"]} - {None}}
+        for table_name, ids in named.items():
+            [key] = LOADABLE[table_name].key_fields
+            rows[table_name] = self.read_table(table_name, LOADABLE_TABLES[table_name].c[key].in_(sorted(ids)))
+        return rows
 
     def table_rows(self, table_name: str) -> list[dict[str, Any]]:
         if table_name not in metadata.tables:

@@ -1,0 +1,197 @@
+"""Benchmark: the run queue of a team deployment, fed by the launcher sensor.
+
+A PostgreSQL-backed instance (the shipped dagster.yaml merged with deploy/postgres.yaml, as `medallion instance
+init --postgres` writes it), a real `dagster-daemon run` with the queued run coordinator, and a catalog of
+`--runs` tiny pipelines: one bronze stage each, ingesting one small JSONL object from the loopback S3 server, so
+the measurement is about the queue, not the data. Their sources live in `--pools` buckets, so each pipeline's
+step draws on one of `--pools` concurrency pools (source_<bucket>); criticality and expected cost vary, so the
+launcher gives the runs a spread of `dagster/priority` values. The launcher sensor is turned on as the README
+tells an operator to, and enqueues every pipeline (new data in its source) in the order its plan gives, within
+each pool's limit; the daemon dequeues and launches each run in a run worker of its own.
+
+Reported from Dagster's own run records and events, once every run has ended:
+- runs dequeued per minute: runs over the time from the first RUN_STARTING event (the daemon's dequeue) to
+  the last (and, as its baseline in the same run, runs finished per minute over the same window: the queue cannot dequeue faster
+  than runs end once it is full);
+- per pool, Spearman's rank correlation between priority (highest first) and dequeue order: 1.0 when every
+  run of the pool left the queue in priority order (goal >= 0.95). Ties in priority take their mean rank.
+
+    python bench/queue_throughput.py                       # 200 runs, 4 pools, 4 concurrent runs
+    python bench/queue_throughput.py --runs 24 --pools 2   # a check that everything works
+
+Needs the PostgreSQL server at 127.0.0.1:5432 (user postgres, trust; MEDALLION_BENCH_PG_URL to override) and
+Java for Spark. Two databases are created for the run and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+import boto3
+import psycopg2
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from scipy.stats import spearmanr
+
+from medallion_assets.catalog.models import Pipeline, Source, Stage, Target
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.instance import instance_config, write_instance_config
+from medallion_assets.local_s3 import local_s3
+from medallion_assets.sensors.launcher import PIPELINE_TAG, PRIORITY_TAG
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CRITICALITIES = ("high", "normal", "low")
+ENDED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+EVENT = '{"event_id": "e1", "user_id": "u1", "event_type": "click", "event_ts": "2024-01-01T00:00:00Z", "value": 1.5}\n'
+
+
+def catalog_rows(runs: int, pools: int) -> dict[str, list]:
+    """`runs` one-stage pipelines, each reading its own prefix of one of `pools` buckets; criticality and
+    expected cost cycle at different periods, so the launcher's scores (weight / cost) spread."""
+    rows: dict[str, list] = {"pipelines": [], "sources": [], "targets": [], "stages": []}
+    for n in range(runs):
+        p = f"q{n:04d}"
+        rows["pipelines"].append(Pipeline(pipeline_id=p, owner="team:bench", criticality=CRITICALITIES[n % 3],
+                                          expected_cost=round(0.1 * (1 + (n * 7) % 40), 1)))
+        rows["sources"].append(Source(source_id=f"{p}_raw", s3_path=f"s3://{bucket(n % pools)}/{p}/",
+                                      file_format="jsonl", columns={"event_id": "string", "user_id": "string",
+                                                                    "event_type": "string", "event_ts": "string",
+                                                                    "value": "double"}))
+        rows["targets"].append(Target(target_id=f"bronze_{p}", layer="bronze"))
+        rows["stages"].append(Stage(pipeline_id=p, stage_order=1, stage_name="bronze_ingest", source_id=f"{p}_raw",
+                                    target_id=f"bronze_{p}"))
+    return rows
+
+
+def bucket(pool: int) -> str:
+    return f"bench-queue-{pool}"
+
+
+@contextmanager
+def database(admin_url: str):
+    """A new PostgreSQL database, dropped on exit; yields its URL."""
+    name = f"medallion_bench_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(admin_url)
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlparse(admin_url)._replace(path=f"/{name}").geturl()
+    finally:
+        admin.cursor().execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
+
+
+def wait_for(what: str, check, deadline: float):
+    until = time.monotonic() + deadline
+    while time.monotonic() < until:
+        if result := check():
+            return result
+        time.sleep(2)
+    raise SystemExit(f"gave up waiting for {what}")
+
+
+def dequeue_times(instance: DagsterInstance, run_ids: list[str]) -> dict[str, float]:
+    """When the coordinator took each run off the queue: Dagster 1.13 declares RUN_DEQUEUED but never emits
+    it; the daemon's RUN_STARTING event marks the dequeue and launch."""
+    return {run_id: record.timestamp for run_id in run_ids
+            for record in instance.all_logs(run_id, of_type=DagsterEventType.RUN_STARTING)}
+
+
+def measure(runs: int, pools: int, max_concurrent: int, deadline: float) -> dict:
+    admin_url = os.environ.get("MEDALLION_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    with tempfile.TemporaryDirectory(prefix="medallion-bench-queue-") as folder, \
+            database(admin_url) as catalog_url, database(admin_url) as dagster_url, \
+            local_s3(tuple(bucket(pool) for pool in range(pools))):
+        storage = urlparse(dagster_url)
+        os.environ.update({
+            "DAGSTER_HOME": f"{folder}/dagster", "DAGSTER_PG_HOST": storage.hostname, "DAGSTER_PG_PORT": str(storage.port),
+            "DAGSTER_PG_DB": storage.path.lstrip("/"), "DAGSTER_PG_USER": storage.username,
+            "DAGSTER_PG_PASSWORD": storage.password or "", "MEDALLION_CATALOG_URL": catalog_url,
+            "MEDALLION_WAREHOUSE_URL": catalog_url, "MEDALLION_LAKE_URL": f"{folder}/lake",
+        })
+        config = instance_config(postgres=True)
+        config["concurrency"]["runs"]["max_concurrent_runs"] = max_concurrent
+        write_instance_config(Path(folder) / "dagster", config, postgres=True)
+        store = CatalogStore(catalog_url)
+        store.migrate()
+        rows = catalog_rows(runs, pools)
+        store.upsert(rows)
+        s3 = boto3.client("s3")
+        for n, source in enumerate(rows["sources"]):
+            s3.put_object(Bucket=bucket(n % pools), Key=f"{source.source_id.removesuffix('_raw')}/events.jsonl",
+                          Body=EVENT.encode())
+        pool_of = {p.pipeline_id: f"source_{bucket(n % pools).replace('-', '_')}" for n, p in enumerate(rows["pipelines"])}
+
+        instance = DagsterInstance.get()
+        with open(f"{folder}/daemon.log", "wb") as log:
+            daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                                      cwd=REPO, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            subprocess.run([str(BIN / "dagster"), "sensor", "start", "medallion_launcher", "-w",
+                            str(REPO / "workspace.yaml")], cwd=REPO, check=True, capture_output=True)
+            wait_for(f"{runs} runs to end", lambda: instance.get_runs_count(RunsFilter(statuses=ENDED)) >= runs,
+                     deadline)
+        finally:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+        records = instance.get_run_records()
+        dequeued = dequeue_times(instance, [r.dagster_run.run_id for r in records])
+        instance.dispose()
+        store.engine.dispose()
+    return summarize(records, dequeued, pool_of)
+
+
+def summarize(records, dequeued: dict[str, float], pool_of: dict[str, str]) -> dict:
+    """Dequeue rate against the finish rate over the same window, and per pool the rank correlation between
+    priority and dequeue order."""
+    first, last = min(dequeued.values()), max(dequeued.values())
+    minutes = (last - first) / 60
+    finished = sum(1 for r in records if r.end_time and first <= r.end_time <= last)
+    by_pool: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for record in records:
+        run = record.dagster_run
+        by_pool[pool_of[run.tags[PIPELINE_TAG]]].append((dequeued[run.run_id], int(run.tags[PRIORITY_TAG])))
+    correlations = {}
+    for pool, runs in sorted(by_pool.items()):
+        order = sorted(runs)
+        # Priority highest first against dequeue order: +1 when the queue followed priority exactly.
+        correlations[pool] = spearmanr([-priority for _, priority in order], range(len(order))).statistic
+    return {"runs": len(records), "succeeded": sum(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records),
+            "dequeued_per_minute": len(dequeued) / minutes if minutes else float("inf"),
+            "finished_per_minute": finished / minutes if minutes else float("inf"), "minutes": minutes,
+            "spearman": correlations, "priorities": {pool: sorted({p for _, p in runs}) for pool, runs in by_pool.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="pipelines, one run each (default 200)")
+    parser.add_argument("--pools", type=int, default=4, help="source systems, one pool each (default 4)")
+    parser.add_argument("--max-concurrent", type=int, default=4,
+                        help="the queue's max_concurrent_runs (default 4: each run worker starts a JVM)")
+    parser.add_argument("--deadline", type=float, default=7200, help="seconds to wait for every run to end")
+    args = parser.parse_args()
+    result = measure(args.runs, args.pools, args.max_concurrent, args.deadline)
+    print(f"{result['runs']} runs ({result['succeeded']} succeeded) through the queue ({args.pools} pools, max_concurrent_runs {args.max_concurrent}), "
+          f"dequeued over {result['minutes']:.1f} min:")
+    print(f"  dequeued per minute {result['dequeued_per_minute']:.2f};  finished per minute (baseline, same window) "
+          f"{result['finished_per_minute']:.2f};  ratio {result['dequeued_per_minute'] / result['finished_per_minute']:.2f}")
+    for pool, rho in result["spearman"].items():
+        print(f"  {pool}: Spearman(priority, dequeue order) {rho:.3f}  (priorities {result['priorities'][pool]})")
+    print(f"  lowest: {min(result['spearman'].values()):.3f} (goal >= 0.95); median "
+          f"{statistics.median(result['spearman'].values()):.3f}")
+
+
+if __name__ == "__main__":
+    main()
