@@ -54,7 +54,7 @@ def test_postgres_catalog_holds_the_same_seed(store, pg_database):
     postgres.engine.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def test_migration_0010_renames_type_and_source_id_keeping_the_rows(backend, tmp_path, request):
     url = f"sqlite:///{tmp_path}/old.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
     store = CatalogStore(url)

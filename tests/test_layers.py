@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import SEED
+
+pytestmark = pytest.mark.integration  # it starts a Python process
 
 # Runs `medallion catalog validate` in this process, then reports which heavy packages it loaded.
 VALIDATE_THEN_REPORT = """

@@ -209,7 +209,7 @@ def test_the_specification_ships_with_the_package_and_can_be_pointed_elsewhere(m
         validate_event(EXPORT)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def seeded(request, tmp_path) -> CatalogStore:
     """The seed catalog on SQLite, then on PostgreSQL."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db" if request.param == "sqlite"
