@@ -39,8 +39,13 @@ from medallion_assets.engine.spark import spark_session  # noqa: E402
 from medallion_assets.sample_data import write_sample_data  # noqa: E402
 from medallion_assets.storage.objects import list_objects  # noqa: E402
 
-COLUMNS = {"event_id": "string", "user_id": "string", "event_type": "string", "event_ts": "string",
-           "value": "double"}
+COLUMNS = {
+    "event_id": "string",
+    "user_id": "string",
+    "event_type": "string",
+    "event_ts": "string",
+    "value": "double",
+}
 PERMISSIVE = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": ingest.CORRUPT}
 
 
@@ -69,8 +74,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         write_sample_data(f"file://{scratch}", rows)
         folder = f"{scratch}/user_events"
-        source = Source(source_id="user_events_raw", s3_path=f"file://{folder}/", file_format="jsonl",
-                        columns=COLUMNS)
+        source = Source(
+            source_id="user_events_raw", s3_path=f"file://{folder}/", file_format="jsonl", columns=COLUMNS
+        )
         listed = ingest._objects(spark, list_objects(source.s3_path))
         schema = ingest.spark_schema(COLUMNS)
 
@@ -78,16 +84,18 @@ def main() -> None:
             return listed.mapInArrow(raw_reader.lines_task("auto", False, None), raw_reader.LINES_SCHEMA)
 
         def parsed(lines: DataFrame) -> DataFrame:
-            return lines.select(F.from_json("value", f"{schema}, {ingest.CORRUPT} string", PERMISSIVE)
-                                .alias("r")).select("r.*")
+            return lines.select(
+                F.from_json("value", f"{schema}, {ingest.CORRUPT} string", PERMISSIVE).alias("r")
+            ).select("r.*")
 
         pieces: dict[str, Callable[[], object]] = {
             "text source": lambda: _drain(spark.read.text(folder)),
             "executor reader": lambda: _drain(executor_reader()),
             "text source + from_json": lambda: _drain(parsed(spark.read.text(folder))),
             "executor reader + from_json": lambda: _drain(ingest._parse_text(source, listed)),
-            "JSON source": lambda: _drain(spark.read.schema(f"{schema}, {ingest.CORRUPT} string")
-                                          .options(**PERMISSIVE).json(folder)),
+            "JSON source": lambda: _drain(
+                spark.read.schema(f"{schema}, {ingest.CORRUPT} string").options(**PERMISSIVE).json(folder)
+            ),
             "head checks": lambda: ingest._check_heads(spark, source, listed),
         }
         spent: dict[str, list[float]] = {name: [] for name in pieces}

@@ -30,21 +30,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     medallion = str(Path(sys.executable).parent / "medallion")
-    with tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch, \
-            connect_server(Path(scratch), {}) as remote:
+    with (
+        tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch,
+        connect_server(Path(scratch), {}) as remote,
+    ):
         raw = Path(scratch) / "raw"
         write_sample_data(str(raw), args.rows, lines_per_file=100_000)
         times: dict[str, list[float]] = {"in_process": [], "multiprocess": []}
         for repeat in range(args.repeats + 1):  # the first round warms the server up, untimed
-            for executor in (("in_process", "multiprocess") if repeat % 2 else ("multiprocess", "in_process")):
-                env = {**seed_installation(Path(scratch) / f"{executor}-{repeat}", raw),
-                       "SPARK_REMOTE": remote, "MEDALLION_EXECUTOR": executor}
+            for executor in ("in_process", "multiprocess") if repeat % 2 else ("multiprocess", "in_process"):
+                env = {
+                    **seed_installation(Path(scratch) / f"{executor}-{repeat}", raw),
+                    "SPARK_REMOTE": remote,
+                    "MEDALLION_EXECUTOR": executor,
+                }
                 _, seconds = peak_rss(medallion, env, "orders_etl")
                 if repeat:
                     times[executor].append(seconds)
     one, many = statistics.median(times["in_process"]), statistics.median(times["multiprocess"])
-    print(f"orders_etl on Spark Connect, {args.rows:,} events: in_process {one:.1f} s, multiprocess {many:.1f} s "
-          f"(medians of {args.repeats}); multiprocess / in_process = {many / one:.2f}")
+    print(
+        f"orders_etl on Spark Connect, {args.rows:,} events: in_process {one:.1f} s, multiprocess {many:.1f} s "
+        f"(medians of {args.repeats}); multiprocess / in_process = {many / one:.2f}"
+    )
 
 
 if __name__ == "__main__":

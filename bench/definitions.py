@@ -35,22 +35,38 @@ Dagster's integrations use for large graphs; all against the whole catalog as on
 # No `from __future__ import annotations`: Dagster reads the @asset reference's parameter annotations as types.
 import argparse
 import gc
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 
-import os
-import subprocess
-import sys
-
 from dagster import (
-    AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition, AssetSpec, Definitions, MaterializeResult, asset,
-    in_process_executor, multi_asset, serialize_value,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    Definitions,
+    MaterializeResult,
+    asset,
+    in_process_executor,
+    multi_asset,
+    serialize_value,
 )
 
 from medallion_assets.assets import build_assets
-from medallion_assets.catalog.models import Pipeline, RetryPolicy, Rule, Source, Stage, Target, ValidationRuleSet
+from medallion_assets.catalog.models import (
+    Pipeline,
+    RetryPolicy,
+    Rule,
+    Source,
+    Stage,
+    Target,
+    ValidationRuleSet,
+)
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import ReconstructableRepository, RepositorySnap
 from medallion_assets.definitions import build_definitions
@@ -58,18 +74,31 @@ from medallion_assets.resources import CatalogResource, LakeResource, SparkResou
 
 LAYERS = ("raw", "bronze", "silver", "gold")
 DATASETS_PER_PIPELINE = len(LAYERS)
-RAW_COLUMNS = {"event_id": "string", "user_id": "string", "event_type": "string", "event_ts": "string",
-               "value": "double"}
+RAW_COLUMNS = {
+    "event_id": "string",
+    "user_id": "string",
+    "event_type": "string",
+    "event_ts": "string",
+    "value": "double",
+}
 SILVER_COLUMNS = {**RAW_COLUMNS, "event_ts": "timestamp"}
 GOLD_COLUMNS = {"event_date": "date", "total_events": "bigint", "unique_users": "bigint"}
-GOLD_SQL = ("SELECT event_ts::DATE AS event_date, COUNT(*) AS total_events, COUNT(DISTINCT user_id) AS unique_users "
-            "FROM {silver} GROUP BY 1")
+GOLD_SQL = (
+    "SELECT event_ts::DATE AS event_date, COUNT(*) AS total_events, COUNT(DISTINCT user_id) AS unique_users "
+    "FROM {silver} GROUP BY 1"
+)
 STAGE_RULES = {
     "bronze": [Rule(type="row_count", min=1)],
-    "silver": [Rule(type="not_null", column="event_id"), Rule(type="unique", column="event_id"),
-               Rule(type="accepted_values", column="event_type", values=["view", "click", "purchase", "signup"])],
-    "gold": [Rule(type="row_count", min=1), Rule(type="unique", column="event_date"),
-             Rule(type="not_null", column="event_date")],
+    "silver": [
+        Rule(type="not_null", column="event_id"),
+        Rule(type="unique", column="event_id"),
+        Rule(type="accepted_values", column="event_type", values=["view", "click", "purchase", "signup"]),
+    ],
+    "gold": [
+        Rule(type="row_count", min=1),
+        Rule(type="unique", column="event_date"),
+        Rule(type="not_null", column="event_date"),
+    ],
 }
 PHASES = ("build", "resolve", "snapshot")
 SIDES = ("medallion", "AssetSpec", "@asset")
@@ -77,29 +106,64 @@ SIDES = ("medallion", "AssetSpec", "@asset")
 
 def catalog_rows(pipelines: int) -> dict[str, list]:
     """`pipelines` pipelines shaped like user_events_etl, with a rule set per stage."""
-    rows: dict[str, list] = {"retry_policies": [RetryPolicy(retry_id="std_retry", max_retries=3, backoff_sec=30)],
-                             "pipelines": [], "sources": [], "targets": [], "validation_rules": [], "stages": []}
+    rows: dict[str, list] = {
+        "retry_policies": [RetryPolicy(retry_id="std_retry", max_retries=3, backoff_sec=30)],
+        "pipelines": [],
+        "sources": [],
+        "targets": [],
+        "validation_rules": [],
+        "stages": [],
+    }
     for n in range(pipelines):
         p = f"p{n:05d}"
         raw, bronze, silver, gold = f"{p}_raw", f"bronze_{p}_events", f"silver_{p}_events", f"gold_{p}_daily"
         rows["pipelines"].append(Pipeline(pipeline_id=p, owner="team:bench", default_retry_id="std_retry"))
-        rows["sources"].append(Source(source_id=raw, s3_path=f"s3://bench-raw/{p}/", file_format="jsonl",
-                                      columns=RAW_COLUMNS))
+        rows["sources"].append(
+            Source(source_id=raw, s3_path=f"s3://bench-raw/{p}/", file_format="jsonl", columns=RAW_COLUMNS)
+        )
         rows["targets"] += [
             Target(target_id=bronze, layer="bronze"),
             Target(target_id=silver, layer="silver", columns=SILVER_COLUMNS, keys=["event_id"]),
-            Target(target_id=gold, layer="gold", kind="warehouse", location=f"analytics.{p}_daily",
-                   columns=GOLD_COLUMNS, keys=["event_date"]),
+            Target(
+                target_id=gold,
+                layer="gold",
+                kind="warehouse",
+                location=f"analytics.{p}_daily",
+                columns=GOLD_COLUMNS,
+                keys=["event_date"],
+            ),
         ]
-        rows["validation_rules"] += [ValidationRuleSet(rule_set_id=f"{target}_rules", check_def=STAGE_RULES[layer])
-                                     for layer, target in (("bronze", bronze), ("silver", silver), ("gold", gold))]
+        rows["validation_rules"] += [
+            ValidationRuleSet(rule_set_id=f"{target}_rules", check_def=STAGE_RULES[layer])
+            for layer, target in (("bronze", bronze), ("silver", silver), ("gold", gold))
+        ]
         rows["stages"] += [
-            Stage(pipeline_id=p, stage_order=1, stage_name="bronze_ingest", input_id=raw, target_id=bronze,
-                  validation_set_id=f"{bronze}_rules"),
-            Stage(pipeline_id=p, stage_order=2, stage_name="silver_clean", input_id=bronze, target_id=silver,
-                  validation_set_id=f"{silver}_rules"),
-            Stage(pipeline_id=p, stage_order=3, stage_name="gold_daily_aggregate", input_id=silver, target_id=gold,
-                  validation_set_id=f"{gold}_rules", sql_dialect="redshift", transform_sql=GOLD_SQL.format(silver=silver)),
+            Stage(
+                pipeline_id=p,
+                stage_order=1,
+                stage_name="bronze_ingest",
+                input_id=raw,
+                target_id=bronze,
+                validation_set_id=f"{bronze}_rules",
+            ),
+            Stage(
+                pipeline_id=p,
+                stage_order=2,
+                stage_name="silver_clean",
+                input_id=bronze,
+                target_id=silver,
+                validation_set_id=f"{silver}_rules",
+            ),
+            Stage(
+                pipeline_id=p,
+                stage_order=3,
+                stage_name="gold_daily_aggregate",
+                input_id=silver,
+                target_id=gold,
+                validation_set_id=f"{gold}_rules",
+                sql_dialect="redshift",
+                transform_sql=GOLD_SQL.format(silver=silver),
+            ),
         ]
     return rows
 
@@ -107,8 +171,12 @@ def catalog_rows(pipelines: int) -> dict[str, list]:
 def pipeline_keys(n: int) -> dict[str, AssetKey]:
     """The keys the factory gives pipeline `n`'s datasets: [layer, target id without its layer prefix]."""
     p = f"p{n:05d}"
-    return {"raw": AssetKey(["raw", f"{p}_raw"]), "bronze": AssetKey(["bronze", f"{p}_events"]),
-            "silver": AssetKey(["silver", f"{p}_events"]), "gold": AssetKey(["gold", f"{p}_daily"])}
+    return {
+        "raw": AssetKey(["raw", f"{p}_raw"]),
+        "bronze": AssetKey(["bronze", f"{p}_events"]),
+        "silver": AssetKey(["silver", f"{p}_events"]),
+        "gold": AssetKey(["gold", f"{p}_daily"]),
+    }
 
 
 def hand_written_specs(pipelines: int) -> list[AssetSpec]:
@@ -116,8 +184,10 @@ def hand_written_specs(pipelines: int) -> list[AssetSpec]:
     specs = []
     for n in range(pipelines):
         keys = pipeline_keys(n)
-        specs += [AssetSpec(keys[layer], deps=[keys[LAYERS[i - 1]]] if i else [], group_name=f"p{n:05d}")
-                  for i, layer in enumerate(LAYERS)]
+        specs += [
+            AssetSpec(keys[layer], deps=[keys[LAYERS[i - 1]]] if i else [], group_name=f"p{n:05d}")
+            for i, layer in enumerate(LAYERS)
+        ]
     return specs
 
 
@@ -131,11 +201,24 @@ def hand_written_assets(pipelines: int) -> list[AssetSpec | AssetsDefinition]:
         keys = pipeline_keys(n)
         assets.append(AssetSpec(keys["raw"], group_name=f"p{n:05d}"))
         for upstream, layer in zip(LAYERS, LAYERS[1:]):
-            @asset(key=keys[layer], deps=[keys[upstream]], group_name=f"p{n:05d}",
-                   check_specs=[AssetCheckSpec(rule.name, asset=keys[layer], blocking=True) for rule in STAGE_RULES[layer]])
-            def stage(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
-                      warehouse: WarehouseResource, catalog: CatalogResource) -> MaterializeResult:
+
+            @asset(
+                key=keys[layer],
+                deps=[keys[upstream]],
+                group_name=f"p{n:05d}",
+                check_specs=[
+                    AssetCheckSpec(rule.name, asset=keys[layer], blocking=True) for rule in STAGE_RULES[layer]
+                ],
+            )
+            def stage(
+                context: AssetExecutionContext,
+                spark: SparkResource,
+                lake: LakeResource,
+                warehouse: WarehouseResource,
+                catalog: CatalogResource,
+            ) -> MaterializeResult:
                 raise NotImplementedError
+
             assets.append(stage)
     return assets
 
@@ -145,15 +228,26 @@ def multi_asset_per_pipeline(pipelines: int) -> list[AssetSpec | AssetsDefinitio
     assets: list[AssetSpec | AssetsDefinition] = []
     for n in range(pipelines):
         keys, group = pipeline_keys(n), f"p{n:05d}"
-        specs = [AssetSpec(keys[layer], deps=[keys[upstream]], group_name=group)
-                 for upstream, layer in zip(LAYERS, LAYERS[1:])]
-        checks = [AssetCheckSpec(rule.name, asset=keys[layer], blocking=True)
-                  for layer in LAYERS[1:] for rule in STAGE_RULES[layer]]
+        specs = [
+            AssetSpec(keys[layer], deps=[keys[upstream]], group_name=group)
+            for upstream, layer in zip(LAYERS, LAYERS[1:])
+        ]
+        checks = [
+            AssetCheckSpec(rule.name, asset=keys[layer], blocking=True)
+            for layer in LAYERS[1:]
+            for rule in STAGE_RULES[layer]
+        ]
 
-        @multi_asset(name=f"{group}_stages", specs=specs, check_specs=checks, can_subset=True,
-                     required_resource_keys={"spark", "lake", "warehouse", "catalog"})
+        @multi_asset(
+            name=f"{group}_stages",
+            specs=specs,
+            check_specs=checks,
+            can_subset=True,
+            required_resource_keys={"spark", "lake", "warehouse", "catalog"},
+        )
         def stages(context: AssetExecutionContext):
             raise NotImplementedError
+
         assets += [AssetSpec(keys["raw"], group_name=group), stages]
     return assets
 
@@ -186,8 +280,12 @@ def run_worker_start(domain: str, load_data: str | None) -> tuple[float, float]:
     """(wall seconds for a new process to import Medallion and rebuild one domain's Definitions, of which the
     rebuild), with the code server's load data or without it."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", WORKER_START, domain, *([load_data] if load_data else [])],
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_START, domain, *([load_data] if load_data else [])],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - start, float(done.stdout.split()[-1])
 
 
@@ -195,32 +293,53 @@ def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
     """One domain's load and a run worker's start, against the whole catalog and one multi_asset per pipeline."""
     pipelines, per_domain = datasets // DATASETS_PER_PIPELINE, per_location // DATASETS_PER_PIPELINE
     with tempfile.TemporaryDirectory(prefix="medallion-bench-locations-") as folder:
-        catalog_url, lake_root, warehouse_url = f"sqlite:///{folder}/catalog.db", f"{folder}/lake", f"duckdb:///{folder}/w.duckdb"
+        catalog_url, lake_root, warehouse_url = (
+            f"sqlite:///{folder}/catalog.db",
+            f"{folder}/lake",
+            f"duckdb:///{folder}/w.duckdb",
+        )
         rows = catalog_rows(pipelines)
-        rows["pipelines"] = [p.model_copy(update={"domain": f"d{i // per_domain:03d}"})
-                             for i, p in enumerate(rows["pipelines"])]
+        rows["pipelines"] = [
+            p.model_copy(update={"domain": f"d{i // per_domain:03d}"})
+            for i, p in enumerate(rows["pipelines"])
+        ]
         domains = sorted({p.domain for p in rows["pipelines"]})
         sampled = sorted({domains[0], domains[len(domains) // 2], domains[-1]})
         store = CatalogStore(catalog_url)
         store.migrate()
         store.upsert(rows)
-        resources = {"spark": SparkResource(), "lake": LakeResource(root=lake_root),
-                     "warehouse": WarehouseResource(url=warehouse_url), "catalog": CatalogResource(url=catalog_url)}
-        sides = {"whole catalog": lambda: build_definitions(catalog_url, lake_root, warehouse_url),
-                 "multi_asset/pipeline": lambda: Definitions(assets=multi_asset_per_pipeline(pipelines),
-                                                             resources=resources, executor=in_process_executor)}
-        os.environ.update({"MEDALLION_CATALOG_URL": catalog_url, "MEDALLION_LAKE_URL": lake_root,
-                           "MEDALLION_WAREHOUSE_URL": warehouse_url})
+        resources = {
+            "spark": SparkResource(),
+            "lake": LakeResource(root=lake_root),
+            "warehouse": WarehouseResource(url=warehouse_url),
+            "catalog": CatalogResource(url=catalog_url),
+        }
+        sides = {
+            "whole catalog": lambda: build_definitions(catalog_url, lake_root, warehouse_url),
+            "multi_asset/pipeline": lambda: Definitions(
+                assets=multi_asset_per_pipeline(pipelines), resources=resources, executor=in_process_executor
+            ),
+        }
+        os.environ.update(
+            {
+                "MEDALLION_CATALOG_URL": catalog_url,
+                "MEDALLION_LAKE_URL": lake_root,
+                "MEDALLION_WAREHOUSE_URL": warehouse_url,
+            }
+        )
         load_data = {domain: code_server_load_data(domain, folder) for domain in sampled}
         workers = {"run worker, snapshot": load_data.get, "run worker, catalog": lambda domain: None}
-        totals: dict[str, list[float]] = {"one domain": [], **{f"{w}{part}": [] for w in workers
-                                                               for part in ("", " (rebuild)")},
-                                          **{side: [] for side in sides}}
+        totals: dict[str, list[float]] = {
+            "one domain": [],
+            **{f"{w}{part}": [] for w in workers for part in ("", " (rebuild)")},
+            **{side: [] for side in sides},
+        }
         shapes = {}
         for _ in range(repeats):
             for domain in sampled:
-                seconds, _, _ = code_location_load(lambda: build_definitions(catalog_url, lake_root, warehouse_url,
-                                                                             domain=domain))
+                seconds, _, _ = code_location_load(
+                    lambda: build_definitions(catalog_url, lake_root, warehouse_url, domain=domain)
+                )
                 totals["one domain"].append(sum(seconds.values()))
                 for worker, data in workers.items():
                     wall, rebuild = run_worker_start(domain, data(domain))
@@ -229,26 +348,37 @@ def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
             for side, make in sides.items():
                 seconds, shapes[side], _ = code_location_load(make)
                 totals[side].append(sum(seconds.values()))
-        assert shapes["whole catalog"] == shapes["multi_asset/pipeline"], "the multi_asset side built another graph"
-    return {"locations": len(domains), "medians": {side: statistics.median(t) for side, t in totals.items()},
-            "max": {side: max(t) for side, t in totals.items()}}
+        assert shapes["whole catalog"] == shapes["multi_asset/pipeline"], (
+            "the multi_asset side built another graph"
+        )
+    return {
+        "locations": len(domains),
+        "medians": {side: statistics.median(t) for side, t in totals.items()},
+        "max": {side: max(t) for side, t in totals.items()},
+    }
 
 
 def main_locations(sizes: list[int], per_location: int, repeats: int) -> None:
     results = {}
     for datasets in sizes:
         results[datasets] = result = bench_locations(datasets, per_location, repeats)
-        print(f"\n{datasets:,} datasets in {result['locations']} location(s) of {per_location:,}; "
-              f"seconds, median (max) of {repeats} x 3 domains / {repeats} whole loads:")
+        print(
+            f"\n{datasets:,} datasets in {result['locations']} location(s) of {per_location:,}; "
+            f"seconds, median (max) of {repeats} x 3 domains / {repeats} whole loads:"
+        )
         for side, median in result["medians"].items():
             print(f"  {side:<32}{median:>8.2f}  ({result['max'][side]:.2f})")
-        print(f"  one domain / whole catalog: {median_ratio(result, 'one domain', 'whole catalog'):.2f};  "
-              f"one domain / multi_asset per pipeline: {median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f};  "
-              f"run worker, snapshot / catalog: {median_ratio(result, 'run worker, snapshot', 'run worker, catalog'):.2f}")
+        print(
+            f"  one domain / whole catalog: {median_ratio(result, 'one domain', 'whole catalog'):.2f};  "
+            f"one domain / multi_asset per pipeline: {median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f};  "
+            f"run worker, snapshot / catalog: {median_ratio(result, 'run worker, snapshot', 'run worker, catalog'):.2f}"
+        )
     first, last = min(sizes), max(sizes)
     if first != last:
-        growth = ", ".join(f"{side} {results[last]['medians'][side] / results[first]['medians'][side]:.1f}x"
-                           for side in results[first]["medians"])
+        growth = ", ".join(
+            f"{side} {results[last]['medians'][side] / results[first]['medians'][side]:.1f}x"
+            for side in results[first]["medians"]
+        )
         print(f"\nscaling {first:,} → {last:,} datasets ({last / first:.0f}x more): {growth}")
 
 
@@ -276,7 +406,10 @@ def code_location_load(make_defs: Callable[[], Definitions]) -> tuple[dict[str, 
 
 def graph_shape(defs: Definitions) -> set[tuple]:
     graph = defs.get_repository_def().asset_graph
-    return {(key, frozenset(graph.get(key).parent_keys), graph.get(key).group_name) for key in graph.get_all_asset_keys()}
+    return {
+        (key, frozenset(graph.get(key).parent_keys), graph.get(key).group_name)
+        for key in graph.get_all_asset_keys()
+    }
 
 
 def check_keys(defs: Definitions) -> set:
@@ -306,17 +439,26 @@ def build_breakdown(catalog_url: str, lake_root: str, warehouse_url: str) -> dic
 def bench_size(datasets: int, repeats: int) -> dict:
     pipelines = datasets // DATASETS_PER_PIPELINE
     with tempfile.TemporaryDirectory(prefix="medallion-bench-defs-") as folder:
-        catalog_url, lake_root, warehouse_url = f"sqlite:///{folder}/catalog.db", f"{folder}/lake", f"duckdb:///{folder}/w.duckdb"
+        catalog_url, lake_root, warehouse_url = (
+            f"sqlite:///{folder}/catalog.db",
+            f"{folder}/lake",
+            f"duckdb:///{folder}/w.duckdb",
+        )
         store = CatalogStore(catalog_url)
         store.migrate()
         store.upsert(catalog_rows(pipelines))
-        resources = {"spark": SparkResource(), "lake": LakeResource(root=lake_root),
-                     "warehouse": WarehouseResource(url=warehouse_url), "catalog": CatalogResource(url=catalog_url)}
+        resources = {
+            "spark": SparkResource(),
+            "lake": LakeResource(root=lake_root),
+            "warehouse": WarehouseResource(url=warehouse_url),
+            "catalog": CatalogResource(url=catalog_url),
+        }
         sides = {
             "medallion": lambda: build_definitions(catalog_url, lake_root, warehouse_url),
             "AssetSpec": lambda: Definitions(assets=hand_written_specs(pipelines)),
-            "@asset": lambda: Definitions(assets=hand_written_assets(pipelines), resources=resources,
-                                          executor=in_process_executor),
+            "@asset": lambda: Definitions(
+                assets=hand_written_assets(pipelines), resources=resources, executor=in_process_executor
+            ),
         }
         runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
         shapes, checks = {}, {}
@@ -324,20 +466,33 @@ def bench_size(datasets: int, repeats: int) -> dict:
             for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
                 seconds, shapes[side], checks[side] = code_location_load(sides[side])
                 runs[side].append(seconds)
-        assert shapes["medallion"] == shapes["AssetSpec"] == shapes["@asset"], "the sides built other asset graphs"
+        assert shapes["medallion"] == shapes["AssetSpec"] == shapes["@asset"], (
+            "the sides built other asset graphs"
+        )
         assert len(shapes["medallion"]) == datasets, (len(shapes["medallion"]), datasets)
         assert checks["medallion"] == checks["@asset"], "the @asset reference has other asset checks"
         breakdown = build_breakdown(catalog_url, lake_root, warehouse_url)
-    medians = {side: {phase: statistics.median(run[phase] for run in side_runs) for phase in PHASES}
-               for side, side_runs in runs.items()}
-    totals = {side: statistics.median(sum(run.values()) for run in side_runs) for side, side_runs in runs.items()}
+    medians = {
+        side: {phase: statistics.median(run[phase] for run in side_runs) for phase in PHASES}
+        for side, side_runs in runs.items()
+    }
+    totals = {
+        side: statistics.median(sum(run.values()) for run in side_runs) for side, side_runs in runs.items()
+    }
     return {"medians": medians, "totals": totals, "breakdown": breakdown}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="--quick: 200 and 400 datasets")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 5000, 10000],
-                        help="datasets per catalog, multiples of 4 (default 1000 2000 5000 10000)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="--quick: 200 and 400 datasets"
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[1000, 2000, 5000, 10000],
+        help="datasets per catalog, multiples of 4 (default 1000 2000 5000 10000)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="loads of each side per size (default 3)")
     parser.add_argument("--quick", action="store_true", help="a small run to check that everything works")
     parser.add_argument("--locations", type=int, metavar="PER", help="datasets per domain code location")
@@ -354,17 +509,29 @@ def main() -> None:
     for datasets in sizes:
         results[datasets] = result = bench_size(datasets, repeats)
         m, h = result["medians"], result["totals"]
-        print(f"\n{datasets:,} datasets ({datasets // DATASETS_PER_PIPELINE:,} pipelines), medians of {repeats}:")
+        print(
+            f"\n{datasets:,} datasets ({datasets // DATASETS_PER_PIPELINE:,} pipelines), medians of {repeats}:"
+        )
         print(f"  {'':<14}" + "".join(f"{phase:>10}" for phase in PHASES) + f"{'total':>10}")
         for side in SIDES:
-            print(f"  {side:<14}" + "".join(f"{m[side][phase]:>10.2f}" for phase in PHASES) + f"{h[side]:>10.2f}")
-        print(f"  ratio Medallion / AssetSpec: {h['medallion'] / h['AssetSpec']:.2f}  (goal <= 2 at 10k);  "
-              f"Medallion / @asset: {h['medallion'] / h['@asset']:.2f}")
-        print("  Medallion build, step by step (one run): "
-              + ", ".join(f"{step} {seconds:.2f}" for step, seconds in result["breakdown"].items()))
+            print(
+                f"  {side:<14}"
+                + "".join(f"{m[side][phase]:>10.2f}" for phase in PHASES)
+                + f"{h[side]:>10.2f}"
+            )
+        print(
+            f"  ratio Medallion / AssetSpec: {h['medallion'] / h['AssetSpec']:.2f}  (goal <= 2 at 10k);  "
+            f"Medallion / @asset: {h['medallion'] / h['@asset']:.2f}"
+        )
+        print(
+            "  Medallion build, step by step (one run): "
+            + ", ".join(f"{step} {seconds:.2f}" for step, seconds in result["breakdown"].items())
+        )
     first, last = min(sizes), max(sizes)
     if first != last:
-        growth = ", ".join(f"{side} {results[last]['totals'][side] / results[first]['totals'][side]:.1f}x" for side in SIDES)
+        growth = ", ".join(
+            f"{side} {results[last]['totals'][side] / results[first]['totals'][side]:.1f}x" for side in SIDES
+        )
         print(f"\nscaling {first:,} → {last:,} datasets ({last / first:.0f}x more): {growth}")
 
 

@@ -43,11 +43,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion_assets import config
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.validation import evaluate_rules, reads_written_data
+from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.naming import lake_path
 from medallion_assets.runner import run_pipeline
@@ -63,7 +63,9 @@ PIPELINE = "user_events_etl"
 GOLD_TABLE = "analytics.daily_user_events"
 STAGES = ("bronze_ingest", "silver_clean", "gold_daily_aggregate")
 CORRUPT = "_corrupt_record"
-RAW_SCHEMA = f"event_id string, user_id string, event_type string, event_ts string, value double, {CORRUPT} string"
+RAW_SCHEMA = (
+    f"event_id string, user_id string, event_type string, event_ts string, value double, {CORRUPT} string"
+)
 DRIVER_MEMORY = "2g"
 WARM_UP_ROWS = 10_000
 SIDES = ("medallion", "hand-written")
@@ -110,8 +112,11 @@ def validation_seconds(spark: SparkSession, store: CatalogStore, lake_root: str)
     seconds = {}
     for stage in snapshot.stages(PIPELINE):
         target = snapshot.targets[stage.target_id]
-        rules = [rule for rule in snapshot.rule_sets[stage.validation_set_id].check_def
-                 if target.layer == "bronze" or reads_written_data(rule, target.keys)]
+        rules = [
+            rule
+            for rule in snapshot.rule_sets[stage.validation_set_id].check_def
+            if target.layer == "bronze" or reads_written_data(rule, target.keys)
+        ]
         start = time.perf_counter()
         if rules:
             evaluate_rules(spark.read.parquet(lake_path(lake_root, target.layer, target.target_id)), rules)
@@ -131,13 +136,19 @@ def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
     for key in [item["Key"] for page in pages for item in page.get("Contents", [])]:
         s3.download_file(BUCKET, key, str(raw / Path(key).name))
     # Spark refuses a query of the corrupt-record column alone on a raw JSON scan unless the scan is cached.
-    events = (spark.read.schema(RAW_SCHEMA).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-              .json(str(raw))
-              .withColumn("_source_file", F.col("_metadata.file_path"))
-              .withColumn("_ingested_at", F.current_timestamp())
-              .cache())
+    events = (
+        spark.read.schema(RAW_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(str(raw))
+        .withColumn("_source_file", F.col("_metadata.file_path"))
+        .withColumn("_ingested_at", F.current_timestamp())
+        .cache()
+    )
     events.where(F.col(CORRUPT).isNull()).drop(CORRUPT).write.parquet(str(lake / "bronze"))
-    events.where(F.col(CORRUPT).isNotNull()).select("_source_file", CORRUPT).write.parquet(str(lake / "quarantine/bronze"))
+    events.where(F.col(CORRUPT).isNotNull()).select("_source_file", CORRUPT).write.parquet(
+        str(lake / "quarantine/bronze")
+    )
     events.unpersist()
     stages["bronze_ingest"] = time.perf_counter() - start
 
@@ -146,14 +157,21 @@ def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
     event_ts = F.col("event_ts").try_cast("timestamp")
     bad_ts = F.col("event_ts").isNotNull() & event_ts.isNull()
     bronze.where(bad_ts).write.parquet(str(lake / "quarantine/silver"))
-    (bronze.where(~bad_ts).withColumn("event_ts", event_ts).drop("_source_file", "_ingested_at")
-     .dropDuplicates(["event_id"]).write.parquet(str(lake / "silver")))
+    (
+        bronze.where(~bad_ts)
+        .withColumn("event_ts", event_ts)
+        .drop("_source_file", "_ingested_at")
+        .dropDuplicates(["event_id"])
+        .write.parquet(str(lake / "silver"))
+    )
     stages["silver_clean"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    daily = (spark.read.parquet(str(lake / "silver"))
-             .groupBy(F.to_date("event_ts").alias("event_date"))
-             .agg(F.count("*").alias("total_events"), F.countDistinct("user_id").alias("unique_users")))
+    daily = (
+        spark.read.parquet(str(lake / "silver"))
+        .groupBy(F.to_date("event_ts").alias("event_date"))
+        .agg(F.count("*").alias("total_events"), F.countDistinct("user_id").alias("unique_users"))
+    )
     batch = daily.toArrow()
     with duckdb.connect(str(warehouse_file)) as connection:
         connection.register("batch", batch)
@@ -161,11 +179,17 @@ def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
         connection.execute(f"CREATE OR REPLACE TABLE {GOLD_TABLE} AS SELECT * FROM batch")
     stages["gold_daily_aggregate"] = time.perf_counter() - start
 
-    quarantined = {"bronze_ingest": spark.read.parquet(str(lake / "quarantine/bronze")).count(),
-                   "silver_clean": spark.read.parquet(str(lake / "quarantine/silver")).count(),
-                   "gold_daily_aggregate": 0}
-    return {"total": sum(stages.values()), "stages": stages, "quarantined": quarantined,
-            "gold": gold_rows(warehouse_file)}
+    quarantined = {
+        "bronze_ingest": spark.read.parquet(str(lake / "quarantine/bronze")).count(),
+        "silver_clean": spark.read.parquet(str(lake / "quarantine/silver")).count(),
+        "gold_daily_aggregate": 0,
+    }
+    return {
+        "total": sum(stages.values()),
+        "stages": stages,
+        "quarantined": quarantined,
+        "gold": gold_rows(warehouse_file),
+    }
 
 
 def run_side(spark: SparkSession, side: str, scratch: str, summary: SampleSummary) -> dict:
@@ -180,11 +204,18 @@ def run_side(spark: SparkSession, side: str, scratch: str, summary: SampleSummar
 
 def check(result: dict, summary: SampleSummary, side: str) -> None:
     """Each side kept, quarantined and deduplicated exactly what the generator says it wrote."""
-    expected_quarantine = {"bronze_ingest": summary.malformed_events, "silver_clean": summary.bad_timestamp_events,
-                           "gold_daily_aggregate": 0}
+    expected_quarantine = {
+        "bronze_ingest": summary.malformed_events,
+        "silver_clean": summary.bad_timestamp_events,
+        "gold_daily_aggregate": 0,
+    }
     assert result["quarantined"] == expected_quarantine, (side, result["quarantined"], expected_quarantine)
-    survivors = (summary.event_lines - summary.malformed_events - summary.bad_timestamp_events
-                 - summary.duplicate_events)
+    survivors = (
+        summary.event_lines
+        - summary.malformed_events
+        - summary.bad_timestamp_events
+        - summary.duplicate_events
+    )
     assert sum(row[1] for row in result["gold"]) == survivors, (side, result["gold"], survivors)
 
 
@@ -215,23 +246,33 @@ def report(medallion: list[dict], hand: list[dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="--quick: 100,000 events, 2 repeats")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="--quick: 100,000 events, 2 repeats"
+    )
     parser.add_argument("--rows", type=int, default=5_000_000, help="raw events (default 5,000,000)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (default 3)")
     parser.add_argument("--quick", action="store_true", help="a small run to check that everything works")
-    parser.add_argument("--cluster", action="store_true",
-                        help="both sides on a Spark standalone cluster (a master and a 2-core worker) on loopback")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="both sides on a Spark standalone cluster (a master and a 2-core worker) on loopback",
+    )
     args = parser.parse_args()
     rows, repeats = (100_000, 2) if args.quick else (args.rows, args.repeats)
 
-    with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch, \
-            (standalone_cluster(Path(scratch), {}) if args.cluster else nullcontext((None, None))) as (master, _):
+    with (
+        local_s3(buckets=(BUCKET,)),
+        tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch,
+        standalone_cluster(Path(scratch), {}) if args.cluster else nullcontext((None, None)) as (master, _),
+    ):
         if master:  # started after the S3 server, so that its executors see its endpoint and credentials
             # The cluster is on this machine: its executors' Python workers run this interpreter.
             os.environ.update(SPARK_MASTER=master, PYSPARK_PYTHON=sys.executable)
         spark = spark_session({"spark.driver.memory": DRIVER_MEMORY}, "medallion-bench")
-        print(f"Spark {spark.version}, master {config.spark_remote() or config.spark_master()}, "
-              f"driver memory {DRIVER_MEMORY}")
+        print(
+            f"Spark {spark.version}, master {config.spark_remote() or config.spark_master()}, "
+            f"driver memory {DRIVER_MEMORY}"
+        )
         # The first Spark jobs in a JVM and the first Dagster run in a process are slower (class loading,
         # JIT, lazy imports): one untimed run of each side on a small sample, whose objects the full
         # sample then replaces (same names), so neither side pays for it.
@@ -249,13 +290,17 @@ def main() -> None:
             for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
                 result = run_side(spark, side, scratch, summary)
                 results[side].append(result)
-                print(f"repeat {repeat + 1} {side:<12} {result['total']:7.2f} s  "
-                      + "  ".join(f"{name} {seconds:.2f}" for name, seconds in result["stages"].items()))
+                print(
+                    f"repeat {repeat + 1} {side:<12} {result['total']:7.2f} s  "
+                    + "  ".join(f"{name} {seconds:.2f}" for name, seconds in result["stages"].items())
+                )
             gold = {side: results[side][-1]["gold"] for side in SIDES}
             assert gold["medallion"] == gold["hand-written"], f"the two sides loaded other gold rows: {gold}"
     medallion, hand = results["medallion"], results["hand-written"]
-    print(f"\n{rows:,} events; both sides loaded the same {len(hand[0]['gold'])} gold rows: "
-          + ", ".join(f"{day} {events}/{users}" for day, events, users in hand[0]["gold"]))
+    print(
+        f"\n{rows:,} events; both sides loaded the same {len(hand[0]['gold'])} gold rows: "
+        + ", ".join(f"{day} {events}/{users}" for day, events, users in hand[0]["gold"])
+    )
     report(medallion, hand)
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.catalog.snapshot import CatalogSnapshot  # noqa: E402
 from medallion_assets.engine.ingest import ingest  # noqa: E402
 from medallion_assets.engine.spark import spark_session  # noqa: E402
+from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.sample_data import write_sample_data  # noqa: E402
 from medallion_assets.storage.objects import list_objects  # noqa: E402
 
@@ -48,17 +48,25 @@ def main() -> None:
         sizes = {kind: sum(info.size for info in list_objects(folder)) for kind, folder in folders.items()}
         times: dict[str, list[float]] = {"plain": [], "gzip": []}
         for repeat in range(repeats + 1):  # the first round warms the JVM and the Python workers up, untimed
-            for kind in (("plain", "gzip") if repeat % 2 else ("gzip", "plain")):
+            for kind in ("plain", "gzip") if repeat % 2 else ("gzip", "plain"):
                 source = events.model_copy(update={"s3_path": folders[kind]})
                 started = time.perf_counter()
-                result = ingest(spark, source, list_objects(folders[kind]), f"{scratch}/bronze-{kind}-{repeat}",
-                                f"{scratch}/quarantine-{kind}-{repeat}", "b1")
+                result = ingest(
+                    spark,
+                    source,
+                    list_objects(folders[kind]),
+                    f"{scratch}/bronze-{kind}-{repeat}",
+                    f"{scratch}/quarantine-{kind}-{repeat}",
+                    "b1",
+                )
                 if repeat:
                     times[kind].append(time.perf_counter() - started)
                 assert result.rows_read == rows, (kind, result)
     plain, gzip = statistics.median(times["plain"]), statistics.median(times["gzip"])
-    print(f"{rows:,} events: plain {sizes['plain'] / 1e6:.0f} MB in {plain:.2f} s, gzip {sizes['gzip'] / 1e6:.0f} MB "
-          f"in {gzip:.2f} s (medians of {repeats}); gzip / plain = {gzip / plain:.2f} (goal <= 1.2)")
+    print(
+        f"{rows:,} events: plain {sizes['plain'] / 1e6:.0f} MB in {plain:.2f} s, gzip {sizes['gzip'] / 1e6:.0f} MB "
+        f"in {gzip:.2f} s (medians of {repeats}); gzip / plain = {gzip / plain:.2f} (goal <= 1.2)"
+    )
 
 
 if __name__ == "__main__":

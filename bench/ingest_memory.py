@@ -26,8 +26,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
+from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.sample_data import write_sample_data  # noqa: E402
 from tests.spark_servers import connect_server  # noqa: E402
 
@@ -40,7 +40,9 @@ def installation(folder: Path, megabytes: int, gzipped: bool) -> tuple[dict[str,
     raw = folder / "raw"
     rows = max(megabytes * 1_000_000 // BYTES_PER_EVENT, 1000)
     write_sample_data(str(raw), rows, lines_per_file=200_000, gzipped=gzipped)
-    return seed_installation(folder, raw), sum(path.stat().st_size for path in (raw / "user_events").iterdir())
+    return seed_installation(folder, raw), sum(
+        path.stat().st_size for path in (raw / "user_events").iterdir()
+    )
 
 
 def seed_installation(folder: Path, raw: Path) -> dict[str, str]:
@@ -48,18 +50,24 @@ def seed_installation(folder: Path, raw: Path) -> dict[str, str]:
     store = CatalogStore(f"sqlite:///{folder}/catalog.db")
     store.migrate()
     loaded = validate_files(store.snapshot(), [SEED]).rows
-    loaded["sources"] = [source.model_copy(update={"s3_path": str(raw / source.s3_path.split("/")[-2])})
-                         for source in loaded["sources"]]
+    loaded["sources"] = [
+        source.model_copy(update={"s3_path": str(raw / source.s3_path.split("/")[-2])})
+        for source in loaded["sources"]
+    ]
     store.upsert(loaded)
-    return {"MEDALLION_CATALOG_URL": store.url, "MEDALLION_LAKE_URL": str(folder / "lake"),
-            "MEDALLION_WAREHOUSE_URL": f"duckdb:///{folder}/warehouse.duckdb"}
+    return {
+        "MEDALLION_CATALOG_URL": store.url,
+        "MEDALLION_LAKE_URL": str(folder / "lake"),
+        "MEDALLION_WAREHOUSE_URL": f"duckdb:///{folder}/warehouse.duckdb",
+    }
 
 
 def peak_rss(medallion: str, env: dict[str, str], pipeline_id: str = "user_events_etl") -> tuple[int, float]:
     """Run the pipeline; return the run process's peak RSS in bytes and its wall time in seconds."""
     started = time.perf_counter()
-    process = psutil.Popen([medallion, "run", pipeline_id, "--json"], env={**os.environ, **env},
-                           stdout=-1, stderr=-1, text=True)
+    process = psutil.Popen(
+        [medallion, "run", pipeline_id, "--json"], env={**os.environ, **env}, stdout=-1, stderr=-1, text=True
+    )
     peak = 0
     while process.poll() is None:
         try:
@@ -79,8 +87,11 @@ def main() -> None:
     parser.add_argument("--big-mb", type=int, default=1000)
     parser.add_argument("--gzip", action="store_true", help="gzip-compress the raw files")
     parser.add_argument("--remote", action="store_true", help="through a Spark Connect server on loopback")
-    parser.add_argument("--medallion", default=str(Path(sys.executable).parent / "medallion"),
-                        help="the medallion command to measure (another checkout's, to compare versions)")
+    parser.add_argument(
+        "--medallion",
+        default=str(Path(sys.executable).parent / "medallion"),
+        help="the medallion command to measure (another checkout's, to compare versions)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch:
         server = connect_server(Path(scratch), {}) if args.remote else nullcontext(None)
@@ -93,8 +104,11 @@ def main() -> None:
                 env, size = installation(folder, megabytes, args.gzip)
                 rss, seconds = peak_rss(args.medallion, env)
                 figures[label] = rss
-                print(f"{label}: {megabytes} MB of JSON lines ({size / 1e6:.1f} MB on disk), peak RSS "
-                      f"{rss / 2**20:.0f} MiB, {seconds:.0f} s", flush=True)
+                print(
+                    f"{label}: {megabytes} MB of JSON lines ({size / 1e6:.1f} MB on disk), peak RSS "
+                    f"{rss / 2**20:.0f} MiB, {seconds:.0f} s",
+                    flush=True,
+                )
     engine = f"Spark Connect ({remote})" if args.remote else os.environ.get("SPARK_MASTER", "local[2]")
     print(f"engine {engine}; peak RSS big - small: {(figures['big'] - figures['small']) / 2**20:.0f} MiB")
 

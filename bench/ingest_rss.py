@@ -22,8 +22,13 @@ from medallion_assets.catalog.models import Source
 from medallion_assets.engine.ingest import ingest
 from medallion_assets.storage.objects import list_objects
 
-EVENTS = {"event_id": "string", "user_id": "string", "event_type": "string", "event_ts": "string",
-          "value": "double"}
+EVENTS = {
+    "event_id": "string",
+    "user_id": "string",
+    "event_type": "string",
+    "event_ts": "string",
+    "value": "double",
+}
 
 
 def main() -> None:
@@ -39,10 +44,18 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch:
         result = ingest(spark, source, objects, f"{scratch}/bronze", f"{scratch}/quarantine", "b1")
-    print(json.dumps({"objects": len(objects), "bytes": sum(info.size for info in objects),
-                      "rows_read": result.rows_read, "seconds": round(time.perf_counter() - started, 1),
-                      "peak_rss_mib_before": before // 1024,
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+    print(
+        json.dumps(
+            {
+                "objects": len(objects),
+                "bytes": sum(info.size for info in objects),
+                "rows_read": result.rows_read,
+                "seconds": round(time.perf_counter() - started, 1),
+                "peak_rss_mib_before": before // 1024,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -26,12 +26,14 @@ from dagster import DagsterRunStatus, build_sensor_context, instance_for_test
 from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import (
-    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+    RegisteredCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
 )
 from medallion_assets.definitions import build_definitions
+from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
@@ -43,8 +45,9 @@ QUEUED_COORDINATOR = {"run_coordinator": {"module": "dagster", "class": "QueuedR
 
 def set_pipeline_enabled(store: CatalogStore, enabled: bool) -> None:
     with store.engine.begin() as connection:
-        connection.execute(text("UPDATE pipelines SET enabled = :on WHERE pipeline_id = 'user_events_etl'"),
-                           {"on": enabled})
+        connection.execute(
+            text("UPDATE pipelines SET enabled = :on WHERE pipeline_id = 'user_events_etl'"), {"on": enabled}
+        )
 
 
 def new_store(folder: str) -> CatalogStore:
@@ -59,12 +62,17 @@ def queued_cancel_latency(store: CatalogStore, folder: str, interval: float) -> 
     job = defs.resolve_implicit_global_asset_job_def()
     snapshot = store.snapshot()
     key = target_key(snapshot.targets["gold_daily_user_events"])
-    origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"),
-                             job.name)
+    origin = RemoteJobOrigin(
+        RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"), job.name
+    )
     set_pipeline_enabled(store, True)
     with instance_for_test(overrides=QUEUED_COORDINATOR) as instance:
-        run_id = instance.create_run_for_job(job_def=job, asset_selection=frozenset({key}),
-                                             status=DagsterRunStatus.QUEUED, remote_job_origin=origin).run_id
+        run_id = instance.create_run_for_job(
+            job_def=job,
+            asset_selection=frozenset({key}),
+            status=DagsterRunStatus.QUEUED,
+            remote_job_origin=origin,
+        ).run_id
         stop = threading.Event()
 
         def daemon() -> None:
@@ -78,7 +86,10 @@ def queued_cancel_latency(store: CatalogStore, folder: str, interval: float) -> 
         time.sleep(random.uniform(0, interval))
         flipped = time.perf_counter()
         set_pipeline_enabled(store, False)
-        while instance.get_run_by_id(run_id).status not in (DagsterRunStatus.CANCELED, DagsterRunStatus.CANCELING):
+        while instance.get_run_by_id(run_id).status not in (
+            DagsterRunStatus.CANCELED,
+            DagsterRunStatus.CANCELING,
+        ):
             time.sleep(0.01)
         latency = time.perf_counter() - flipped
         stop.set()
@@ -109,13 +120,18 @@ def running_halt(folder: str, rows: int) -> tuple[float, int]:
             report = run_pipeline(defs, store.snapshot(), store, "user_events_etl", instance)
         watcher.join()
     assert report.status == "halted", report
-    ran_after_flip = [e["stage_name"] for e in store.audit_entries(event="stage", status="success")
-                      if e["stage_name"] != "bronze_ingest"]
+    ran_after_flip = [
+        e["stage_name"]
+        for e in store.audit_entries(event="stage", status="success")
+        if e["stage_name"] != "bronze_ingest"
+    ]
     return latency[0], len(ran_after_flip)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--flips", type=int, default=5)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS)
     parser.add_argument("--rows", type=int, default=20_000, help="events for the running-run measurement")
@@ -125,12 +141,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = new_store(folder)
         latencies = [queued_cancel_latency(store, folder, args.interval) for _ in range(flips)]
-    print(f"(a) queued run cancelled after a flag update, sensor interval {args.interval:.0f} s, {flips} flips:")
-    print(f"    median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s, "
-          f"median/interval {statistics.median(latencies) / args.interval:.2f}")
+    print(
+        f"(a) queued run cancelled after a flag update, sensor interval {args.interval:.0f} s, {flips} flips:"
+    )
+    print(
+        f"    median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s, "
+        f"median/interval {statistics.median(latencies) / args.interval:.2f}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         flip_to_halt, ran_after = running_halt(folder, args.rows)
-    print(f"(b) running run: halted {flip_to_halt:.2f} s after the flip; stages run after the flip: {ran_after}")
+    print(
+        f"(b) running run: halted {flip_to_halt:.2f} s after the flip; stages run after the flip: {ran_after}"
+    )
 
 
 if __name__ == "__main__":

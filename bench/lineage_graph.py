@@ -38,7 +38,12 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.recovery.graph import build_graph
 from medallion_assets.recovery.paths import (
-    MAX_LENGTH, MAX_PATHS, all_recovery_paths, default_path, recovery_paths, refresh_recovery_paths,
+    MAX_LENGTH,
+    MAX_PATHS,
+    all_recovery_paths,
+    default_path,
+    recovery_paths,
+    refresh_recovery_paths,
     shortest_available_path,
 )
 
@@ -47,18 +52,47 @@ STAGES_PER_PIPELINE = 100
 
 def generated_snapshot(datasets: int, seed: int) -> CatalogSnapshot:
     rng = random.Random(seed)
-    counts = {name: int(datasets * share) for name, share in
-              (("raw", 0.20), ("replica", 0.02), ("bronze", 0.20), ("silver", 0.28), ("gold", 0.20), ("mart", 0.10))}
+    counts = {
+        name: int(datasets * share)
+        for name, share in (
+            ("raw", 0.20),
+            ("replica", 0.02),
+            ("bronze", 0.20),
+            ("silver", 0.28),
+            ("gold", 0.20),
+            ("mart", 0.10),
+        )
+    }
     snapshot = CatalogSnapshot()
     ids = {layer: [f"{layer}_{i}" for i in range(count)] for layer, count in counts.items()}
     for i, source_id in enumerate(ids["raw"]):
-        snapshot.add("sources", Source(source_id=source_id, s3_path=f"s3://raw-{i % 50}/{source_id}/",
-                                       file_format="parquet", columns={"id": "string"}))
+        snapshot.add(
+            "sources",
+            Source(
+                source_id=source_id,
+                s3_path=f"s3://raw-{i % 50}/{source_id}/",
+                file_format="parquet",
+                columns={"id": "string"},
+            ),
+        )
     for i, source_id in enumerate(ids["replica"]):
-        snapshot.add("sources", Source(source_id=source_id, s3_path=f"s3://replica-{i % 10}/{source_id}/",
-                                       file_format="parquet", columns={"id": "string"}))
-    stages: list[tuple[str, list[str], str]] = [(raw, [], bronze) for raw, bronze in zip(ids["raw"], ids["bronze"])]
-    for layer, upstream_layer, max_joined in (("silver", "bronze", 2), ("gold", "silver", 2), ("mart", "gold", 1)):
+        snapshot.add(
+            "sources",
+            Source(
+                source_id=source_id,
+                s3_path=f"s3://replica-{i % 10}/{source_id}/",
+                file_format="parquet",
+                columns={"id": "string"},
+            ),
+        )
+    stages: list[tuple[str, list[str], str]] = [
+        (raw, [], bronze) for raw, bronze in zip(ids["raw"], ids["bronze"])
+    ]
+    for layer, upstream_layer, max_joined in (
+        ("silver", "bronze", 2),
+        ("gold", "silver", 2),
+        ("mart", "gold", 1),
+    ):
         for target_id in ids[layer]:
             main, *joined = rng.sample(ids[upstream_layer], 1 + rng.randint(0, max_joined))
             stages.append((main, joined, target_id))
@@ -69,16 +103,41 @@ def generated_snapshot(datasets: int, seed: int) -> CatalogSnapshot:
         pipeline_id = f"p_{number // STAGES_PER_PIPELINE}"
         if number % STAGES_PER_PIPELINE == 0:
             snapshot.add("pipelines", Pipeline(pipeline_id=pipeline_id))
-        snapshot.add("stages", Stage(pipeline_id=pipeline_id, stage_order=number % STAGES_PER_PIPELINE + 1,
-                                     stage_name=f"make_{target_id}", input_id=source_id, inputs=joined,
-                                     target_id=target_id))
+        snapshot.add(
+            "stages",
+            Stage(
+                pipeline_id=pipeline_id,
+                stage_order=number % STAGES_PER_PIPELINE + 1,
+                stage_name=f"make_{target_id}",
+                input_id=source_id,
+                inputs=joined,
+                target_id=target_id,
+            ),
+        )
     for replica, bronze in zip(ids["replica"], rng.sample(ids["bronze"], counts["replica"])):
-        snapshot.add("dataset_lineage", DatasetLineage(upstream=replica, downstream=bronze, via=f"{replica}_copy",
-                                                       kind="alternate", cost=2, is_default=False))
+        snapshot.add(
+            "dataset_lineage",
+            DatasetLineage(
+                upstream=replica,
+                downstream=bronze,
+                via=f"{replica}_copy",
+                kind="alternate",
+                cost=2,
+                is_default=False,
+            ),
+        )
     for silver in rng.sample(ids["silver"], counts["silver"] // 20):
-        snapshot.add("dataset_lineage", DatasetLineage(upstream=rng.choice(ids["raw"]), downstream=silver,
-                                                       via=f"rebuild_{silver}", kind="alternate", cost=3,
-                                                       is_default=False))
+        snapshot.add(
+            "dataset_lineage",
+            DatasetLineage(
+                upstream=rng.choice(ids["raw"]),
+                downstream=silver,
+                via=f"rebuild_{silver}",
+                kind="alternate",
+                cost=3,
+                is_default=False,
+            ),
+        )
     return snapshot
 
 
@@ -90,20 +149,44 @@ def dense_snapshot(datasets: int, layers: int, seed: int) -> CatalogSnapshot:
     snapshot = CatalogSnapshot()
     names = [[f"d{layer}_{i}" for i in range(width)] for layer in range(layers)]
     for source_id in names[0]:
-        snapshot.add("sources", Source(source_id=source_id, s3_path=f"s3://raw/{source_id}/", file_format="parquet",
-                                       columns={"id": "string"}))
+        snapshot.add(
+            "sources",
+            Source(
+                source_id=source_id,
+                s3_path=f"s3://raw/{source_id}/",
+                file_format="parquet",
+                columns={"id": "string"},
+            ),
+        )
     for layer in range(1, layers):
         pipeline_id = f"layer_{layer}"
         snapshot.add("pipelines", Pipeline(pipeline_id=pipeline_id))
         for order, target_id in enumerate(names[layer], 1):
             snapshot.add("targets", Target(target_id=target_id, layer="silver"))
             main, *joined = rng.sample(names[layer - 1], rng.randint(1, 3))
-            snapshot.add("stages", Stage(pipeline_id=pipeline_id, stage_order=order, stage_name=f"make_{target_id}",
-                                         input_id=main, inputs=joined, target_id=target_id))
+            snapshot.add(
+                "stages",
+                Stage(
+                    pipeline_id=pipeline_id,
+                    stage_order=order,
+                    stage_name=f"make_{target_id}",
+                    input_id=main,
+                    inputs=joined,
+                    target_id=target_id,
+                ),
+            )
     for target_id in rng.sample([n for layer in names[1:] for n in layer], datasets // 20):
-        snapshot.add("dataset_lineage", DatasetLineage(upstream=rng.choice(names[0]), downstream=target_id,
-                                                       via=f"rebuild_{target_id}", kind="alternate", cost=3,
-                                                       is_default=False))
+        snapshot.add(
+            "dataset_lineage",
+            DatasetLineage(
+                upstream=rng.choice(names[0]),
+                downstream=target_id,
+                via=f"rebuild_{target_id}",
+                kind="alternate",
+                cost=3,
+                is_default=False,
+            ),
+        )
     return snapshot
 
 
@@ -127,8 +210,15 @@ def ms(seconds: list[float]) -> str:
     return f"median {statistics.median(ordered) * 1e3:.3f} ms, p95 {p95 * 1e3:.3f} ms, max {ordered[-1] * 1e3:.3f} ms"
 
 
-def measure(title: str, snapshot: CatalogSnapshot, queries: int, repeats: int, rng: random.Random,
-            unbounded_baseline: bool, refresh: bool) -> None:
+def measure(
+    title: str,
+    snapshot: CatalogSnapshot,
+    queries: int,
+    repeats: int,
+    rng: random.Random,
+    unbounded_baseline: bool,
+    refresh: bool,
+) -> None:
     graph = build_graph(snapshot)
     edges = list(graph.edges)
     print(f"\n== {title}: {graph.number_of_nodes():,} datasets, {len(edges):,} edges")
@@ -143,10 +233,12 @@ def measure(title: str, snapshot: CatalogSnapshot, queries: int, repeats: int, r
     for _ in range(repeats):
         build.append(timed(build_graph, snapshot)[0])
         baseline_build.append(timed(plain)[0])
-    print(f"1. build, {repeats} runs: build_graph median {statistics.median(build):.2f} s, best {min(build):.2f} s "
-          f"(goal ≤ 2 s); plain nx.DiGraph from the edge list median {statistics.median(baseline_build):.2f} s, best "
-          f"{min(baseline_build):.2f} s; ratio of medians "
-          f"{statistics.median(build) / statistics.median(baseline_build):.1f}×")
+    print(
+        f"1. build, {repeats} runs: build_graph median {statistics.median(build):.2f} s, best {min(build):.2f} s "
+        f"(goal ≤ 2 s); plain nx.DiGraph from the edge list median {statistics.median(baseline_build):.2f} s, best "
+        f"{min(baseline_build):.2f} s; ratio of medians "
+        f"{statistics.median(build) / statistics.median(baseline_build):.1f}×"
+    )
 
     sources = [n for n, kind in graph.nodes(data="kind") if kind == "source"]
     down = set(rng.sample(sources, len(sources) // 20))
@@ -160,9 +252,13 @@ def measure(title: str, snapshot: CatalogSnapshot, queries: int, repeats: int, r
         rerouted += path is not None and path.nodes != default.nodes
         missing += path is None
         baseline.append(timed(nx.shortest_path, graph, default.nodes[0], dataset, "cost")[0])
-    print(f"2. shortest available path to {len(chosen)} datasets without successors, {len(down):,} of "
-          f"{len(sources):,} sources down: {ms(ours)} (goal ≤ 50 ms); {rerouted} re-routed, {missing} with none")
-    print(f"   baseline nx.shortest_path(default root, dataset, weight='cost'), no availability: {ms(baseline)}")
+    print(
+        f"2. shortest available path to {len(chosen)} datasets without successors, {len(down):,} of "
+        f"{len(sources):,} sources down: {ms(ours)} (goal ≤ 50 ms); {rerouted} re-routed, {missing} with none"
+    )
+    print(
+        f"   baseline nx.shortest_path(default root, dataset, weight='cost'), no availability: {ms(baseline)}"
+    )
 
     counts = path_counts(graph)
     enumeration, found = [], []
@@ -171,14 +267,18 @@ def measure(title: str, snapshot: CatalogSnapshot, queries: int, repeats: int, r
         enumeration.append(seconds)
         found.append(len(paths))
     existing = [counts[d] for d in chosen]
-    print(f"3. bounded enumeration (≤ {MAX_PATHS} paths of ≤ {MAX_LENGTH} nodes), same datasets: {ms(enumeration)}; "
-          f"paths listed: median {statistics.median(found):g}, max {max(found)}; paths that exist: median "
-          f"{statistics.median(existing):.3g}, max {max(existing):.3g}")
+    print(
+        f"3. bounded enumeration (≤ {MAX_PATHS} paths of ≤ {MAX_LENGTH} nodes), same datasets: {ms(enumeration)}; "
+        f"paths listed: median {statistics.median(found):g}, max {max(found)}; paths that exist: median "
+        f"{statistics.median(existing):.3g}, max {max(existing):.3g}"
+    )
     if unbounded_baseline:
         unbounded = []
         for dataset in chosen:
             roots = [a for a in nx.ancestors(graph, dataset) if graph.in_degree(a) == 0]
-            unbounded.append(timed(lambda: [p for r in roots for p in nx.all_simple_paths(graph, r, dataset)])[0])
+            unbounded.append(
+                timed(lambda: [p for r in roots for p in nx.all_simple_paths(graph, r, dataset)])[0]
+            )
         print(f"   baseline nx.all_simple_paths from every root ancestor, unbounded: {ms(unbounded)}")
     else:
         print("   baseline nx.all_simple_paths: not run, it would have to list the paths that exist")
@@ -191,12 +291,16 @@ def measure(title: str, snapshot: CatalogSnapshot, queries: int, repeats: int, r
             first, changed = timed(refresh_recovery_paths, store, snapshot)
             again, unchanged = timed(refresh_recovery_paths, store, snapshot)
             store.engine.dispose()
-        print(f"   refresh_recovery_paths into SQLite: first {first:.1f} s ({len(changed):,} datasets written), "
-              f"unchanged graph {again:.1f} s ({len(unchanged)} rewritten)")
+        print(
+            f"   refresh_recovery_paths into SQLite: first {first:.1f} s ({len(changed):,} datasets written), "
+            f"unchanged graph {again:.1f} s ({len(unchanged)} rewritten)"
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--datasets", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--dense-queries", type=int, default=20)
@@ -204,10 +308,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    measure("medallion-shaped catalog", generated_snapshot(args.datasets, args.seed), args.queries, args.repeats,
-            rng, unbounded_baseline=True, refresh=True)
-    measure("dense stress graph, 20 layers", dense_snapshot(args.datasets, 20, args.seed), args.dense_queries,
-            args.repeats, rng, unbounded_baseline=False, refresh=False)
+    measure(
+        "medallion-shaped catalog",
+        generated_snapshot(args.datasets, args.seed),
+        args.queries,
+        args.repeats,
+        rng,
+        unbounded_baseline=True,
+        refresh=True,
+    )
+    measure(
+        "dense stress graph, 20 layers",
+        dense_snapshot(args.datasets, 20, args.seed),
+        args.dense_queries,
+        args.repeats,
+        rng,
+        unbounded_baseline=False,
+        refresh=False,
+    )
 
 
 if __name__ == "__main__":

@@ -44,11 +44,32 @@ def catalog(folder: Path, datasets: int) -> CatalogStore:
     with store.engine.begin() as connection:
         for table, rows in (
             ("pipelines", [{"pipeline_id": "bench"}]),
-            ("sources", [{"source_id": f"raw_{i}", "s3_path": f"s3://bench/raw_{i}/", "file_format": "jsonl",
-                          "columns": {"id": "string"}} for i in pairs]),
+            (
+                "sources",
+                [
+                    {
+                        "source_id": f"raw_{i}",
+                        "s3_path": f"s3://bench/raw_{i}/",
+                        "file_format": "jsonl",
+                        "columns": {"id": "string"},
+                    }
+                    for i in pairs
+                ],
+            ),
             ("targets", [{"target_id": f"bronze_{i}", "layer": "bronze", "kind": "lake"} for i in pairs]),
-            ("stages", [{"pipeline_id": "bench", "stage_order": i + 1, "stage_name": f"ingest_{i}",
-                         "input_id": f"raw_{i}", "target_id": f"bronze_{i}"} for i in pairs]),
+            (
+                "stages",
+                [
+                    {
+                        "pipeline_id": "bench",
+                        "stage_order": i + 1,
+                        "stage_name": f"ingest_{i}",
+                        "input_id": f"raw_{i}",
+                        "target_id": f"bronze_{i}",
+                    }
+                    for i in pairs
+                ],
+            ),
         ):
             connection.execute(insert(LOADABLE_TABLES[table]), rows)
     return store
@@ -57,13 +78,18 @@ def catalog(folder: Path, datasets: int) -> CatalogStore:
 def event(number: int, sources: int) -> bytes:
     """An export job writing a file into a raw source's prefix; sources are spread over the catalog."""
     source = number * 7919 % sources
-    return json.dumps({
-        "eventType": "COMPLETE", "eventTime": "2026-11-02T03:00:00Z", "producer": "https://example.com/bench",
-        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "bench", "name": f"export_{number}"},
-        "inputs": [{"namespace": "postgres://shop:5432", "name": f"shop.public.table_{number}"}],
-        "outputs": [{"namespace": "s3://bench", "name": f"raw_{source}/part-{number}.jsonl"}],
-    }).encode()
+    return json.dumps(
+        {
+            "eventType": "COMPLETE",
+            "eventTime": "2026-11-02T03:00:00Z",
+            "producer": "https://example.com/bench",
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": str(uuid.uuid4())},
+            "job": {"namespace": "bench", "name": f"export_{number}"},
+            "inputs": [{"namespace": "postgres://shop:5432", "name": f"shop.public.table_{number}"}],
+            "outputs": [{"namespace": "s3://bench", "name": f"raw_{source}/part-{number}.jsonl"}],
+        }
+    ).encode()
 
 
 def serve(folder: str, datasets: int, port, measuring, stop, results) -> None:
@@ -81,8 +107,14 @@ def serve(folder: str, datasets: int, port, measuring, stop, results) -> None:
     cpu = time.process_time() - cpu
     server.shutdown()
     server.server_close()
-    results.put({"generate_sec": generated, "reloads": server.lineage.reloads, "cpu_sec": cpu,
-                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    results.put(
+        {
+            "generate_sec": generated,
+            "reloads": server.lineage.reloads,
+            "cpu_sec": cpu,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+    )
 
 
 def send(port: int, body: bytes) -> float:
@@ -107,16 +139,24 @@ def measure(folder: Path, datasets: int, events: int, clients: int) -> dict:
         measuring.set()
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=clients) as pool:
-            latencies = sorted(pool.map(lambda n: send(server_port, event(n, datasets // 2)), range(1, events)))
+            latencies = sorted(
+                pool.map(lambda n: send(server_port, event(n, datasets // 2)), range(1, events))
+            )
         wall = time.perf_counter() - started
     finally:
         stop.set()
     report = results.get(timeout=600)
     server.join()
     report["cpu_ms"] = 1000 * report.pop("cpu_sec") / len(latencies)
-    return {"datasets": datasets, "first_sec": first, "events_per_sec": len(latencies) / wall,
-            "cost_ms": 1000 * wall / len(latencies), "median_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * latencies[round(0.99 * (len(latencies) - 1))], **report}
+    return {
+        "datasets": datasets,
+        "first_sec": first,
+        "events_per_sec": len(latencies) / wall,
+        "cost_ms": 1000 * wall / len(latencies),
+        "median_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[round(0.99 * (len(latencies) - 1))],
+        **report,
+    }
 
 
 def main() -> None:
@@ -126,17 +166,24 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4, help="requests in flight at most")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        results = [measure(Path(folder), size, arguments.events, arguments.clients) for size in sorted(arguments.sizes)]
+        results = [
+            measure(Path(folder), size, arguments.events, arguments.clients)
+            for size in sorted(arguments.sizes)
+        ]
     base = results[0]
     print(f"{arguments.events:,} events per size, at most {arguments.clients} in flight\n")
-    print("| datasets | catalog generated s | first event s | events/s | wall ms / event | server CPU ms / event "
-          "| median ms | p99 ms | peak RSS MB | catalog reads | wall vs smallest | CPU vs smallest | p99 vs smallest |")
+    print(
+        "| datasets | catalog generated s | first event s | events/s | wall ms / event | server CPU ms / event "
+        "| median ms | p99 ms | peak RSS MB | catalog reads | wall vs smallest | CPU vs smallest | p99 vs smallest |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['datasets']:,} | {r['generate_sec']:.1f} | {r['first_sec']:.2f} | {r['events_per_sec']:.0f} | "
-              f"{r['cost_ms']:.1f} | {r['cpu_ms']:.1f} | {r['median_ms']:.1f} | {r['p99_ms']:.1f} | "
-              f"{r['peak_rss_mb']:.0f} | {r['reloads']} | {r['cost_ms'] / base['cost_ms']:.2f}× | "
-              f"{r['cpu_ms'] / base['cpu_ms']:.2f}× | {r['p99_ms'] / base['p99_ms']:.2f}× |")
+        print(
+            f"| {r['datasets']:,} | {r['generate_sec']:.1f} | {r['first_sec']:.2f} | {r['events_per_sec']:.0f} | "
+            f"{r['cost_ms']:.1f} | {r['cpu_ms']:.1f} | {r['median_ms']:.1f} | {r['p99_ms']:.1f} | "
+            f"{r['peak_rss_mb']:.0f} | {r['reloads']} | {r['cost_ms'] / base['cost_ms']:.2f}× | "
+            f"{r['cpu_ms'] / base['cpu_ms']:.2f}× | {r['p99_ms'] / base['p99_ms']:.2f}× |"
+        )
 
 
 if __name__ == "__main__":

@@ -26,19 +26,19 @@ import statistics
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from dagster import instance_for_test
 from sqlalchemy import insert
 
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Notification, Pipeline, Source, Stage, Target, VolumeBand
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.anomalies import volume_verdicts
 from medallion_assets.definitions import build_definitions
+from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
@@ -64,26 +64,52 @@ class Recorder(BaseHTTPRequestHandler):
 
 
 def generated_catalog(store: CatalogStore) -> None:
-    rows: dict[str, list] = {name: [] for name in ("pipelines", "sources", "targets", "stages", "notifications")}
+    rows: dict[str, list] = {
+        name: [] for name in ("pipelines", "sources", "targets", "stages", "notifications")
+    }
     for p in range(PIPELINES):
         pid = f"p{p:03d}"
         sla = {"max_stale_minutes": 1560} if p % 2 else {"expected_by": "06:00", "window_minutes": 1440}
-        rows["pipelines"].append(Pipeline(pipeline_id=pid, owner=f"team:t{p % TEAMS}", sla=sla,
-                                          volume_band=VolumeBand()))
-        rows["sources"].append(Source(source_id=f"{pid}_raw", s3_path=f"s3://bench/{pid}/", file_format="jsonl",
-                                      columns={"id": "string"}))
+        rows["pipelines"].append(
+            Pipeline(pipeline_id=pid, owner=f"team:t{p % TEAMS}", sla=sla, volume_band=VolumeBand())
+        )
+        rows["sources"].append(
+            Source(
+                source_id=f"{pid}_raw",
+                s3_path=f"s3://bench/{pid}/",
+                file_format="jsonl",
+                columns={"id": "string"},
+            )
+        )
         upstream = f"{pid}_raw"
         for order, (layer, name) in enumerate(STAGES, start=1):
             target = f"{pid}_{layer}"
             rows["targets"].append(Target(target_id=target, layer=layer))
-            rows["stages"].append(Stage(pipeline_id=pid, stage_order=order, stage_name=name, input_id=upstream,
-                                        target_id=target, transform_sql=f"SELECT * FROM {upstream}" if layer == "gold" else None))
+            rows["stages"].append(
+                Stage(
+                    pipeline_id=pid,
+                    stage_order=order,
+                    stage_name=name,
+                    input_id=upstream,
+                    target_id=target,
+                    transform_sql=f"SELECT * FROM {upstream}" if layer == "gold" else None,
+                )
+            )
             upstream = target
     events = ["run_failed", "stage_halted", "sla_missed", "volume_anomaly"]
-    rows["notifications"] = [Notification(notification_id="ops", events=events, channel="webhook",
-                                          params={"url_env": HOOK_ENV})] + [
-        Notification(notification_id=f"team_t{t}", events=events, scope="owner", scope_id=f"team:t{t}",
-                     channel="webhook", params={"url_env": HOOK_ENV}) for t in range(TEAMS)]
+    rows["notifications"] = [
+        Notification(notification_id="ops", events=events, channel="webhook", params={"url_env": HOOK_ENV})
+    ] + [
+        Notification(
+            notification_id=f"team_t{t}",
+            events=events,
+            scope="owner",
+            scope_id=f"team:t{t}",
+            channel="webhook",
+            params={"url_env": HOOK_ENV},
+        )
+        for t in range(TEAMS)
+    ]
     store.upsert(rows)
 
 
@@ -97,17 +123,39 @@ def generated_history(store: CatalogStore, now: datetime) -> None:
             at = now - timedelta(days=day, hours=2)
             for order, (layer, name) in enumerate(STAGES):
                 rows = 10_000 + (day * 37 + p) % 200
-                entries.append(dict(run_id=f"r{p}-{day}", pipeline_id=f"p{p:03d}", stage_name=name,
-                                    dataset=f"p{p:03d}_{layer}", event="stage", status="success", rows_read=rows,
-                                    rows_written=rows, rows_quarantined=0, duration_sec=3.0, created_at=at,
-                                    details={"dq_rate": 1.0}))
+                entries.append(
+                    dict(
+                        run_id=f"r{p}-{day}",
+                        pipeline_id=f"p{p:03d}",
+                        stage_name=name,
+                        dataset=f"p{p:03d}_{layer}",
+                        event="stage",
+                        status="success",
+                        rows_read=rows,
+                        rows_written=rows,
+                        rows_quarantined=0,
+                        duration_sec=3.0,
+                        created_at=at,
+                        details={"dq_rate": 1.0},
+                    )
+                )
     halts = []
     for p in range(100, 110):
-        halts.append(dict(run_id=f"halted-{p}", pipeline_id=f"p{p:03d}", stage_name="clean", dataset=f"p{p:03d}_silver",
-                            event="stage", status="halted", error="pipeline disabled", created_at=now - timedelta(minutes=30)))
+        halts.append(
+            dict(
+                run_id=f"halted-{p}",
+                pipeline_id=f"p{p:03d}",
+                stage_name="clean",
+                dataset=f"p{p:03d}_silver",
+                event="stage",
+                status="halted",
+                error="pipeline disabled",
+                created_at=now - timedelta(minutes=30),
+            )
+        )
     with store.engine.begin() as connection:
         for start in range(0, len(entries), 5000):
-            connection.execute(insert(audit_log), entries[start:start + 5000])
+            connection.execute(insert(audit_log), entries[start : start + 5000])
         connection.execute(insert(audit_log), halts)
 
 
@@ -124,7 +172,7 @@ def sensor_tick(catalog_url: str | None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = CatalogStore(catalog_url or f"sqlite:///{folder}/catalog.db")
         store.migrate()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         generated_catalog(store)
         generated_history(store, now)
         snapshot_times = [timed(store.snapshot)[0] for _ in range(5)]
@@ -143,15 +191,23 @@ def sensor_tick(catalog_url: str | None) -> None:
         all_stages = time.perf_counter() - started
     server.shutdown()
     baseline = statistics.median(snapshot_times)
-    print(f"(a) {PIPELINES} pipelines, {PIPELINES * len(STAGES)} datasets with SLAs, {DAYS} days of audit history "
-          f"({store.engine.dialect.name} catalog)")
+    print(
+        f"(a) {PIPELINES} pipelines, {PIPELINES * len(STAGES)} datasets with SLAs, {DAYS} days of audit history "
+        f"({store.engine.dialect.name} catalog)"
+    )
     print(f"    baseline, one catalog snapshot: {baseline * 1000:.0f} ms")
-    print(f"    first tick: {first * 1000:.0f} ms ({first / baseline:.1f}× the snapshot): {summary}; "
-          f"webhook received {Recorder.received}")
-    print(f"    steady tick (median of 5): {statistics.median(steady) * 1000:.0f} ms "
-          f"({statistics.median(steady) / baseline:.1f}× the snapshot): {steady_summary}")
-    print(f"    volume bands for all {PIPELINES * len(STAGES)} stages: {all_stages * 1000:.0f} ms "
-          f"({all_stages / (PIPELINES * len(STAGES)) * 1000:.2f} ms per stage, what each stage's check adds)")
+    print(
+        f"    first tick: {first * 1000:.0f} ms ({first / baseline:.1f}× the snapshot): {summary}; "
+        f"webhook received {Recorder.received}"
+    )
+    print(
+        f"    steady tick (median of 5): {statistics.median(steady) * 1000:.0f} ms "
+        f"({statistics.median(steady) / baseline:.1f}× the snapshot): {steady_summary}"
+    )
+    print(
+        f"    volume bands for all {PIPELINES * len(STAGES)} stages: {all_stages * 1000:.0f} ms "
+        f"({all_stages / (PIPELINES * len(STAGES)) * 1000:.2f} ms per stage, what each stage's check adds)"
+    )
 
 
 def hanging_server() -> socket.socket:
@@ -188,8 +244,13 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
                             cursor, cpu_started = None, time.thread_time()
                             while not stop.is_set():
                                 # A failed stage would do; a halt is quicker to make: each tick sends one more.
-                                store.record_audit(pipeline_id="user_events_etl", stage_name="silver_clean",
-                                                   event="stage", status="halted", error="bench")
+                                store.record_audit(
+                                    pipeline_id="user_events_etl",
+                                    stage_name="silver_clean",
+                                    event="stage",
+                                    status="halted",
+                                    error="bench",
+                                )
                                 cursor, _ = notification_tick(instance, store, cursor)
                                 stop.wait(1)
                             sensor_cpu.append(time.thread_time() - cpu_started)
@@ -209,15 +270,21 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
     baseline = statistics.median(times["none"])
     hanging = statistics.median(times["hanging webhook"])
     print(f"(b) user_events_etl, {rows} events, {repetitions} run(s) per mode, a sensor tick every second:")
-    print(f"    median run: no notifications {baseline:.2f} s, webhook that never answers {hanging:.2f} s "
-          f"(ratio {hanging / baseline:.3f})")
+    print(
+        f"    median run: no notifications {baseline:.2f} s, webhook that never answers {hanging:.2f} s "
+        f"(ratio {hanging / baseline:.3f})"
+    )
     for mode, seconds in times.items():
-        print(f"    {mode}: runs " + ", ".join(f"{s:.2f} s" for s in seconds) + "; the sensor thread's CPU, "
-              f"share of the run (median): {statistics.median(cpu_share[mode]):.2%}")
+        print(
+            f"    {mode}: runs " + ", ".join(f"{s:.2f} s" for s in seconds) + "; the sensor thread's CPU, "
+            f"share of the run (median): {statistics.median(cpu_share[mode]):.2%}"
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--catalog-url", help="catalog for (a); default: a fresh SQLite file")
     parser.add_argument("--rows", type=int, default=20_000, help="events for (b)")
     parser.add_argument("--repetitions", type=int, default=3)

@@ -49,16 +49,20 @@ def domain_statements(n: int, ddl: bool = True) -> list[str]:
     """Ten statements of one business domain, shaped like a warehouse's daily ELT script. Without DDL, the COPY
     lists the columns of a gzip export and an aggregate over a table declared nowhere takes the CREATE TABLE's
     place."""
-    loads = [
-        f"CREATE TABLE raw_d{n}.orders (order_id VARCHAR(20), customer_id VARCHAR(20), order_ts VARCHAR(40), "
-        f"amount VARCHAR(20), status VARCHAR(20), channel VARCHAR(20), country CHAR(2), note VARCHAR(200))",
-        f"COPY raw_d{n}.orders FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 10",
-    ] if ddl else [
-        f"CREATE TABLE gold_d{n}.channel_days AS SELECT DATE(started_at) AS day, channel, "
-        f"COUNT(DISTINCT session_id) AS sessions FROM ext_d{n}.web_sessions WHERE bot = FALSE GROUP BY 1, 2",
-        f"COPY raw_d{n}.orders (order_id, customer_id, order_ts, amount, status, channel, country, note) "
-        f"FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 10 GZIP",
-    ]
+    loads = (
+        [
+            f"CREATE TABLE raw_d{n}.orders (order_id VARCHAR(20), customer_id VARCHAR(20), order_ts VARCHAR(40), "
+            f"amount VARCHAR(20), status VARCHAR(20), channel VARCHAR(20), country CHAR(2), note VARCHAR(200))",
+            f"COPY raw_d{n}.orders FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 10",
+        ]
+        if ddl
+        else [
+            f"CREATE TABLE gold_d{n}.channel_days AS SELECT DATE(started_at) AS day, channel, "
+            f"COUNT(DISTINCT session_id) AS sessions FROM ext_d{n}.web_sessions WHERE bot = FALSE GROUP BY 1, 2",
+            f"COPY raw_d{n}.orders (order_id, customer_id, order_ts, amount, status, channel, country, note) "
+            f"FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 10 GZIP",
+        ]
+    )
     return [
         *loads,
         f"INSERT INTO silver_d{n}.orders SELECT DISTINCT order_id, customer_id, "
@@ -92,7 +96,7 @@ def write_corpus(folder: Path, domains: int, ddl: bool = True) -> list[Path]:
     files = []
     for start in range(0, len(statements), STATEMENTS_PER_FILE):
         path = folder / f"{'part' if ddl else 'no_ddl'}_{start // STATEMENTS_PER_FILE:03d}.sql"
-        path.write_text(";\n\n".join(statements[start:start + STATEMENTS_PER_FILE]) + ";\n")
+        path.write_text(";\n\n".join(statements[start : start + STATEMENTS_PER_FILE]) + ";\n")
         files.append(path)
     return files
 
@@ -100,14 +104,24 @@ def write_corpus(folder: Path, domains: int, ddl: bool = True) -> list[Path]:
 def wide_select(columns: int) -> tuple[str, dict]:
     """A `columns`-wide SELECT over a join, and the CREATE TABLE schemas it reads."""
     third = columns // 3
-    projections = ([f"a.c{i}" for i in range(third)]
-                   + [f"a.c{i} + b.d{i} AS sum_{i}" for i in range(third)]
-                   + [f"CASE WHEN b.d{i} > 0 THEN a.c{i} ELSE b.d{i} END AS pick_{i}"
-                      for i in range(columns - 2 * third)])
-    sql = (f"INSERT INTO gold.wide SELECT {', '.join(projections)} FROM silver.a a JOIN silver.b b ON a.c0 = b.id "
-           f"WHERE b.d1 > 0")
-    schema = {"silver": {"a": {f"c{i}": "INT" for i in range(columns)},
-                         "b": {"id": "INT", **{f"d{i}": "INT" for i in range(columns)}}}}
+    projections = (
+        [f"a.c{i}" for i in range(third)]
+        + [f"a.c{i} + b.d{i} AS sum_{i}" for i in range(third)]
+        + [
+            f"CASE WHEN b.d{i} > 0 THEN a.c{i} ELSE b.d{i} END AS pick_{i}"
+            for i in range(columns - 2 * third)
+        ]
+    )
+    sql = (
+        f"INSERT INTO gold.wide SELECT {', '.join(projections)} FROM silver.a a JOIN silver.b b ON a.c0 = b.id "
+        f"WHERE b.d1 > 0"
+    )
+    schema = {
+        "silver": {
+            "a": {f"c{i}": "INT" for i in range(columns)},
+            "b": {"id": "INT", **{f"d{i}": "INT" for i in range(columns)}},
+        }
+    }
     return sql, schema
 
 
@@ -168,11 +182,15 @@ def bench_onboarding(domains: int, repeats: int) -> None:
     cold_s, warm_s, no_ddl_s = statistics.median(cold), statistics.median(warm), statistics.median(no_ddl)
     print(f"(1) {count} statements in {len(files)} files; {written['rows']} catalog rows written")
     print(f"    (a) sqlglot.parse baseline      {parse * 1000:8.0f} ms")
-    print(f"    (b) onboard, empty catalog      {cold_s * 1000:8.0f} ms   {cold_s / parse:5.1f}x parse   "
-          f"(goal <= 10 s: {'met' if cold_s <= 10 else 'MISSED'})")
+    print(
+        f"    (b) onboard, empty catalog      {cold_s * 1000:8.0f} ms   {cold_s / parse:5.1f}x parse   "
+        f"(goal <= 10 s: {'met' if cold_s <= 10 else 'MISSED'})"
+    )
     print(f"    (c) onboard again, warm cache   {warm_s * 1000:8.0f} ms   {warm_s / parse:5.1f}x parse")
-    print(f"    (d) the same without DDL        {no_ddl_s * 1000:8.0f} ms   {no_ddl_s / parse:5.1f}x parse   "
-          f"(goal <= 10 s: {'met' if no_ddl_s <= 10 else 'MISSED'})")
+    print(
+        f"    (d) the same without DDL        {no_ddl_s * 1000:8.0f} ms   {no_ddl_s / parse:5.1f}x parse   "
+        f"(goal <= 10 s: {'met' if no_ddl_s <= 10 else 'MISSED'})"
+    )
 
 
 def bench_wide_select(columns: int, repeats: int) -> None:
@@ -199,22 +217,32 @@ def bench_wide_select(columns: int, repeats: int) -> None:
     warm_analyzer = analyzer_with_schema()
     warm_analyzer.analyze(parse_statement(statement, DIALECT, warm_analyzer.parse))
     lineage_warm = median_seconds(
-        lambda: warm_analyzer.analyze(parse_statement(statement, DIALECT, warm_analyzer.parse)), repeats)
+        lambda: warm_analyzer.analyze(parse_statement(statement, DIALECT, warm_analyzer.parse)), repeats
+    )
     no_schema = median_seconds(
-        lambda: SqlAnalyzer(DIALECT).analyze(parse_statement(statement, DIALECT)), repeats)
+        lambda: SqlAnalyzer(DIALECT).analyze(parse_statement(statement, DIALECT)), repeats
+    )
     select = sql.split(" ", 3)[3]
     started = time.perf_counter()
     sqlglot_lineage(None, select, schema, dialect=DIALECT)
     reference = time.perf_counter() - started
     print(f"(2) column lineage of a {columns}-column SELECT")
     print(f"    (a) sqlglot.parse_one baseline  {parse * 1000:8.1f} ms")
-    print(f"    (b) parse + qualify + walk      {lineage_cold * 1000:8.1f} ms   {lineage_cold / parse:5.1f}x parse   "
-          f"(goal <= 100 ms: {'met' if lineage_cold <= 0.1 else 'MISSED'})")
-    print(f"    (c) from the cache              {lineage_warm * 1000:8.2f} ms   {lineage_warm / parse:5.3f}x parse")
-    print(f"    (d) (b) without the schema      {no_schema * 1000:8.1f} ms   {no_schema / parse:5.1f}x parse   "
-          f"(goal <= 100 ms: {'met' if no_schema <= 0.1 else 'MISSED'})")
-    print(f"    reference: sqlglot.lineage.lineage for all columns, once: {reference * 1000:.0f} ms "
-          f"({reference / lineage_cold:.0f}x (b))")
+    print(
+        f"    (b) parse + qualify + walk      {lineage_cold * 1000:8.1f} ms   {lineage_cold / parse:5.1f}x parse   "
+        f"(goal <= 100 ms: {'met' if lineage_cold <= 0.1 else 'MISSED'})"
+    )
+    print(
+        f"    (c) from the cache              {lineage_warm * 1000:8.2f} ms   {lineage_warm / parse:5.3f}x parse"
+    )
+    print(
+        f"    (d) (b) without the schema      {no_schema * 1000:8.1f} ms   {no_schema / parse:5.1f}x parse   "
+        f"(goal <= 100 ms: {'met' if no_schema <= 0.1 else 'MISSED'})"
+    )
+    print(
+        f"    reference: sqlglot.lineage.lineage for all columns, once: {reference * 1000:.0f} ms "
+        f"({reference / lineage_cold:.0f}x (b))"
+    )
 
 
 def bench_accuracy() -> None:
@@ -224,13 +252,21 @@ def bench_accuracy() -> None:
             store.migrate()
             report = onboard(corpus_files(corpus), store, pipeline_id="corpus", dry_run=True)
         scores = score(report.as_json()["statements"], corpus)
-        print(f"(3) {corpus.relative_to(CORPUS.parent)}: {scores.statements} statements, "
-              f"{scores.lineage_statements} with lineage; {scores.table.expected} table edges, "
-              f"{scores.column.expected} column edges expected ({scores.kinds_expected})")
-        print(f"    table level             precision {scores.table.precision:.3f}  recall {scores.table.recall:.3f}")
-        print(f"    column level, kinds     precision {scores.column.precision:.3f}  recall {scores.column.recall:.3f}")
-        print(f"    column level, no kinds  precision {scores.column_any_kind.precision:.3f}  "
-              f"recall {scores.column_any_kind.recall:.3f}")
+        print(
+            f"(3) {corpus.relative_to(CORPUS.parent)}: {scores.statements} statements, "
+            f"{scores.lineage_statements} with lineage; {scores.table.expected} table edges, "
+            f"{scores.column.expected} column edges expected ({scores.kinds_expected})"
+        )
+        print(
+            f"    table level             precision {scores.table.precision:.3f}  recall {scores.table.recall:.3f}"
+        )
+        print(
+            f"    column level, kinds     precision {scores.column.precision:.3f}  recall {scores.column.recall:.3f}"
+        )
+        print(
+            f"    column level, no kinds  precision {scores.column_any_kind.precision:.3f}  "
+            f"recall {scores.column_any_kind.recall:.3f}"
+        )
         for difference in scores.differences:
             print(f"    differs: {difference}")
 

@@ -39,15 +39,14 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from medallion_assets import config
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.stages import StageOutcome
-from medallion_assets.openlineage import events as openlineage
+from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.naming import lake_path
+from medallion_assets.openlineage import events as openlineage
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 
@@ -111,8 +110,10 @@ def mode_environment(mode: str, scratch: Path, endpoints: dict[str, str]) -> dic
         return {"OPENLINEAGE_DISABLED": "true"}
     if mode == "file":
         (scratch / "openlineage").mkdir(exist_ok=True)
-        return {"OPENLINEAGE__TRANSPORT__TYPE": "file",
-                "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(scratch / "openlineage" / "event")}
+        return {
+            "OPENLINEAGE__TRANSPORT__TYPE": "file",
+            "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(scratch / "openlineage" / "event"),
+        }
     return {"OPENLINEAGE_URL": endpoints[mode]}
 
 
@@ -139,8 +140,16 @@ def run_once(mode: str, scratch: Path, endpoints: dict[str, str], warnings: Warn
     flush = time.perf_counter() - start
     building = event_building_seconds(store.snapshot(), str(workdir / "lake"))
     store.engine.dispose()
-    return {"total": total, "flush": flush, "sent": sent.sent, "failed": sent.failed, "dropped": sent.dropped,
-            "warnings": warnings.messages[warned:], "building": building, "emitter_cpu": sent.busy_sec}
+    return {
+        "total": total,
+        "flush": flush,
+        "sent": sent.sent,
+        "failed": sent.failed,
+        "dropped": sent.dropped,
+        "warnings": warnings.messages[warned:],
+        "building": building,
+        "emitter_cpu": sent.busy_sec,
+    }
 
 
 def event_building_seconds(snapshot, lake_root: str) -> float:
@@ -149,8 +158,9 @@ def event_building_seconds(snapshot, lake_root: str) -> float:
     start = time.perf_counter()
     for stage in snapshot.stages(PIPELINE):
         run = openlineage.stage_asset_run(snapshot, stage, str(uuid.uuid4()), lake_root, "duckdb:///b.duckdb")
-        outcome = StageOutcome(output_path=lake_path(lake_root, snapshot.targets[stage.target_id].layer,
-                                                     stage.target_id))
+        outcome = StageOutcome(
+            output_path=lake_path(lake_root, snapshot.targets[stage.target_id].layer, stage.target_id)
+        )
         run.start()
         run.finish(openlineage.asset_result(outcome))
     return time.perf_counter() - start
@@ -168,8 +178,12 @@ def main() -> None:
     warnings = Warnings()
     logging.getLogger(openlineage.__name__).addHandler(warnings)
     logging.getLogger(openlineage.__name__).propagate = False  # the figures, not a screen of warnings
-    with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as folder, \
-            broken_endpoint(hang=True) as hanging, broken_endpoint(hang=False) as failing:
+    with (
+        local_s3(buckets=(BUCKET,)),
+        tempfile.TemporaryDirectory(prefix="medallion-bench-") as folder,
+        broken_endpoint(hang=True) as hanging,
+        broken_endpoint(hang=False) as failing,
+    ):
         scratch, endpoints = Path(folder), {"http-hang": hanging, "http-500": failing}
         # The first Spark jobs and Dagster runs in a process are slower (class loading, JIT): untimed runs.
         write_sample_data(f"s3://{BUCKET}", rows)
@@ -181,9 +195,11 @@ def main() -> None:
             for mode in MODES if repeat % 2 == 0 else MODES[::-1]:
                 result = run_once(mode, scratch, endpoints, warnings)
                 results[mode].append(result)
-                print(f"repeat {repeat + 1} {mode:<9} run {result['total']:6.2f} s  flush {result['flush']:5.2f} s  "
-                      f"sent {result['sent']:>2} failed {result['failed']:>2} dropped {result['dropped']:>2}  "
-                      f"warnings {len(result['warnings'])}")
+                print(
+                    f"repeat {repeat + 1} {mode:<9} run {result['total']:6.2f} s  flush {result['flush']:5.2f} s  "
+                    f"sent {result['sent']:>2} failed {result['failed']:>2} dropped {result['dropped']:>2}  "
+                    f"warnings {len(result['warnings'])}"
+                )
     report(rows, results)
 
 
@@ -196,11 +212,15 @@ def report(rows: int, results: dict[str, list[dict]]) -> None:
         paired = statistics.median(r["total"] / off["total"] for r, off in zip(results[mode], results["off"]))
         cpu = statistics.median(r["emitter_cpu"] / r["total"] for r in results[mode])
         verdict = "met" if paired <= GOALS[mode] else "MISSED"
-        print(f"  {mode:<10} {median:6.2f} s  {median / baseline:.3f}, paired {paired:.3f}  (≤ {GOALS[mode]:.2f}: "
-              f"{verdict})  emitter thread CPU {cpu:.2%} of the run  "
-              f"flush at exit, median {statistics.median(r['flush'] for r in results[mode]):.2f} s")
+        print(
+            f"  {mode:<10} {median:6.2f} s  {median / baseline:.3f}, paired {paired:.3f}  (≤ {GOALS[mode]:.2f}: "
+            f"{verdict})  emitter thread CPU {cpu:.2%} of the run  "
+            f"flush at exit, median {statistics.median(r['flush'] for r in results[mode]):.2f} s"
+        )
     building = statistics.median(r["building"] for runs in results.values() for r in runs)
-    print(f"  building the run's events (in every mode): {building * 1000:.0f} ms, {building / baseline:.2%} of a run")
+    print(
+        f"  building the run's events (in every mode): {building * 1000:.0f} ms, {building / baseline:.2%} of a run"
+    )
     for mode in ("http-hang", "http-500"):
         warned = [r["warnings"][0] for r in results[mode] if r["warnings"]]
         assert len(warned) == len(results[mode]), f"{mode}: a run without a warning"

@@ -25,7 +25,10 @@ from medallion_assets.naming import group_name  # noqa: E402
 
 
 def with_pipeline_jobs(defs: Definitions, pipeline_ids: list[str]) -> Definitions:
-    jobs = [define_asset_job(pipeline_id, AssetSelection.groups(group_name(pipeline_id))) for pipeline_id in pipeline_ids]
+    jobs = [
+        define_asset_job(pipeline_id, AssetSelection.groups(group_name(pipeline_id)))
+        for pipeline_id in pipeline_ids
+    ]
     return Definitions.merge(defs, Definitions(jobs=jobs))
 
 
@@ -36,8 +39,10 @@ def bench_size(datasets: int, repeats: int) -> dict[str, list[float]]:
         store.migrate()
         store.upsert(catalog_rows(datasets // DATASETS_PER_PIPELINE))
         pipeline_ids = sorted(store.snapshot().pipelines)
-        sides = {"as is": lambda: build_definitions(*urls),
-                 "job per pipeline": lambda: with_pipeline_jobs(build_definitions(*urls), pipeline_ids)}
+        sides = {
+            "as is": lambda: build_definitions(*urls),
+            "job per pipeline": lambda: with_pipeline_jobs(build_definitions(*urls), pipeline_ids),
+        }
         totals: dict[str, list[float]] = {side: [] for side in sides}
         for repeat in range(repeats):
             for side in list(sides) if repeat % 2 == 0 else list(sides)[::-1]:
@@ -55,9 +60,11 @@ def main() -> None:
     for datasets in args.sizes:
         totals = bench_size(datasets, args.repeats)
         medians = {side: statistics.median(values) for side, values in totals.items()}
-        print(f"{datasets:,} datasets: as is {medians['as is']:.2f} s, job per pipeline "
-              f"{medians['job per pipeline']:.2f} s, ratio {medians['job per pipeline'] / medians['as is']:.2f}",
-              flush=True)
+        print(
+            f"{datasets:,} datasets: as is {medians['as is']:.2f} s, job per pipeline "
+            f"{medians['job per pipeline']:.2f} s, ratio {medians['job per pipeline'] / medians['as is']:.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

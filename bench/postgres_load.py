@@ -35,27 +35,46 @@ COUNTRIES = np.array(["US", "FR", "DE", "JP", "BR", "IN", "GB", "ES", "IT", "CA"
 def gold_rows(rows: int) -> pa.Table:
     rng = np.random.default_rng(42)
     days = np.datetime64("2024-01-01") + rng.integers(0, 366, rows).astype("timedelta64[D]")
-    return pa.table({
-        "event_date": pa.array(days).cast(pa.date32()),
-        "country": pa.array(COUNTRIES[rng.integers(0, len(COUNTRIES), rows)]),
-        "total_events": pa.array(rng.integers(0, 10**9, rows)),
-        "revenue": pa.array(rng.random(rows) * 10_000),
-    })
+    return pa.table(
+        {
+            "event_date": pa.array(days).cast(pa.date32()),
+            "country": pa.array(COUNTRIES[rng.integers(0, len(COUNTRIES), rows)]),
+            "total_events": pa.array(rng.integers(0, 10**9, rows)),
+            "revenue": pa.array(rng.random(rows) * 10_000),
+        }
+    )
 
 
 def psql_command(url: str, sql: str) -> list[str]:
     parts = urlsplit(url)
-    return ["psql", "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432),
-            "-U", parts.username or "postgres", "-d", parts.path.lstrip("/") or "postgres",
-            "-q", "-v", "ON_ERROR_STOP=1", "-c", sql]
+    return [
+        "psql",
+        "-h",
+        parts.hostname or "127.0.0.1",
+        "-p",
+        str(parts.port or 5432),
+        "-U",
+        parts.username or "postgres",
+        "-d",
+        parts.path.lstrip("/") or "postgres",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-c",
+        sql,
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--url", default=os.environ.get("MEDALLION_TEST_PG_URL",
-                                                        "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("MEDALLION_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+    )
     args = parser.parse_args()
 
     data = gold_rows(args.rows)

@@ -63,15 +63,38 @@ def catalog_rows(runs: int, pools: int) -> dict[str, list]:
     rows: dict[str, list] = {"pipelines": [], "sources": [], "targets": [], "stages": []}
     for n in range(runs):
         p = f"q{n:04d}"
-        rows["pipelines"].append(Pipeline(pipeline_id=p, owner="team:bench", criticality=CRITICALITIES[n % 3],
-                                          expected_cost=round(0.1 * (1 + (n * 7) % 40), 1)))
-        rows["sources"].append(Source(source_id=f"{p}_raw", s3_path=f"s3://{bucket(n % pools)}/{p}/",
-                                      file_format="jsonl", columns={"event_id": "string", "user_id": "string",
-                                                                    "event_type": "string", "event_ts": "string",
-                                                                    "value": "double"}))
+        rows["pipelines"].append(
+            Pipeline(
+                pipeline_id=p,
+                owner="team:bench",
+                criticality=CRITICALITIES[n % 3],
+                expected_cost=round(0.1 * (1 + (n * 7) % 40), 1),
+            )
+        )
+        rows["sources"].append(
+            Source(
+                source_id=f"{p}_raw",
+                s3_path=f"s3://{bucket(n % pools)}/{p}/",
+                file_format="jsonl",
+                columns={
+                    "event_id": "string",
+                    "user_id": "string",
+                    "event_type": "string",
+                    "event_ts": "string",
+                    "value": "double",
+                },
+            )
+        )
         rows["targets"].append(Target(target_id=f"bronze_{p}", layer="bronze"))
-        rows["stages"].append(Stage(pipeline_id=p, stage_order=1, stage_name="bronze_ingest", source_id=f"{p}_raw",
-                                    target_id=f"bronze_{p}"))
+        rows["stages"].append(
+            Stage(
+                pipeline_id=p,
+                stage_order=1,
+                stage_name="bronze_ingest",
+                source_id=f"{p}_raw",
+                target_id=f"bronze_{p}",
+            )
+        )
     return rows
 
 
@@ -105,22 +128,35 @@ def wait_for(what: str, check, deadline: float):
 def dequeue_times(instance: DagsterInstance, run_ids: list[str]) -> dict[str, float]:
     """When the coordinator took each run off the queue: Dagster 1.13 declares RUN_DEQUEUED but never emits
     it; the daemon's RUN_STARTING event marks the dequeue and launch."""
-    return {run_id: record.timestamp for run_id in run_ids
-            for record in instance.all_logs(run_id, of_type=DagsterEventType.RUN_STARTING)}
+    return {
+        run_id: record.timestamp
+        for run_id in run_ids
+        for record in instance.all_logs(run_id, of_type=DagsterEventType.RUN_STARTING)
+    }
 
 
 def measure(runs: int, pools: int, max_concurrent: int, deadline: float) -> dict:
     admin_url = os.environ.get("MEDALLION_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    with tempfile.TemporaryDirectory(prefix="medallion-bench-queue-") as folder, \
-            database(admin_url) as catalog_url, database(admin_url) as dagster_url, \
-            local_s3(tuple(bucket(pool) for pool in range(pools))):
+    with (
+        tempfile.TemporaryDirectory(prefix="medallion-bench-queue-") as folder,
+        database(admin_url) as catalog_url,
+        database(admin_url) as dagster_url,
+        local_s3(tuple(bucket(pool) for pool in range(pools))),
+    ):
         storage = urlparse(dagster_url)
-        os.environ.update({
-            "DAGSTER_HOME": f"{folder}/dagster", "DAGSTER_PG_HOST": storage.hostname, "DAGSTER_PG_PORT": str(storage.port),
-            "DAGSTER_PG_DB": storage.path.lstrip("/"), "DAGSTER_PG_USER": storage.username,
-            "DAGSTER_PG_PASSWORD": storage.password or "", "MEDALLION_CATALOG_URL": catalog_url,
-            "MEDALLION_WAREHOUSE_URL": catalog_url, "MEDALLION_LAKE_URL": f"{folder}/lake",
-        })
+        os.environ.update(
+            {
+                "DAGSTER_HOME": f"{folder}/dagster",
+                "DAGSTER_PG_HOST": storage.hostname,
+                "DAGSTER_PG_PORT": str(storage.port),
+                "DAGSTER_PG_DB": storage.path.lstrip("/"),
+                "DAGSTER_PG_USER": storage.username,
+                "DAGSTER_PG_PASSWORD": storage.password or "",
+                "MEDALLION_CATALOG_URL": catalog_url,
+                "MEDALLION_WAREHOUSE_URL": catalog_url,
+                "MEDALLION_LAKE_URL": f"{folder}/lake",
+            }
+        )
         config = instance_config(postgres=True)
         config["concurrency"]["runs"]["max_concurrent_runs"] = max_concurrent
         write_instance_config(Path(folder) / "dagster", config, postgres=True)
@@ -130,19 +166,44 @@ def measure(runs: int, pools: int, max_concurrent: int, deadline: float) -> dict
         store.upsert(rows)
         s3 = boto3.client("s3")
         for n, source in enumerate(rows["sources"]):
-            s3.put_object(Bucket=bucket(n % pools), Key=f"{source.source_id.removesuffix('_raw')}/events.jsonl",
-                          Body=EVENT.encode())
-        pool_of = {p.pipeline_id: f"source_{bucket(n % pools).replace('-', '_')}" for n, p in enumerate(rows["pipelines"])}
+            s3.put_object(
+                Bucket=bucket(n % pools),
+                Key=f"{source.source_id.removesuffix('_raw')}/events.jsonl",
+                Body=EVENT.encode(),
+            )
+        pool_of = {
+            p.pipeline_id: f"source_{bucket(n % pools).replace('-', '_')}"
+            for n, p in enumerate(rows["pipelines"])
+        }
 
         instance = DagsterInstance.get()
         with open(f"{folder}/daemon.log", "wb") as log:
-            daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-                                      cwd=REPO, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+            daemon = subprocess.Popen(
+                [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                cwd=REPO,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            subprocess.run([str(BIN / "dagster"), "sensor", "start", "medallion_launcher", "-w",
-                            str(REPO / "workspace.yaml")], cwd=REPO, check=True, capture_output=True)
-            wait_for(f"{runs} runs to end", lambda: instance.get_runs_count(RunsFilter(statuses=ENDED)) >= runs,
-                     deadline)
+            subprocess.run(
+                [
+                    str(BIN / "dagster"),
+                    "sensor",
+                    "start",
+                    "medallion_launcher",
+                    "-w",
+                    str(REPO / "workspace.yaml"),
+                ],
+                cwd=REPO,
+                check=True,
+                capture_output=True,
+            )
+            wait_for(
+                f"{runs} runs to end",
+                lambda: instance.get_runs_count(RunsFilter(statuses=ENDED)) >= runs,
+                deadline,
+            )
         finally:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
@@ -168,29 +229,46 @@ def summarize(records, dequeued: dict[str, float], pool_of: dict[str, str]) -> d
         order = sorted(runs)
         # Priority highest first against dequeue order: +1 when the queue followed priority exactly.
         correlations[pool] = spearmanr([-priority for _, priority in order], range(len(order))).statistic
-    return {"runs": len(records), "succeeded": sum(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records),
-            "dequeued_per_minute": len(dequeued) / minutes if minutes else float("inf"),
-            "finished_per_minute": finished / minutes if minutes else float("inf"), "minutes": minutes,
-            "spearman": correlations, "priorities": {pool: sorted({p for _, p in runs}) for pool, runs in by_pool.items()}}
+    return {
+        "runs": len(records),
+        "succeeded": sum(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records),
+        "dequeued_per_minute": len(dequeued) / minutes if minutes else float("inf"),
+        "finished_per_minute": finished / minutes if minutes else float("inf"),
+        "minutes": minutes,
+        "spearman": correlations,
+        "priorities": {pool: sorted({p for _, p in runs}) for pool, runs in by_pool.items()},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="pipelines, one run each (default 200)")
     parser.add_argument("--pools", type=int, default=4, help="source systems, one pool each (default 4)")
-    parser.add_argument("--max-concurrent", type=int, default=4,
-                        help="the queue's max_concurrent_runs (default 4: each run worker starts a JVM)")
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=4,
+        help="the queue's max_concurrent_runs (default 4: each run worker starts a JVM)",
+    )
     parser.add_argument("--deadline", type=float, default=7200, help="seconds to wait for every run to end")
     args = parser.parse_args()
     result = measure(args.runs, args.pools, args.max_concurrent, args.deadline)
-    print(f"{result['runs']} runs ({result['succeeded']} succeeded) through the queue ({args.pools} pools, max_concurrent_runs {args.max_concurrent}), "
-          f"dequeued over {result['minutes']:.1f} min:")
-    print(f"  dequeued per minute {result['dequeued_per_minute']:.2f};  finished per minute (baseline, same window) "
-          f"{result['finished_per_minute']:.2f};  ratio {result['dequeued_per_minute'] / result['finished_per_minute']:.2f}")
+    print(
+        f"{result['runs']} runs ({result['succeeded']} succeeded) through the queue ({args.pools} pools, max_concurrent_runs {args.max_concurrent}), "
+        f"dequeued over {result['minutes']:.1f} min:"
+    )
+    print(
+        f"  dequeued per minute {result['dequeued_per_minute']:.2f};  finished per minute (baseline, same window) "
+        f"{result['finished_per_minute']:.2f};  ratio {result['dequeued_per_minute'] / result['finished_per_minute']:.2f}"
+    )
     for pool, rho in result["spearman"].items():
-        print(f"  {pool}: Spearman(priority, dequeue order) {rho:.3f}  (priorities {result['priorities'][pool]})")
-    print(f"  lowest: {min(result['spearman'].values()):.3f} (goal >= 0.95); median "
-          f"{statistics.median(result['spearman'].values()):.3f}")
+        print(
+            f"  {pool}: Spearman(priority, dequeue order) {rho:.3f}  (priorities {result['priorities'][pool]})"
+        )
+    print(
+        f"  lowest: {min(result['spearman'].values()):.3f} (goal >= 0.95); median "
+        f"{statistics.median(result['spearman'].values()):.3f}"
+    )
 
 
 if __name__ == "__main__":

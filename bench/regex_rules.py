@@ -30,9 +30,15 @@ def main() -> None:
     arguments = parser.parse_args()
     spark = spark_session({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    emails = spark.range(arguments.rows).select(
-        F.when(F.col("id") % 100 == 0, F.concat(F.lit("broken "), F.col("id").cast("string")))
-        .otherwise(F.concat(F.lit("user"), F.col("id").cast("string"), F.lit("@example.com"))).alias("email")).cache()
+    emails = (
+        spark.range(arguments.rows)
+        .select(
+            F.when(F.col("id") % 100 == 0, F.concat(F.lit("broken "), F.col("id").cast("string")))
+            .otherwise(F.concat(F.lit("user"), F.col("id").cast("string"), F.lit("@example.com")))
+            .alias("email")
+        )
+        .cache()
+    )
     emails.count()
     rule = Rule(type="regex", column="email", pattern=EMAIL)
 
@@ -51,8 +57,10 @@ def main() -> None:
             run()
             times[name].append(time.perf_counter() - started)
     rlike, re2_time = statistics.median(times["rlike"]), statistics.median(times["re2"])
-    print(f"{arguments.rows:,} rows, medians of {arguments.repeats}: rlike {rlike:.2f} s, RE2 {re2_time:.2f} s, "
-          f"RE2 / rlike {re2_time / rlike:.1f}×")
+    print(
+        f"{arguments.rows:,} rows, medians of {arguments.repeats}: rlike {rlike:.2f} s, RE2 {re2_time:.2f} s, "
+        f"RE2 / rlike {re2_time / rlike:.1f}×"
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,13 @@ from medallion_assets.engine.spark import prepare_session
 from medallion_assets.engine.validation import evaluate_rules, observe_rules
 
 SILVER_TYPES = {
-    "event_id": "bigint", "user_id": "bigint", "status": "string", "amount": "decimal(12,2)", "age": "int",
-    "email": "string", "event_ts": "timestamp",
+    "event_id": "bigint",
+    "user_id": "bigint",
+    "status": "string",
+    "amount": "decimal(12,2)",
+    "age": "int",
+    "email": "string",
+    "event_ts": "timestamp",
 }
 STATUSES = ["active", "inactive", "pending"]
 EMAIL = r"^[^@\s]+@[^@\s]+\.[a-z]+$"
@@ -91,7 +96,9 @@ def bronze(spark: SparkSession, rows: int) -> DataFrame:
 
 def silver(bronze_rows: DataFrame) -> DataFrame:
     """A typical silver transform: cast to the declared types, keep one row per key."""
-    typed = bronze_rows.select(*(F.col(name).cast(type_name).alias(name) for name, type_name in SILVER_TYPES.items()))
+    typed = bronze_rows.select(
+        *(F.col(name).cast(type_name).alias(name) for name, type_name in SILVER_TYPES.items())
+    )
     return typed.dropDuplicates(["event_id"])
 
 
@@ -111,7 +118,9 @@ def run_ge(df: DataFrame, result_format: str = "SUMMARY") -> object:
         .add_batch_definition_whole_dataframe("whole")
         .get_batch(batch_parameters={"dataframe": df})
     )
-    result = batch.validate(gx.ExpectationSuite(name="silver", expectations=expectations()), result_format=result_format)
+    result = batch.validate(
+        gx.ExpectationSuite(name="silver", expectations=expectations()), result_format=result_format
+    )
     df.unpersist()  # so that the next repeat starts cold
     return result
 
@@ -129,7 +138,9 @@ def transform_write_and_observe(spark: SparkSession, rows: int, path: str) -> li
 
 def read_back(spark: SparkSession, path: str) -> DataFrame:
     # The wrapper knows the declared schema, so reading back starts no job to infer it.
-    return spark.read.schema(", ".join(f"{name} {type_name}" for name, type_name in SILVER_TYPES.items())).parquet(path)
+    return spark.read.schema(
+        ", ".join(f"{name} {type_name}" for name, type_name in SILVER_TYPES.items())
+    ).parquet(path)
 
 
 def main() -> None:
@@ -154,8 +165,10 @@ def main() -> None:
         evaluate_rules(read_back(spark, f"{tmp}/warm"), RULES)
         run_ge(read_back(spark, f"{tmp}/warm"))
         for repeat in range(args.repeats):
-            steps = [("a", lambda: transform_and_write(spark, args.rows, f"{tmp}/a{repeat}")),
-                     ("b_observe", lambda: transform_write_and_observe(spark, args.rows, f"{tmp}/o{repeat}"))]
+            steps = [
+                ("a", lambda: transform_and_write(spark, args.rows, f"{tmp}/a{repeat}")),
+                ("b_observe", lambda: transform_write_and_observe(spark, args.rows, f"{tmp}/o{repeat}")),
+            ]
             results = {}
             for name, step in steps if repeat % 2 == 0 else steps[::-1]:
                 seconds, results[name] = timed(step)
@@ -167,22 +180,34 @@ def main() -> None:
             seconds, _ = timed(lambda: run_ge(read_back(spark, f"{tmp}/a{repeat}"), "BOOLEAN_ONLY"))
             figures["ge_boolean"].append(seconds)
             # Observed during the write or evaluated over the written rows, the outcomes are the same.
-            assert [o.message for o in results["b_observe"]] == [o.message for o in outcomes], "both paths must agree"
-            print(f"run {repeat + 1}: " + ", ".join(f"{key} {values[-1]:.2f}s" for key, values in figures.items()))
+            assert [o.message for o in results["b_observe"]] == [o.message for o in outcomes], (
+                "both paths must agree"
+            )
+            print(
+                f"run {repeat + 1}: "
+                + ", ".join(f"{key} {values[-1]:.2f}s" for key, values in figures.items())
+            )
     for outcome in outcomes:
         print(f"  {'pass' if outcome.passed else 'FAIL'}  {outcome.message}")
     ge_failed = sorted(result.expectation_config.type for result in ge_result.results if not result.success)
     print(f"  Great Expectations failed: {', '.join(ge_failed)}")
     median = {key: statistics.median(values) for key, values in figures.items()}
     added = statistics.median(o - a for o, a in zip(figures["b_observe"], figures["a"]))
-    print(f"rows {args.rows:,}, medians of {args.repeats}: " + ", ".join(f"{k} {v:.2f}s" for k, v in median.items()))
-    print(f"(b')/(a) = {median['b_observe'] / median['a']:.3f}  (goal <= 1.15); "
-          f"transform then rules on the written files, ((a) + rules)/(a) = {1 + median['rules'] / median['a']:.3f}")
+    print(
+        f"rows {args.rows:,}, medians of {args.repeats}: "
+        + ", ".join(f"{k} {v:.2f}s" for k, v in median.items())
+    )
+    print(
+        f"(b')/(a) = {median['b_observe'] / median['a']:.3f}  (goal <= 1.15); "
+        f"transform then rules on the written files, ((a) + rules)/(a) = {1 + median['rules'] / median['a']:.3f}"
+    )
     print(f"what the observed rules add to the write, median of (b') - (a) per run: {added:.2f}s")
     for key, label in (("ge", "GE"), ("ge_boolean", "GE BOOLEAN_ONLY")):
         versus_added = f"{median[key] / added:.1f}" if added > 0 else "unbounded (no measurable cost)"
-        print(f"{label} / rules alone = {median[key] / median['rules']:.1f}, "
-              f"{label} / what observed rules add = {versus_added}  (goal >= 5)")
+        print(
+            f"{label} / rules alone = {median[key] / median['rules']:.1f}, "
+            f"{label} / what observed rules add = {versus_added}  (goal >= 5)"
+        )
 
 
 if __name__ == "__main__":

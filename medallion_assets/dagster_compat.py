@@ -25,7 +25,10 @@ from dagster._utils.schedules import cron_string_iterator, get_latest_completed_
 if TYPE_CHECKING:
     from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.remote_origin import (
-        InProcessCodeLocationOrigin, RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin,
+        InProcessCodeLocationOrigin,
+        RegisteredCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
     )
     from dagster._core.remote_representation.external_data import RepositorySnap
     from dagster._core.test_utils import freeze_time
@@ -60,12 +63,28 @@ def __getattr__(name: str) -> object:
 CHECKED_DAGSTER_VERSIONS = ("1.13.0", "1.14.0")
 
 __all__ = [
-    "CHECKED_DAGSTER_VERSIONS", "DefinitionsLoadContext", "DefinitionsLoadType", "IMPLICIT_ASSET_JOB_NAME",
-    "FreshnessDaemon", "ReconstructableRepository", "InProcessCodeLocationOrigin",
-    "InProcessWorkspaceLoadTarget", "JobSubsetSelector", "LoadableTargetOrigin",
-    "RegisteredCodeLocationOrigin", "RemoteJobOrigin", "RemoteRepositoryOrigin", "RepositorySnap",
-    "SerializableErrorInfo", "WorkspaceFileTarget", "WorkspaceProcessContext", "cron_string_iterator",
-    "freeze_time", "get_latest_completed_cron_tick", "queue_daemon_running", "runs_to_dequeue",
+    "CHECKED_DAGSTER_VERSIONS",
+    "DefinitionsLoadContext",
+    "DefinitionsLoadType",
+    "IMPLICIT_ASSET_JOB_NAME",
+    "FreshnessDaemon",
+    "ReconstructableRepository",
+    "InProcessCodeLocationOrigin",
+    "InProcessWorkspaceLoadTarget",
+    "JobSubsetSelector",
+    "LoadableTargetOrigin",
+    "RegisteredCodeLocationOrigin",
+    "RemoteJobOrigin",
+    "RemoteRepositoryOrigin",
+    "RepositorySnap",
+    "SerializableErrorInfo",
+    "WorkspaceFileTarget",
+    "WorkspaceProcessContext",
+    "cron_string_iterator",
+    "freeze_time",
+    "get_latest_completed_cron_tick",
+    "queue_daemon_running",
+    "runs_to_dequeue",
 ]
 
 # Why each name is used although Dagster does not export it (a constant or a class cannot carry a docstring of
@@ -77,54 +96,68 @@ WHY: dict[str, str] = {
         " given `target=AssetSelection.all()` builds a job of its own over every asset instead, doubling the"
         " load time of a large catalog's code location (10,000 datasets: resolve + snapshot 20 s → 10 s). "
         "The public `Definitions.resolve_implicit_global_asset_job_def().name` needs the Definitions, which "
-        "the sensors are part of."),
+        "the sensors are part of."
+    ),
     "get_latest_completed_cron_tick": (
         "The launcher decides a scheduled pipeline is due with Dagster's own cron semantics (time zones, "
-        "DST), so it agrees with Dagster schedules; Dagster exports no cron evaluation."),
+        "DST), so it agrees with Dagster schedules; Dagster exports no cron evaluation."
+    ),
     "cron_string_iterator": (
-        "The scheduling simulator replays cron arrivals with the same semantics as the launcher above."),
+        "The scheduling simulator replays cron arrivals with the same semantics as the launcher above."
+    ),
     "SerializableErrorInfo": (
         "The type of a failed step's error as Dagster records it (`step_failure_data.error`), which the "
-        "healing sensor matches against healing rules; Dagster exports the event, not its error's type."),
+        "healing sensor matches against healing rules; Dagster exports the event, not its error's type."
+    ),
     "JobSubsetSelector": (
         "`medallion run` against a deployed instance submits its run to the run queue from a workspace, as "
         "the webserver does; no public API creates a queued run for an asset selection of a code location, "
-        "except GraphQL through a running webserver."),
+        "except GraphQL through a running webserver."
+    ),
     "WorkspaceProcessContext": "The workspace that run is created and submitted in (see JobSubsetSelector).",
     "WorkspaceFileTarget": "Loads that workspace from workspace.yaml (see JobSubsetSelector).",
     "InProcessWorkspaceLoadTarget": (
-        "Tests: a workspace of this process's code location, for Dagster's freshness daemon to evaluate."),
+        "Tests: a workspace of this process's code location, for Dagster's freshness daemon to evaluate."
+    ),
     "InProcessCodeLocationOrigin": "Tests: the origin of that in-process code location.",
     "LoadableTargetOrigin": "Tests: the module that code location loads from.",
     "FreshnessDaemon": (
         "Tests: one iteration of Dagster's own freshness daemon, to judge SLAs as the UI shows them; Dagster"
-        " has no public call that evaluates a freshness policy."),
+        " has no public call that evaluates a freshness policy."
+    ),
     "freeze_time": (
         "Tests: materializations reported as of a time in the past, for the freshness daemon to judge; "
-        "`report_runless_asset_event` takes no timestamp."),
+        "`report_runless_asset_event` takes no timestamp."
+    ),
     "RegisteredCodeLocationOrigin": (
         "Tests and benchmarks: queued runs created with `create_run_for_job` must name the code location the"
-        " daemon would launch them from, as runs created by the UI do; the origin types are not exported."),
+        " daemon would launch them from, as runs created by the UI do; the origin types are not exported."
+    ),
     "RemoteRepositoryOrigin": "Tests and benchmarks: part of that origin (see RegisteredCodeLocationOrigin).",
     "RemoteJobOrigin": "Tests and benchmarks: part of that origin (see RegisteredCodeLocationOrigin).",
     "RepositorySnap": (
         "Tests and benchmarks: the repository snapshot the webserver fetches, serialized, to measure and pin"
-        " what the UI receives; no public API builds it."),
+        " what the UI receives; no public API builds it."
+    ),
     "DefinitionsLoadContext": (
         "Where a code location's loader leaves reconstruction metadata (the catalog snapshot) for Dagster to "
         "keep with its load data, and where a run worker finds it again instead of reading the catalog; the "
         "public `Definitions.with_reconstruction_metadata` only sets the Definitions' metadata, which does not"
-        " reach the load data in Dagster 1.13."),
+        " reach the load data in Dagster 1.13."
+    ),
     "DefinitionsLoadType": "Tells a run worker's load (RECONSTRUCTION) from the code server's (see above).",
     "ReconstructableRepository": (
-        "Tests and benchmarks: rebuild a code location's definitions with that metadata, as a run worker does."),
+        "Tests and benchmarks: rebuild a code location's definitions with that metadata, as a run worker does."
+    ),
     "queue_daemon_running": (
         "Whether the daemon's queue loop sends heartbeats. The public `DagsterInstance.get_daemon_statuses` "
         "counts a heartbeat that carries an error as unhealthy, while a queue loop that logged an error "
-        "keeps dequeuing; only the private function takes `ignore_errors`."),
+        "keeps dequeuing; only the private function takes `ignore_errors`."
+    ),
     "runs_to_dequeue": (
         "Tests: the runs Dagster's queued run coordinator would launch now, in its order (priority, pools, "
-        "tag limits), without launching them; the coordinator's ordering is not public."),
+        "tag limits), without launching them; the coordinator's ordering is not public."
+    ),
     "CHECKED_DAGSTER_VERSIONS": "Not a Dagster name: the versions this module was read against.",
 }
 

@@ -27,7 +27,6 @@ from medallion_assets.sensors.healing import build_healing_sensor
 from medallion_assets.sensors.launcher import build_launcher_sensor
 from medallion_assets.sensors.notifications import build_notification_sensor
 
-
 # The reconstruction-metadata key of the catalog snapshot a code location was built from.
 SNAPSHOT_KEY = "medallion/catalog_snapshot"
 
@@ -37,7 +36,10 @@ def _catalog_snapshot(store: CatalogStore, domain: str | None) -> CatalogSnapsho
     worker); else the catalog (or the domain's share of it) read now, and handed to Dagster to keep with the
     code location's load data, which Dagster stores with every run and gives back to its run worker."""
     context = DefinitionsLoadContext.get()
-    if context.load_type == DefinitionsLoadType.RECONSTRUCTION and SNAPSHOT_KEY in context.reconstruction_metadata:
+    if (
+        context.load_type == DefinitionsLoadType.RECONSTRUCTION
+        and SNAPSHOT_KEY in context.reconstruction_metadata
+    ):
         return unpack_snapshot(context.reconstruction_metadata[SNAPSHOT_KEY])
     store.migrate()
     snapshot = store.snapshot(domain)
@@ -60,8 +62,12 @@ def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
     return EnvVar(variable) if explicit is None and variable in os.environ else None
 
 
-def build_definitions(catalog_url: str | None = None, lake_root: str | None = None,
-                      warehouse_url: str | None = None, domain: str | None = None) -> Definitions:
+def build_definitions(
+    catalog_url: str | None = None,
+    lake_root: str | None = None,
+    warehouse_url: str | None = None,
+    domain: str | None = None,
+) -> Definitions:
     """Every pipeline's assets, or with `domain` only that domain's (one code location per domain)."""
     catalog_setting = _from_environment(catalog_url, config.CATALOG_ENV)
     warehouse_setting = _from_environment(warehouse_url, config.WAREHOUSE_ENV)
@@ -73,8 +79,11 @@ def build_definitions(catalog_url: str | None = None, lake_root: str | None = No
     assets = build_assets(snapshot, lake_root)
     sensors = [build_control_sensor(snapshot, store)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
-        sensors += [build_launcher_sensor(snapshot, store), build_healing_sensor(snapshot, store, lake_root, warehouse_url),
-                    build_notification_sensor(store)]
+        sensors += [
+            build_launcher_sensor(snapshot, store),
+            build_healing_sensor(snapshot, store, lake_root, warehouse_url),
+            build_notification_sensor(store),
+        ]
     return Definitions(
         assets=assets,
         sensors=sensors,

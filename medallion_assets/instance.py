@@ -14,7 +14,6 @@ import yaml
 from dagster import DagsterInstance, QueuedRunCoordinator
 
 from medallion_assets.dagster_compat import queue_daemon_running
-
 from medallion_assets.errors import causes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +46,10 @@ def instance_config(postgres: bool = False) -> dict:
 def write_instance_config(dagster_home: Path, config: dict, postgres: bool) -> Path:
     path = Path(dagster_home) / "dagster.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HEADER.format(" and deploy/postgres.yaml" if postgres else "")
-                    + yaml.safe_dump(config, sort_keys=False))
+    path.write_text(
+        HEADER.format(" and deploy/postgres.yaml" if postgres else "")
+        + yaml.safe_dump(config, sort_keys=False)
+    )
     return path
 
 
@@ -68,8 +69,10 @@ def open_instance() -> DagsterInstance:
             raise
         # The driver's own first line (host, port, refused or timed out), never the URL, which may hold a password.
         reason = str(refused).strip().splitlines()[0]
-        raise InstanceUnavailable(f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} cannot reach "
-                                  f"its storage: {reason}") from None
+        raise InstanceUnavailable(
+            f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} cannot reach "
+            f"its storage: {reason}"
+        ) from None
 
 
 def _connection_error(error: BaseException | None) -> BaseException | None:
@@ -95,6 +98,8 @@ def check_daemon_running(instance: DagsterInstance) -> None:
     """Raise NoDaemon unless the daemon is running: a run queued with no daemon would wait forever."""
     if not daemon_running(instance):
         home = os.environ.get("DAGSTER_HOME", "DAGSTER_HOME")
-        raise NoDaemon(f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} queues runs, but no "
-                       "dagster-daemon is running for it: start `dagster-daemon run` (or `medallion ui`), or "
-                       "unset DAGSTER_HOME to run in process")
+        raise NoDaemon(
+            f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} queues runs, but no "
+            "dagster-daemon is running for it: start `dagster-daemon run` (or `medallion ui`), or "
+            "unset DAGSTER_HOME to run in process"
+        )

@@ -30,7 +30,10 @@ def check_healing_rules(snapshot: CatalogSnapshot) -> Iterator[tuple[str, Row, s
 
 
 CHECKS: tuple[loader.RowCheck, ...] = (
-    check_lineage, check_healing_rules, check_throttles, check_notifications,
+    check_lineage,
+    check_healing_rules,
+    check_throttles,
+    check_notifications,
 )
 
 
@@ -39,7 +42,8 @@ def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRo
     return loader.validate_files(stored, paths, CHECKS)
 
 
-def check_references(snapshot: CatalogSnapshot, origins: dict,
-                     broken: set[str] = frozenset()) -> list[CatalogProblem]:
+def check_references(
+    snapshot: CatalogSnapshot, origins: dict, broken: set[str] = frozenset()
+) -> list[CatalogProblem]:
     """Every problem of the rows in `snapshot`, located through `origins` (`catalog.loader.check_references`)."""
     return loader.check_references(snapshot, origins, CHECKS, broken)

@@ -23,10 +23,21 @@ def local_s3(buckets: tuple[str, ...] = ()) -> Iterator[str]:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    saved = {name: os.environ.get(name) for name in
-             ("AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ENDPOINT_URL_S3=endpoint, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
-                      AWS_DEFAULT_REGION="us-east-1")
+    saved = {
+        name: os.environ.get(name)
+        for name in (
+            "AWS_ENDPOINT_URL_S3",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_DEFAULT_REGION",
+        )
+    }
+    os.environ.update(
+        AWS_ENDPOINT_URL_S3=endpoint,
+        AWS_ACCESS_KEY_ID="local",
+        AWS_SECRET_ACCESS_KEY="local",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     try:
         client = boto3.client("s3")
         for bucket in buckets:

@@ -33,8 +33,18 @@ def __getattr__(domain: str):
 
 
 def write_workspace(path: Path, domains: list[str]) -> Path:
-    entries = [{"python_module": {"module_name": __name__, "attribute": domain, "location_name": location_name(domain)}}
-               for domain in sorted(domains)]
-    path.write_text("# Written by `medallion workspace`: one code location per catalog domain.\n"
-                    + yaml.safe_dump({"load_from": entries}, sort_keys=False))
+    entries = [
+        {
+            "python_module": {
+                "module_name": __name__,
+                "attribute": domain,
+                "location_name": location_name(domain),
+            }
+        }
+        for domain in sorted(domains)
+    ]
+    path.write_text(
+        "# Written by `medallion workspace`: one code location per catalog domain.\n"
+        + yaml.safe_dump({"load_from": entries}, sort_keys=False)
+    )
     return path

@@ -42,8 +42,10 @@ def check_identifier(value: str, what: str = "identifier") -> str:
 def check_identifier_length(value: str, limit: int | None, warehouse: str) -> str:
     """A warehouse that silently truncates longer names (PostgreSQL at 63 bytes) would make two names one."""
     if limit is not None and len(value.encode()) > limit:
-        raise InvalidIdentifier(f"name {value!r} is {len(value.encode())} bytes; {warehouse} keeps only {limit}, "
-                                f"so it would be cut to {value.encode()[:limit].decode(errors='ignore')!r}")
+        raise InvalidIdentifier(
+            f"name {value!r} is {len(value.encode())} bytes; {warehouse} keeps only {limit}, "
+            f"so it would be cut to {value.encode()[:limit].decode(errors='ignore')!r}"
+        )
     return value
 
 
@@ -58,12 +60,18 @@ def warehouse_name_problems(locations: dict[str, str]) -> dict[str, str]:
     for target_id, location in sorted(locations.items()):
         folded = location.lower()
         if folded.endswith(STAGING_SUFFIX):
-            problems[target_id] = f"{location!r} ends with {STAGING_SUFFIX!r}, the name of a merge's staging table"
+            problems[target_id] = (
+                f"{location!r} ends with {STAGING_SUFFIX!r}, the name of a merge's staging table"
+            )
         elif folded in seen:
-            problems[target_id] = f"{location!r} is the same table as target {seen[folded]}'s (names fold to lower case)"
+            problems[target_id] = (
+                f"{location!r} is the same table as target {seen[folded]}'s (names fold to lower case)"
+            )
         elif not IDENTIFIER.fullmatch(location.rsplit(".", 1)[-1] + STAGING_SUFFIX):
-            problems[target_id] = (f"{location!r} is too long: its staging table adds {len(STAGING_SUFFIX)} "
-                                   f"characters and a name may have at most 127")
+            problems[target_id] = (
+                f"{location!r} is too long: its staging table adds {len(STAGING_SUFFIX)} "
+                f"characters and a name may have at most 127"
+            )
         seen.setdefault(folded, target_id)
     return problems
 

@@ -33,6 +33,12 @@ def compiled(pattern: str):
     try:
         return re2.compile(pattern, _options())
     except re2.error as error:
-        reason = error.args[0].decode(errors="replace") if error.args and isinstance(error.args[0], bytes) else error
-        raise InvalidPattern(f"invalid regular expression {pattern!r} (RE2 syntax, matched in linear time; "
-                             f"no backreferences or lookarounds): {reason}") from None
+        reason = (
+            error.args[0].decode(errors="replace")
+            if error.args and isinstance(error.args[0], bytes)
+            else error
+        )
+        raise InvalidPattern(
+            f"invalid regular expression {pattern!r} (RE2 syntax, matched in linear time; "
+            f"no backreferences or lookarounds): {reason}"
+        ) from None

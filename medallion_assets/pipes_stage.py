@@ -20,8 +20,8 @@ from medallion_assets.catalog.store import open_catalog
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.spark import SESSION_CONF
-from medallion_assets.errors import StageHalted
 from medallion_assets.engine.stages import StageRunner
+from medallion_assets.errors import StageHalted
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.warehouse import warehouse_from_url
 
@@ -45,17 +45,30 @@ def run(pipes: PipesContext) -> None:
     target = snapshot.targets[stage.target_id]
     warehouse = warehouse_from_url(config.warehouse_url()) if target.kind == "warehouse" else None
     try:
-        runner = StageRunner(builder.getOrCreate(), snapshot, store, config.lake_url(), warehouse, halt_reason,
-                             throttle=CatalogThrottles(store), recovery=CatalogRoutes(store, snapshot))
+        runner = StageRunner(
+            builder.getOrCreate(),
+            snapshot,
+            store,
+            config.lake_url(),
+            warehouse,
+            halt_reason,
+            throttle=CatalogThrottles(store),
+            recovery=CatalogRoutes(store, snapshot),
+        )
         outcome = runner.run_stage(stage)
     finally:
         if warehouse is not None:
             warehouse.close()
     if error := outcome.blocking_error():
         raise RuntimeError(error)
-    pipes.report_asset_materialization(metadata={
-        "dagster/row_count": outcome.rows_written, "rows_read": outcome.rows_read,
-        "rows_quarantined": outcome.rows_quarantined, "path": outcome.output_path})
+    pipes.report_asset_materialization(
+        metadata={
+            "dagster/row_count": outcome.rows_written,
+            "rows_read": outcome.rows_read,
+            "rows_quarantined": outcome.rows_quarantined,
+            "path": outcome.output_path,
+        }
+    )
 
 
 if __name__ == "__main__":

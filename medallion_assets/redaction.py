@@ -14,7 +14,9 @@ import click
 
 _URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@", re.IGNORECASE)
 _SQL_CREDENTIALS = re.compile(
-    r"\b(IAM_ROLE|CREDENTIALS|ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|PASSWORD)(\s+)'[^']*'", re.IGNORECASE)
+    r"\b(IAM_ROLE|CREDENTIALS|ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|PASSWORD)(\s+)'[^']*'",
+    re.IGNORECASE,
+)
 _SECRET_NAME = re.compile(r"SECRET|PASSWORD|TOKEN|API_?KEY|CREDENTIAL", re.IGNORECASE)
 # Shorter values (a "1", a "true") would mask ordinary words all over the text.
 _MIN_SECRET_LENGTH = 6

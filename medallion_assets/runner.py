@@ -11,12 +11,18 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dagster import (
-    AssetSelection, DagsterEvent, DagsterEventType, DagsterInstance, DagsterRunStatus, Definitions, materialize,
+    AssetSelection,
+    DagsterEvent,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    Definitions,
+    materialize,
 )
 
 from medallion_assets.assets.factory import target_key
@@ -25,7 +31,10 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.throttles import sync_pool_limits
 from medallion_assets.dagster_compat import (
-    IMPLICIT_ASSET_JOB_NAME, JobSubsetSelector, WorkspaceFileTarget, WorkspaceProcessContext,
+    IMPLICIT_ASSET_JOB_NAME,
+    JobSubsetSelector,
+    WorkspaceFileTarget,
+    WorkspaceProcessContext,
 )
 from medallion_assets.instance import DeploymentError, check_daemon_running, has_daemon, open_instance
 from medallion_assets.openlineage.events import emitter, pipeline_run_event
@@ -61,8 +70,14 @@ def instance() -> DagsterInstance:
     return open_instance()
 
 
-def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, store: CatalogStore, pipeline_id: str,
-                 dagster_instance: DagsterInstance, workspace: Path | None = None) -> PipelineReport:
+def run_pipeline(
+    defs: Definitions,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    pipeline_id: str,
+    dagster_instance: DagsterInstance,
+    workspace: Path | None = None,
+) -> PipelineReport:
     """Materialize every stage of a pipeline that no kill switch disables, in one run: through the run queue
     of an instance with a daemon (its code location loaded from `workspace`, as the daemon loads it), else in
     process."""
@@ -71,22 +86,32 @@ def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, store: CatalogSto
     reasons = {target_key(snapshot.targets[s.target_id]): disabled_reason(snapshot, state, s) for s in stages}
     datasets = {target_key(snapshot.targets[s.target_id]): s.target_id for s in stages}
     runnable = {key: datasets[key] for key, reason in reasons.items() if reason is None}
-    reports = {key: AssetReport(key.to_user_string(), "halted", reason=reason)
-               for key, reason in reasons.items() if reason}
+    reports = {
+        key: AssetReport(key.to_user_string(), "halted", reason=reason)
+        for key, reason in reasons.items()
+        if reason
+    }
     if runnable:
         # The pools follow the catalog's throttles here too, not only on the control sensor's ticks: a throwaway
         # instance has no sensor, and a throttle must hold for every run.
         sync_pool_limits(dagster_instance, snapshot)
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         if has_daemon(dagster_instance) and workspace is not None:
-            run_id, success, events = _through_queue(workspace, snapshot, store, pipeline_id, runnable,
-                                                     dagster_instance)
+            run_id, success, events = _through_queue(
+                workspace, snapshot, store, pipeline_id, runnable, dagster_instance
+            )
         else:
             run_id, success, events = _in_process(defs, pipeline_id, runnable, dagster_instance)
         # The Dagster run is the root of every asset run's OpenLineage events; its id is known only now.
-        emitter().emit(pipeline_run_event(pipeline_id, run_id, "START", when=started),
-                       pipeline_run_event(pipeline_id, run_id, "COMPLETE" if success else "FAIL",
-                                          error=None if success else "a stage failed"))
+        emitter().emit(
+            pipeline_run_event(pipeline_id, run_id, "START", when=started),
+            pipeline_run_event(
+                pipeline_id,
+                run_id,
+                "COMPLETE" if success else "FAIL",
+                error=None if success else "a stage failed",
+            ),
+        )
         reports.update(_reports(store, run_id, runnable, events))
     ordered = [reports[key] for key in reasons]
     statuses = {report.status for report in ordered}
@@ -94,45 +119,77 @@ def run_pipeline(defs: Definitions, snapshot: CatalogSnapshot, store: CatalogSto
     return PipelineReport(pipeline_id, status, ordered)
 
 
-def _in_process(defs: Definitions, pipeline_id: str, datasets: dict,
-                dagster_instance: DagsterInstance) -> tuple[str, bool, list[DagsterEvent]]:
+def _in_process(
+    defs: Definitions, pipeline_id: str, datasets: dict, dagster_instance: DagsterInstance
+) -> tuple[str, bool, list[DagsterEvent]]:
     """Run the assets `datasets` maps (asset key → target id) here; (run id, success, the run's events)."""
     result = materialize(
-        assets=list(defs.assets), resources=defs.resources, instance=dagster_instance,
-        selection=AssetSelection.assets(*datasets), raise_on_error=False, tags={PIPELINE_TAG: pipeline_id},
+        assets=list(defs.assets),
+        resources=defs.resources,
+        instance=dagster_instance,
+        selection=AssetSelection.assets(*datasets),
+        raise_on_error=False,
+        tags={PIPELINE_TAG: pipeline_id},
         # The report below says what happened; Dagster's per-event debug log stays in the instance.
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
     return result.run_id, result.success, result.all_events
 
 
-def _through_queue(workspace: Path, snapshot: CatalogSnapshot, store: CatalogStore, pipeline_id: str,
-                   datasets: dict, dagster_instance: DagsterInstance) -> tuple[str, bool, list[DagsterEvent]]:
+def _through_queue(
+    workspace: Path,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    pipeline_id: str,
+    datasets: dict,
+    dagster_instance: DagsterInstance,
+) -> tuple[str, bool, list[DagsterEvent]]:
     """Submit a run of the assets `datasets` maps to the run queue, tagged as the launcher tags its runs, and
     follow it to its end; (run id, success, the run's events). A run worker of the daemon emits its
     OpenLineage events, as for any queued run."""
     check_daemon_running(dagster_instance)
     # The code server shares this process's stdout, which holds the report (and may be parsed as JSON).
-    with WorkspaceProcessContext(dagster_instance, WorkspaceFileTarget(paths=[str(workspace)]),
-                                 code_server_log_level="WARNING") as context:
+    with WorkspaceProcessContext(
+        dagster_instance, WorkspaceFileTarget(paths=[str(workspace)]), code_server_log_level="WARNING"
+    ) as context:
         request = context.create_request_context()
         location, repository = _location_of(request, pipeline_id, datasets)
         run_id = str(uuid.uuid4())  # what Dagster's own run ids are
-        decision = Launcher(dagster_instance, logging.getLogger(__name__), snapshot, store).request(pipeline_id,
-                                                                                                    run_id)
-        job = location.get_job(JobSubsetSelector(location_name=location.name, repository_name=repository.name,
-                                                 job_name=IMPLICIT_ASSET_JOB_NAME, op_selection=None,
-                                                 asset_selection=list(datasets)))
-        plan = location.get_execution_plan(job, {}, step_keys_to_execute=None, known_state=None,
-                                           instance=dagster_instance)
+        decision = Launcher(dagster_instance, logging.getLogger(__name__), snapshot, store).request(
+            pipeline_id, run_id
+        )
+        job = location.get_job(
+            JobSubsetSelector(
+                location_name=location.name,
+                repository_name=repository.name,
+                job_name=IMPLICIT_ASSET_JOB_NAME,
+                op_selection=None,
+                asset_selection=list(datasets),
+            )
+        )
+        plan = location.get_execution_plan(
+            job, {}, step_keys_to_execute=None, known_state=None, instance=dagster_instance
+        )
         run = dagster_instance.create_run(
-            job_name=IMPLICIT_ASSET_JOB_NAME, run_id=run_id, run_config={}, resolved_op_selection=None,
-            step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute, op_selection=None,
-            status=None, root_run_id=None, parent_run_id=None, tags={**job.tags, **run_tags(decision)},
-            job_snapshot=job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
-            parent_job_snapshot=job.parent_job_snapshot, remote_job_origin=job.get_remote_origin(),
-            job_code_origin=job.get_python_origin(), asset_selection=frozenset(datasets),
-            asset_check_selection=None, asset_graph=repository.asset_graph)
+            job_name=IMPLICIT_ASSET_JOB_NAME,
+            run_id=run_id,
+            run_config={},
+            resolved_op_selection=None,
+            step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
+            op_selection=None,
+            status=None,
+            root_run_id=None,
+            parent_run_id=None,
+            tags={**job.tags, **run_tags(decision)},
+            job_snapshot=job.job_snapshot,
+            execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=job.parent_job_snapshot,
+            remote_job_origin=job.get_remote_origin(),
+            job_code_origin=job.get_python_origin(),
+            asset_selection=frozenset(datasets),
+            asset_check_selection=None,
+            asset_graph=repository.asset_graph,
+        )
         dagster_instance.submit_run(run.run_id, request)
     while not (run := dagster_instance.get_run_by_id(run_id)).is_finished:
         time.sleep(FOLLOW_POLL_SECONDS)
@@ -150,26 +207,43 @@ def _location_of(request, pipeline_id: str, datasets: dict):
         for repository in location.get_repositories().values():
             if all(repository.asset_graph.has(key) for key in datasets):
                 return location, repository
-    errors = "; ".join(f"{name}: {error.message.strip()}" for name in request.code_location_names
-                       if (error := request.get_code_location_error(name)))
-    raise NoCodeLocation(f"no code location of the workspace defines pipeline {pipeline_id}"
-                         + (f" (failed to load: {errors})" if errors else ""))
+    errors = "; ".join(
+        f"{name}: {error.message.strip()}"
+        for name in request.code_location_names
+        if (error := request.get_code_location_error(name))
+    )
+    raise NoCodeLocation(
+        f"no code location of the workspace defines pipeline {pipeline_id}"
+        + (f" (failed to load: {errors})" if errors else "")
+    )
 
 
 def _reports(store: CatalogStore, run_id: str, datasets: dict, events: list[DagsterEvent]) -> dict:
     """What happened to each asset `datasets` maps (asset key → target id), from its run's events."""
-    materialized = {e.asset_key: e.step_materialization_data.materialization.metadata
-                    for e in events if e.event_type == DagsterEventType.ASSET_MATERIALIZATION}
+    materialized = {
+        e.asset_key: e.step_materialization_data.materialization.metadata
+        for e in events
+        if e.event_type == DagsterEventType.ASSET_MATERIALIZATION
+    }
     checks: dict = {}
     for event in events:
         if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
             evaluation = event.asset_check_evaluation_data
             checks.setdefault(evaluation.asset_key, []).append(
-                {"name": evaluation.check_name, "passed": evaluation.passed,
-                 "severity": evaluation.severity.value.lower()})
-    failures = {event.step_key: _failure_reason(event) for event in events
-                if event.event_type == DagsterEventType.STEP_FAILURE}
-    halted = {entry["dataset"]: entry["error"] for entry in store.audit_entries(run_id=run_id, status="halted")}
+                {
+                    "name": evaluation.check_name,
+                    "passed": evaluation.passed,
+                    "severity": evaluation.severity.value.lower(),
+                }
+            )
+    failures = {
+        event.step_key: _failure_reason(event)
+        for event in events
+        if event.event_type == DagsterEventType.STEP_FAILURE
+    }
+    halted = {
+        entry["dataset"]: entry["error"] for entry in store.audit_entries(run_id=run_id, status="halted")
+    }
     reports = {}
     for key, dataset in datasets.items():
         metadata = materialized.get(key, {})
@@ -183,9 +257,15 @@ def _reports(store: CatalogStore, run_id: str, datasets: dict, events: list[Dags
             status, reason = "success", None
         else:
             status, reason = "skipped", "an upstream asset did not materialize in this run"
-        reports[key] = AssetReport(key.to_user_string(), status, _count(metadata, "rows_written"),
-                                   checks.get(key, []), reason, _count(metadata, "rows_read"),
-                                   _count(metadata, "rows_quarantined"))
+        reports[key] = AssetReport(
+            key.to_user_string(),
+            status,
+            _count(metadata, "rows_written"),
+            checks.get(key, []),
+            reason,
+            _count(metadata, "rows_read"),
+            _count(metadata, "rows_quarantined"),
+        )
     return reports
 
 
@@ -202,4 +282,8 @@ def _failure_reason(event) -> str:
     while error.cls_name and error.cls_name.startswith("Dagster") and (error.cause or error.context):
         error = error.cause or error.context
     qualified, separator, message = error.message.strip().partition(": ")
-    return f"{error.cls_name}: {message}" if separator and qualified.endswith(error.cls_name or "") else qualified
+    return (
+        f"{error.cls_name}: {message}"
+        if separator and qualified.endswith(error.cls_name or "")
+        else qualified
+    )

@@ -8,9 +8,9 @@ benchmarks can check what the pipeline kept, quarantined and deduplicated.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
-import gzip
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -238,9 +238,18 @@ def write_weather_sample(to_url: str, seed: int = 7) -> str:
     rng = random.Random(seed)
     first = date.fromisoformat(_DAYS[0])
     days = [(first + timedelta(days=offset)).isoformat() for offset in range(2 * _SPAN_DAYS)]
-    lines = [json.dumps({"weather_date": day, "country": country, "rain_mm": round(rng.random() * 30, 1),
-                         "temperature_c": round(rng.uniform(-5, 30), 1)})
-             for day in days for country in _COUNTRIES]
+    lines = [
+        json.dumps(
+            {
+                "weather_date": day,
+                "country": country,
+                "rain_mm": round(rng.random() * 30, 1),
+                "temperature_c": round(rng.uniform(-5, 30), 1),
+            }
+        )
+        for day in days
+        for country in _COUNTRIES
+    ]
     url = f"{to_url.rstrip('/')}/weather/part-00000.jsonl"
     objects.write_bytes(url, ("\n".join(lines) + "\n").encode())
     return url

@@ -18,19 +18,32 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 # Spark functions that call into the JVM by class and method name: arbitrary code from a string.
 JVM_ESCAPES = frozenset({"reflect", "java_method", "try_reflect"})
 # Table functions that generate rows from their arguments and read nothing.
-ROW_GENERATORS = frozenset({"range", "explode", "explode_outer", "inline", "inline_outer", "posexplode",
-                            "posexplode_outer", "stack"})
+ROW_GENERATORS = frozenset(
+    {"range", "explode", "explode_outer", "inline", "inline_outer", "posexplode", "posexplode_outer", "stack"}
+)
 # Nodes that only statements with side effects (or script execution) hold, wherever they are nested.
-_FORBIDDEN_NODES = (exp.DDL, exp.DML, exp.Command, exp.Set, exp.QueryTransform, exp.Use, exp.Cache, exp.Uncache,
-                    exp.Refresh, exp.Pragma, exp.Directory)
+_FORBIDDEN_NODES = (
+    exp.DDL,
+    exp.DML,
+    exp.Command,
+    exp.Set,
+    exp.QueryTransform,
+    exp.Use,
+    exp.Cache,
+    exp.Uncache,
+    exp.Refresh,
+    exp.Pragma,
+    exp.Directory,
+)
 
 
 class UnsafeSql(ValueError):
     """`transform_sql` is not a single query over the stage's declared inputs, or names columns they lack."""
 
 
-def checked_query(sql: str, dialect: str, inputs: Collection[str],
-                  schemas: Mapping[str, Collection[str]] | None = None) -> exp.Query:
+def checked_query(
+    sql: str, dialect: str, inputs: Collection[str], schemas: Mapping[str, Collection[str]] | None = None
+) -> exp.Query:
     """The parsed query, after checking it reads only `inputs` (temporary views named by dataset id).
 
     With `schemas` (each input's declared column names), every column the query names must exist.
@@ -40,16 +53,20 @@ def checked_query(sql: str, dialect: str, inputs: Collection[str],
     except ParseError as error:
         # The error's own text underlines the spot with terminal escape codes; the parts say it plainly.
         first = error.errors[0] if error.errors else {}
-        raise UnsafeSql(f"does not parse as {dialect}: {first.get('description', error)} "
-                        f"(line {first.get('line')}, column {first.get('col')})") from None
+        raise UnsafeSql(
+            f"does not parse as {dialect}: {first.get('description', error)} "
+            f"(line {first.get('line')}, column {first.get('col')})"
+        ) from None
     except ValueError as error:
         raise UnsafeSql(f"does not parse as {dialect}: {error}") from None
     if len(statements) != 1:
         raise UnsafeSql(f"must be exactly one query; found {len(statements)} statements")
     query = statements[0]
     if not isinstance(query, (exp.Select, exp.SetOperation)):
-        raise UnsafeSql(f"must be a query (SELECT, WITH … SELECT, or a UNION/INTERSECT/EXCEPT of them), "
-                        f"not {_kind(query)}")
+        raise UnsafeSql(
+            f"must be a query (SELECT, WITH … SELECT, or a UNION/INTERSECT/EXCEPT of them), "
+            f"not {_kind(query)}"
+        )
     declared = {name.lower() for name in inputs}
     named_subqueries = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
     for node in query.walk():
@@ -64,16 +81,22 @@ def checked_query(sql: str, dialect: str, inputs: Collection[str],
     return query
 
 
-def _check_relation(table: exp.Table, declared: set[str], named_subqueries: set[str], inputs: Collection[str]) -> None:
+def _check_relation(
+    table: exp.Table, declared: set[str], named_subqueries: set[str], inputs: Collection[str]
+) -> None:
     listed = ", ".join(sorted(inputs)) or "none"
     if isinstance(table.this, exp.Func) and _function_name(table.this) in ROW_GENERATORS:
         return
     if not isinstance(table.this, exp.Identifier):
-        raise UnsafeSql(f"reads from the table function {_excerpt(table)}; it may read only its declared inputs "
-                        f"({listed})")
+        raise UnsafeSql(
+            f"reads from the table function {_excerpt(table)}; it may read only its declared inputs "
+            f"({listed})"
+        )
     if table.args.get("db") or table.args.get("catalog"):
-        raise UnsafeSql(f"reads {_excerpt(table)} by path or qualified name; it may read only its declared "
-                        f"inputs ({listed}), by id")
+        raise UnsafeSql(
+            f"reads {_excerpt(table)} by path or qualified name; it may read only its declared "
+            f"inputs ({listed}), by id"
+        )
     if table.name.lower() not in declared | named_subqueries:
         raise UnsafeSql(f"reads {table.name!r}, which the stage does not declare; declared inputs: {listed}")
 
@@ -85,18 +108,23 @@ def _check_columns(query: exp.Query, schemas: Mapping[str, Collection[str]]) -> 
         for column in scope.columns:
             if column.table:
                 if not _visible(scope, column.table):
-                    raise UnsafeSql(f"names column {column.table}.{column.name}, but reads no relation "
-                                    f"{column.table!r}")
+                    raise UnsafeSql(
+                        f"names column {column.table}.{column.name}, but reads no relation {column.table!r}"
+                    )
                 known = offered.get(column.table)
             elif any(columns is None for columns in offered.values()):
                 known = None
             else:  # unqualified: any relation's column, or an alias of the select list (GROUP BY, ORDER BY)
-                known = [name for columns in offered.values() for name in columns] + _aliases(scope.expression)
+                known = [name for columns in offered.values() for name in columns] + _aliases(
+                    scope.expression
+                )
             if known is None or column.name.lower() in {name.lower() for name in known}:
                 continue
             where = f"{column.table}.{column.name}" if column.table else column.name
             close = difflib.get_close_matches(column.name, known, n=3, cutoff=0.6)
-            hint = f"did you mean {' or '.join(close)}?" if close else f"it has {', '.join(sorted(set(known)))}"
+            hint = (
+                f"did you mean {' or '.join(close)}?" if close else f"it has {', '.join(sorted(set(known)))}"
+            )
             raise UnsafeSql(f"names column {where!r}, which its input does not have; {hint}")
 
 
@@ -122,8 +150,11 @@ def _visible(scope: Scope, relation: str) -> bool:
 
 
 def _aliases(expression: exp.Expression) -> list[str]:
-    return [item.alias for item in expression.expressions if isinstance(item, exp.Alias)] \
-        if isinstance(expression, exp.Select) else []
+    return (
+        [item.alias for item in expression.expressions if isinstance(item, exp.Alias)]
+        if isinstance(expression, exp.Select)
+        else []
+    )
 
 
 def _function_name(function: exp.Func) -> str:

@@ -19,9 +19,8 @@ import shutil
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 
 import boto3
 import psycopg2
@@ -29,11 +28,11 @@ import pytest
 from dagster import instance_for_test
 from moto.server import ThreadedMotoServer
 
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import RetryPolicy
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session
+from medallion_assets.loading import validate_files
 from medallion_assets.runner import PipelineReport, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
@@ -96,13 +95,21 @@ def medallion_home(tmp_path_factory):
     previous = dict(os.environ)
     # The client's own variables; without them events would follow DAGSTER_HOME, which each
     # instance_for_test points at a folder deleted with the instance.
-    os.environ.update(MEDALLION_HOME=str(home), OPENLINEAGE__TRANSPORT__TYPE="file",
-                      OPENLINEAGE__TRANSPORT__LOG_FILE_PATH=str(home / "openlineage" / "event"))
+    os.environ.update(
+        MEDALLION_HOME=str(home),
+        OPENLINEAGE__TRANSPORT__TYPE="file",
+        OPENLINEAGE__TRANSPORT__LOG_FILE_PATH=str(home / "openlineage" / "event"),
+    )
     (home / "openlineage").mkdir()
     yield home
     emitter().close(timeout=10)
-    events = [json.loads(line) for path in sorted((home / "openlineage").rglob("*")) if path.is_file()
-              for line in path.read_text().splitlines() if line.strip()]
+    events = [
+        json.loads(line)
+        for path in sorted((home / "openlineage").rglob("*"))
+        if path.is_file()
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
     for event in events:
         validate(event)
     os.environ.clear()
@@ -119,8 +126,12 @@ def s3_endpoint():
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
     saved = dict(os.environ)
-    os.environ.update(AWS_ENDPOINT_URL_S3=endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                      AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        AWS_ENDPOINT_URL_S3=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     yield endpoint
     server.stop()
     os.environ.clear()
@@ -139,13 +150,27 @@ def _start_throwaway_postgres(tmp_root: Path) -> str:
     """No server answered: start one from the local PostgreSQL binaries, as pytest-postgresql does."""
     from pytest_postgresql.executor import PostgreSQLExecutor
 
-    pg_ctl = shutil.which("pg_ctl") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))), None)
+    pg_ctl = shutil.which("pg_ctl") or next(
+        iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))), None
+    )
     if pg_ctl is None:
-        pytest.fail("no PostgreSQL server at 127.0.0.1:5432 and no pg_ctl to start one: "
-                    "install PostgreSQL or set MEDALLION_TEST_PG_URL")
-    executor = PostgreSQLExecutor(executable=str(pg_ctl), host="127.0.0.1", port=55432, user="postgres",
-                                  dbname="postgres", options="", startparams="", unixsocketdir=str(tmp_root),
-                                  datadir=str(tmp_root / "data"), password="", postgres_options="")
+        pytest.fail(
+            "no PostgreSQL server at 127.0.0.1:5432 and no pg_ctl to start one: "
+            "install PostgreSQL or set MEDALLION_TEST_PG_URL"
+        )
+    executor = PostgreSQLExecutor(
+        executable=str(pg_ctl),
+        host="127.0.0.1",
+        port=55432,
+        user="postgres",
+        dbname="postgres",
+        options="",
+        startparams="",
+        unixsocketdir=str(tmp_root),
+        datadir=str(tmp_root / "data"),
+        password="",
+        postgres_options="",
+    )
     executor.start()
     return "postgresql://postgres@127.0.0.1:55432/postgres"
 
@@ -190,12 +215,12 @@ def spark(s3_endpoint):
     boto3, inherit the endpoint and credentials from the environment, as on a cluster's nodes."""
     # The driver's result-size limit is a real Spark limit, set low so a healing test can run into it with
     # a gold table of a few MB; every other result in the suite is far below it.
-    session = spark_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4",
-                             "spark.driver.maxResultSize": "8m"}, "medallion-tests")
+    session = spark_session(
+        {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4", "spark.driver.maxResultSize": "8m"},
+        "medallion-tests",
+    )
     yield session
     session.stop()
-
-
 
 
 @dataclass
@@ -221,8 +246,13 @@ class Medallion:
 
     def set_retries(self, max_retries: int, backoff_sec: float = 1) -> None:
         """Replace the seed's std_retry policy."""
-        self.store.upsert({"retry_policies": [RetryPolicy(retry_id="std_retry", max_retries=max_retries,
-                                                          backoff_sec=backoff_sec)]})
+        self.store.upsert(
+            {
+                "retry_policies": [
+                    RetryPolicy(retry_id="std_retry", max_retries=max_retries, backoff_sec=backoff_sec)
+                ]
+            }
+        )
 
     def gold(self, table: str) -> list[dict]:
         warehouse = warehouse_from_url(self.warehouse_url)

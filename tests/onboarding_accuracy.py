@@ -65,15 +65,20 @@ def _without_kinds(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
 
 
 def _column_edges(columns: list[dict]) -> set[tuple[str, str]]:
-    return {(entry["target"], f"{kind} {source}") for entry in columns
-            for source, kind in entry["transformations"].items()}
+    return {
+        (entry["target"], f"{kind} {source}")
+        for entry in columns
+        for source, kind in entry["transformations"].items()
+    }
 
 
 def score(statements: list[dict], corpus: Path = CORPUS) -> Scores:
     """Compare reported statements (the `statements` of `--json`) with a corpus's expectations, one by one."""
-    expected = {(file, entry["line"]): entry
-                for file, entries in yaml.safe_load((corpus / "expected.yaml").read_text()).items()
-                for entry in entries}
+    expected = {
+        (file, entry["line"]): entry
+        for file, entries in yaml.safe_load((corpus / "expected.yaml").read_text()).items()
+        for entry in entries
+    }
     reported = {(Path(s["file"]).name, s["line"]): s for s in statements}
     scores = Scores(statements=len(expected))
     for place in sorted(set(reported) - set(expected)):
@@ -86,7 +91,9 @@ def score(statements: list[dict], corpus: Path = CORPUS) -> Scores:
             continue
         for name, default in (("kind", None), ("status", "onboarded"), ("target", None)):
             if got[name] != want.get(name, default):
-                scores.differences.append(f"{where}: {name} {got[name]!r}, expected {want.get(name, default)!r}")
+                scores.differences.append(
+                    f"{where}: {name} {got[name]!r}, expected {want.get(name, default)!r}"
+                )
         if "sources" not in want:
             continue
         scores.lineage_statements += 1
@@ -103,8 +110,12 @@ def score(statements: list[dict], corpus: Path = CORPUS) -> Scores:
         names_want = [column for column in want["columns"] if column != "*"]
         if names_got != names_want:
             scores.differences.append(f"{where}: target columns {names_got}, expected {names_want}")
-        for label, extra, missing in (("tables", table_got - table_want, table_want - table_got),
-                                      ("columns", column_got - column_want, column_want - column_got)):
+        for label, extra, missing in (
+            ("tables", table_got - table_want, table_want - table_got),
+            ("columns", column_got - column_want, column_want - column_got),
+        ):
             if extra or missing:
-                scores.differences.append(f"{where}: {label}: unexpected {sorted(extra)}, missing {sorted(missing)}")
+                scores.differences.append(
+                    f"{where}: {label}: unexpected {sorted(extra)}, missing {sorted(missing)}"
+                )
     return scores

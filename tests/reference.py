@@ -48,7 +48,8 @@ def expected_daily_user_events(raw_url: str) -> list[dict]:
         if record.get("user_id") is not None:
             users[day].add(record["user_id"])
     return [
-        {"event_date": day, "total_events": totals[day], "unique_users": len(users[day])} for day in sorted(totals)
+        {"event_date": day, "total_events": totals[day], "unique_users": len(users[day])}
+        for day in sorted(totals)
     ]
 
 
@@ -89,7 +90,12 @@ def expected_daily_revenue(raw_url: str) -> list[dict]:
             revenue[day, country] += amount
             orders[day, country] += 1
     return [
-        {"order_date": day, "country": country, "revenue": revenue[day, country], "orders": orders[day, country]}
+        {
+            "order_date": day,
+            "country": country,
+            "revenue": revenue[day, country],
+            "orders": orders[day, country],
+        }
         for day, country in sorted(revenue)
     ]
 

@@ -30,8 +30,14 @@ def free_port() -> int:
 def _environment(logs: Path, extra: Mapping[str, str]) -> dict[str, str]:
     # Executors and Python workers run this interpreter (it has pyarrow and boto3) and see the same S3
     # endpoint and credentials as the tests, as a cluster's nodes would through their own configuration.
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(logs), **extra}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(logs),
+        **extra,
+    }
     env.pop("SPARK_REMOTE", None)
     return env
 
@@ -40,7 +46,9 @@ def _environment(logs: Path, extra: Mapping[str, str]) -> dict[str, str]:
 def _process(command: list[str], log: Path, env: Mapping[str, str]) -> Iterator[subprocess.Popen]:
     with log.open("wb") as out:
         # A session of its own, so that stopping it stops its children (executors, Python workers) too.
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+        )
     try:
         yield process
     finally:
@@ -81,27 +89,57 @@ def _alive_workers(ui_port: int) -> int:
 
 
 @contextmanager
-def standalone_cluster(folder: Path, env: Mapping[str, str], cores: int = 2,
-                       memory: str = "2g") -> Iterator[tuple[str, subprocess.Popen]]:
+def standalone_cluster(
+    folder: Path, env: Mapping[str, str], cores: int = 2, memory: str = "2g"
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """A master and one worker (`cores` cores, `memory`); yields the master URL and the worker's process."""
     port, ui_port = free_port(), free_port()
     environment = _environment(folder, env)
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     master_log, worker_log = folder / "master.log", folder / "worker.log"
-    with _process([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                   str(port), "--webui-port", str(ui_port)], master_log, environment) as master:
+    with _process(
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+        ],
+        master_log,
+        environment,
+    ) as master:
         _wait_until(lambda: _answers(port), "the Spark master", master, master_log)
         url = f"spark://127.0.0.1:{port}"
-        with _process([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                       "--cores", str(cores), "--memory", memory, "--webui-port", str(free_port()),
-                       "--work-dir", str(folder / "work")], worker_log, environment) as worker:
+        with _process(
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(cores),
+                "--memory",
+                memory,
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(folder / "work"),
+            ],
+            worker_log,
+            environment,
+        ) as worker:
             _wait_until(lambda: _alive_workers(ui_port) >= 1, "the Spark worker", worker, worker_log)
             yield url, worker
 
 
 @contextmanager
-def connect_server(folder: Path, env: Mapping[str, str], master: str = "local[2]",
-                   hidden: Path | None = None) -> Iterator[str]:
+def connect_server(
+    folder: Path, env: Mapping[str, str], master: str = "local[2]", hidden: Path | None = None
+) -> Iterator[str]:
     """A Spark Connect server in the foreground of its own process; yields its sc:// URL.
 
     With `hidden`, the server runs in a mount namespace of its own where that folder is an empty tmpfs: a
@@ -109,14 +147,37 @@ def connect_server(folder: Path, env: Mapping[str, str], master: str = "local[2]
     """
     port = free_port()
     log = folder / "connect.log"
-    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--class",
-               "org.apache.spark.sql.connect.service.SparkConnectServer", "--name", "medallion-tests-connect",
-               "--master", master, "--conf", f"spark.connect.grpc.binding.port={port}",
-               "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
-               "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.driver.memory=2g"]
+    command = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--name",
+        "medallion-tests-connect",
+        "--master",
+        master,
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        "spark.driver.memory=2g",
+    ]
     if hidden is not None:
-        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   'mount -t tmpfs medallion-hidden "$0" && exec "$@"', str(hidden), *command]
+        command = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs medallion-hidden "$0" && exec "$@"',
+            str(hidden),
+            *command,
+        ]
     with _process(command, log, {**_environment(folder, env), "SPARK_CONNECT_MODE": "0"}) as server:
         _wait_until(lambda: _answers(port), "the Spark Connect server", server, log)
         yield f"sc://127.0.0.1:{port}"

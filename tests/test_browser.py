@@ -63,22 +63,32 @@ def _answers(url: str) -> bool:
 @pytest.fixture
 def ui(tmp_path):
     """The README's first steps in a new shell (no variable exported), then `medallion ui` on a free port."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("MEDALLION_", "AWS_ENDPOINT_URL")) and name != "DAGSTER_HOME"}
-    for args in (("sample-data", "--rows", "1000", "--to", ".medallion/s3/medallion-raw"),
-                 ("catalog", "load", str(SEED))):
-        done = subprocess.run([*MEDALLION, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("MEDALLION_", "AWS_ENDPOINT_URL")) and name != "DAGSTER_HOME"
+    }
+    for args in (
+        ("sample-data", "--rows", "1000", "--to", ".medallion/s3/medallion-raw"),
+        ("catalog", "load", str(SEED)),
+    ):
+        done = subprocess.run(
+            [*MEDALLION, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
     port = _free_port()
     log = (tmp_path / "ui.log").open("w")
-    process = subprocess.Popen([*MEDALLION, "ui", "--port", str(port)], env=env, cwd=tmp_path, stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [*MEDALLION, "ui", "--port", str(port)], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
     while not _answers(f"{url}/server_info"):
         assert process.poll() is None, (tmp_path / "ui.log").read_text()
         time.sleep(1)
     yield UI(url, tmp_path / ".medallion", process)
-    dagster_dev = [child for child in psutil.Process(process.pid).children() if "dagster" in " ".join(child.cmdline())]
+    dagster_dev = [
+        child for child in psutil.Process(process.pid).children() if "dagster" in " ".join(child.cmdline())
+    ]
     group = os.getpgid(dagster_dev[0].pid)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 128 + signal.SIGTERM
@@ -111,11 +121,16 @@ def browser(tmp_path):
 def _materialize_all(browser, ui: UI) -> str:
     """Open the group's lineage, click "Materialize all"; returns the launched run's id (from the toast's link)."""
     browser.get(f"{ui.url}/locations/medallion/asset-groups/user_events_etl/lineage")
-    for skip in browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):  # Dagster's welcome dialog
+    for skip in browser.find_elements(
+        By.XPATH, "//button[normalize-space()='Skip']"
+    ):  # Dagster's welcome dialog
         skip.click()
     browser.find_element(By.XPATH, "//button[starts-with(normalize-space(), 'Materialize all')]").click()
-    link = WebDriverWait(browser, 60).until(expected_conditions.presence_of_element_located(
-        (By.XPATH, "//a[normalize-space()='View' and contains(@href, '/runs/')]")))
+    link = WebDriverWait(browser, 60).until(
+        expected_conditions.presence_of_element_located(
+            (By.XPATH, "//a[normalize-space()='View' and contains(@href, '/runs/')]")
+        )
+    )
     return link.get_attribute("href").rsplit("/runs/", 1)[1]
 
 
@@ -131,7 +146,9 @@ def _finished(ui: UI, run_id: str):
 def _page_text(browser, url: str, expected: str) -> str:
     """The page's text once `expected` shows (the UI renders asynchronously)."""
     browser.get(url)
-    WebDriverWait(browser, 60).until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "body"), expected))
+    WebDriverWait(browser, 60).until(
+        expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "body"), expected)
+    )
     return browser.find_element(By.TAG_NAME, "body").text
 
 
@@ -139,13 +156,23 @@ def test_materialize_all_from_the_ui_then_a_plain_sql_kill_switch_halts_it_visib
     run_id = _materialize_all(browser, ui)
     assert _finished(ui, run_id).status == DagsterRunStatus.SUCCESS
     checks = _page_text(browser, f"{ui.url}/assets/gold/daily_user_events?view=checks", "unique_event_date")
-    for check in ("row_count", "not_null_event_date", "unique_event_date", "range_total_events", "schema_match"):
+    for check in (
+        "row_count",
+        "not_null_event_date",
+        "unique_event_date",
+        "range_total_events",
+        "schema_match",
+    ):
         assert f"{check}\nSucceeded" in checks
-    _page_text(browser, f"{ui.url}/assets/gold/daily_user_events?view=events", f"Materialized in run {run_id[:8]}")
+    _page_text(
+        browser, f"{ui.url}/assets/gold/daily_user_events?view=events", f"Materialized in run {run_id[:8]}"
+    )
 
     with sqlite3.connect(ui.home / "catalog.db") as catalog:
-        flipped = catalog.execute("UPDATE control_flags SET flag_value = false, reason = 'bad upstream' "
-                                  "WHERE entity_type = 'stage' AND entity_id = 'user_events_etl.silver_clean'")
+        flipped = catalog.execute(
+            "UPDATE control_flags SET flag_value = false, reason = 'bad upstream' "
+            "WHERE entity_type = 'stage' AND entity_id = 'user_events_etl.silver_clean'"
+        )
         assert flipped.rowcount == 1
     halted_run_id = _materialize_all(browser, ui)
     halted = _finished(ui, halted_run_id)
@@ -156,11 +183,15 @@ def test_materialize_all_from_the_ui_then_a_plain_sql_kill_switch_halts_it_visib
         status, message = "cancelled", f"cancelled by the medallion_control sensor: {reason}"
     else:
         status, message = "halted", f"halted by a kill switch before start: {reason}"
-        failures = [record.event_log_entry.dagster_event.step_failure_data
-                    for record in ui.instance().get_records_for_run(
-                        halted_run_id, of_type=DagsterEventType.STEP_FAILURE).records]
-        assert [(f.user_failure_data.description if f.user_failure_data else f.error.message)
-                for f in failures] == [message]
+        failures = [
+            record.event_log_entry.dagster_event.step_failure_data
+            for record in ui.instance()
+            .get_records_for_run(halted_run_id, of_type=DagsterEventType.STEP_FAILURE)
+            .records
+        ]
+        assert [
+            (f.user_failure_data.description if f.user_failure_data else f.error.message) for f in failures
+        ] == [message]
         assert halted.status == DagsterRunStatus.FAILURE
     assert (halted.tags["medallion/status"], halted.tags["medallion/halt_reason"]) == (status, reason)
     _page_text(browser, f"{ui.url}/runs/{halted_run_id}", message)

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import MIGRATIONS, CatalogStore
-from medallion_assets.loading import validate_files
 from medallion_assets.cli import main
+from medallion_assets.loading import validate_files
 from tests.conftest import SEED
 
 
@@ -35,12 +35,25 @@ def test_seed_loads_idempotently(store):
     after_first = counts(store)
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
     assert counts(store) == after_first
-    assert first == {"retry_policies": 2, "pipelines": 2, "sources": 4, "targets": 7, "validation_rules": 5,
-                     "stages": 7, "healing_actions": 7, "profiles": 2, "dataset_lineage": 1,
-                     "notifications": 1}
+    assert first == {
+        "retry_policies": 2,
+        "pipelines": 2,
+        "sources": 4,
+        "targets": 7,
+        "validation_rules": 5,
+        "stages": 7,
+        "healing_actions": 7,
+        "profiles": 2,
+        "dataset_lineage": 1,
+        "notifications": 1,
+    }
     stages = store.snapshot().stages("orders_etl")
-    assert [s.stage_name for s in stages] == ["bronze_orders_ingest", "bronze_customers_ingest",
-                                             "silver_orders_enrich", "gold_daily_revenue"]
+    assert [s.stage_name for s in stages] == [
+        "bronze_orders_ingest",
+        "bronze_customers_ingest",
+        "silver_orders_enrich",
+        "gold_daily_revenue",
+    ]
     assert stages[2].input_ids() == ["bronze_orders", "bronze_customers"]
 
 
@@ -63,13 +76,22 @@ def test_migration_0010_renames_type_and_source_id_keeping_the_rows(backend, tmp
     with store.engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "0009")
-        connection.execute(text("INSERT INTO targets (target_id, layer, type, location) "
-                                "VALUES ('gold_t', 'gold', 'warehouse', 'analytics.t')"))
-        connection.execute(text("INSERT INTO stages (pipeline_id, stage_order, stage_name, source_id, target_id) "
-                                "VALUES ('p', 1, 'load', 'silver_t', 'gold_t')"))
+        connection.execute(
+            text(
+                "INSERT INTO targets (target_id, layer, type, location) "
+                "VALUES ('gold_t', 'gold', 'warehouse', 'analytics.t')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO stages (pipeline_id, stage_order, stage_name, source_id, target_id) "
+                "VALUES ('p', 1, 'load', 'silver_t', 'gold_t')"
+            )
+        )
     store.migrate()
     assert [(t.target_id, t.kind, t.location) for t in store.read_table("targets")] == [
-        ("gold_t", "warehouse", "analytics.t")]
+        ("gold_t", "warehouse", "analytics.t")
+    ]
     assert [(s.stage_name, s.input_ids()) for s in store.read_table("stages")] == [("load", ["silver_t"])]
     store.engine.dispose()
 
@@ -132,7 +154,8 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
 
 def test_a_bad_rule_is_pointed_at_on_its_own_line_with_its_value_and_no_knock_on_error(store, tmp_path):
     bad = tmp_path / "rules.yaml"
-    bad.write_text(textwrap.dedent("""\
+    bad.write_text(
+        textwrap.dedent("""\
         pipelines:
           - {pipeline_id: p1}
         sources:
@@ -150,12 +173,15 @@ def test_a_bad_rule_is_pointed_at_on_its_own_line_with_its_value_and_no_knock_on
         stages:
           - {pipeline_id: p1, stage_order: 1, stage_name: ingest, input_id: raw_c, target_id: bronze_c,
              validation_set_id: rs}
-        """))
+        """)
+    )
     with pytest.raises(CatalogInvalid) as raised:
         validate_files(store.snapshot(), [bad])
     messages = [str(p).replace(str(tmp_path) + "/", "") for p in raised.value.problems]
     # The rule's own line, not the rule set's (8); the stage naming the broken rule set is not reported too.
-    assert [m.split(": ", 2)[:2] for m in messages] == [["rules.yaml:14", "validation_rules[rs].check_def.1.severity"]]
+    assert [m.split(": ", 2)[:2] for m in messages] == [
+        ["rules.yaml:14", "validation_rules[rs].check_def.1.severity"]
+    ]
     assert messages[0].endswith("; got 'fatal'")
 
 
@@ -187,7 +213,10 @@ def test_renamed_fields_load_under_their_old_names_with_a_warning_naming_file_an
         f"warning: {old}:11: stages: field 'source_id' is deprecated, write 'input_id'",
     ]
     targets = json.loads(CliRunner().invoke(main, ["catalog", "show", "targets", "--json"]).stdout)
-    assert sorted((t["target_id"], t["kind"]) for t in targets) == [("bronze_t", "lake"), ("gold_t", "warehouse")]
+    assert sorted((t["target_id"], t["kind"]) for t in targets) == [
+        ("bronze_t", "lake"),
+        ("gold_t", "warehouse"),
+    ]
     stages = json.loads(CliRunner().invoke(main, ["catalog", "show", "stages", "--json"]).stdout)
     assert [(s["stage_name"], s["input_id"]) for s in stages] == [("ingest", "raw_t")]
 
@@ -198,7 +227,8 @@ def test_a_row_with_both_the_old_and_the_new_name_is_refused(tmp_path):
     with pytest.raises(CatalogInvalid) as raised:
         validate_files(CatalogSnapshot(), [both])
     assert [str(p).replace(str(tmp_path) + "/", "") for p in raised.value.problems] == [
-        "both.yaml:2: targets[t]: Value error, type is the deprecated name of kind: write only kind"]
+        "both.yaml:2: targets[t]: Value error, type is the deprecated name of kind: write only kind"
+    ]
 
 
 def test_cli_exit_code_2_and_problems_on_stderr(tmp_path, monkeypatch):
@@ -221,7 +251,9 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     assert validated.exit_code == 0 and validated.stdout == "valid: 38 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
-    assert loaded.stdout.endswith("; 13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)\n")
+    assert loaded.stdout.endswith(
+        "; 13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)\n"
+    )
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
     shown = runner.invoke(main, ["catalog", "show", "sources"])

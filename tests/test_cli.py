@@ -41,45 +41,73 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     assert list(assets) == ["bronze/user_events", "silver/user_events", "gold/daily_user_events"]
     assert assets["bronze/user_events"]["rows"] == summary.event_lines - summary.malformed_events
     assert assets["gold/daily_user_events"]["rows"] == len(expected_daily_user_events("s3://medallion-raw"))
-    assert {"name": "unique_event_id", "passed": True, "severity": "error"} in assets["silver/user_events"]["checks"]
+    assert {"name": "unique_event_id", "passed": True, "severity": "error"} in assets["silver/user_events"][
+        "checks"
+    ]
 
     audit = medallion("audit", "--pipeline", "user_events_etl", "--json", env=env)
     entries = [(e["stage_name"], e["event"], e["status"], e["rows_read"]) for e in json.loads(audit.stdout)]
-    assert entries == [("bronze_ingest", "stage", "success", summary.event_lines),
-                       ("silver_clean", "stage", "success", summary.event_lines - summary.malformed_events),
-                       ("gold_daily_aggregate", "stage", "success", assets["silver/user_events"]["rows"])]
+    assert entries == [
+        ("bronze_ingest", "stage", "success", summary.event_lines),
+        ("silver_clean", "stage", "success", summary.event_lines - summary.malformed_events),
+        ("gold_daily_aggregate", "stage", "success", assets["silver/user_events"]["rows"]),
+    ]
 
     unknown = medallion("run", "no_such_pipeline", env=env)
     assert unknown.returncode == 2
-    assert unknown.stderr.strip() == "unknown pipeline 'no_such_pipeline'; pipelines: orders_etl, user_events_etl"
+    assert (
+        unknown.stderr.strip()
+        == "unknown pipeline 'no_such_pipeline'; pipelines: orders_etl, user_events_etl"
+    )
 
 
 @pytest.mark.integration  # the demo and the README's commands, each a process
 def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
     """`medallion demo`, then the README's commands from the same folder, with no variable exported: the raw
     objects outlive the demo (kept on disk, served on a loopback S3 API again), and one home holds it all."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("MEDALLION_", "AWS_ENDPOINT_URL")) and name != "DAGSTER_HOME"}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("MEDALLION_", "AWS_ENDPOINT_URL")) and name != "DAGSTER_HOME"
+    }
 
     def shell(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*MEDALLION, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [*MEDALLION, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
 
     demo = shell("demo", "--rows", "1000")
     assert demo.returncode == 0, demo.stderr
     assert "13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)" in demo.stdout
     home = tmp_path / ".medallion"
-    assert sorted(p.name for p in home.iterdir()) == ["catalog.db", "dagster", "lake", "s3", "warehouse.duckdb"]
+    assert sorted(p.name for p in home.iterdir()) == [
+        "catalog.db",
+        "dagster",
+        "lake",
+        "s3",
+        "warehouse.duckdb",
+    ]
 
     rerun = shell("run", "user_events_etl", "--json")
     assert rerun.returncode == 0, rerun.stderr
     assets = {a["key"]: a for a in json.loads(rerun.stdout)["assets"]}
     # Every object was ingested by the demo: the bookmarks (by ETag) still match the objects served again.
     assert (assets["bronze/user_events"]["rows_read"], assets["bronze/user_events"]["rows"]) == (0, 0)
-    silver = [(e["rows_read"], e["rows_written"], e["rows_quarantined"]) for e in json.loads(
-        shell("audit", "--pipeline", "user_events_etl", "--json").stdout) if e["stage_name"] == "silver_clean"]
+    silver = [
+        (e["rows_read"], e["rows_written"], e["rows_quarantined"])
+        for e in json.loads(shell("audit", "--pipeline", "user_events_etl", "--json").stdout)
+        if e["stage_name"] == "silver_clean"
+    ]
     # Silver rebuilds from all of bronze: the same counts as in the demo, and in the report as in the audit.
-    assert silver[0] == silver[1] == (assets["silver/user_events"]["rows_read"], assets["silver/user_events"]["rows"],
-                                      assets["silver/user_events"]["rows_quarantined"])
+    assert (
+        silver[0]
+        == silver[1]
+        == (
+            assets["silver/user_events"]["rows_read"],
+            assets["silver/user_events"]["rows"],
+            assets["silver/user_events"]["rows_quarantined"],
+        )
+    )
 
     paths = json.loads(shell("paths", "gold_daily_revenue", "--json").stdout)
     assert paths["active"][0] == "orders_raw"
@@ -89,8 +117,10 @@ def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
     assert [e["status"] for e in audit if e["event"] == "stage"] == ["success"] * 6
 
     with sqlite3.connect(home / "catalog.db") as connection:  # the README's plain SQL kill switch
-        updated = connection.execute("UPDATE control_flags SET flag_value = false, reason = 'bucket migration' "
-                                     "WHERE entity_type = 'pipeline' AND entity_id = 'user_events_etl'").rowcount
+        updated = connection.execute(
+            "UPDATE control_flags SET flag_value = false, reason = 'bucket migration' "
+            "WHERE entity_type = 'pipeline' AND entity_id = 'user_events_etl'"
+        ).rowcount
     assert updated == 1
     halted = shell("run", "user_events_etl")
     assert halted.returncode == 3
@@ -98,4 +128,6 @@ def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
     enabled = shell("enable", "pipeline", "user_events_etl")
     assert enabled.returncode == 0 and enabled.stdout.startswith("pipeline user_events_etl enabled by ")
     flags = shell("catalog", "show", "control_flags")
-    assert "entity_type=pipeline  entity_id=user_events_etl  flag_name=enabled  flag_value=True" in flags.stdout
+    assert (
+        "entity_type=pipeline  entity_id=user_events_etl  flag_name=enabled  flag_value=True" in flags.stdout
+    )

@@ -21,7 +21,9 @@ COMPRESSORS = {"gz": gzip.compress, "bz2": bz2.compress, "zst": zstandard.ZstdCo
 def test_compressed_jsonl_is_read_by_its_ending_with_file_and_line(spark, tmp_path, ending):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / f"e.jsonl.{ending}").write_bytes(COMPRESSORS[ending](LINES))
-    result, bronze, quarantine = run_ingest(spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "int"}))
+    result, bronze, quarantine = run_ingest(
+        spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "int"})
+    )
     assert [(r["id"], r["n"], r["_source_line"]) for r in bronze] == [("a", 1, 1), ("b", 2, 2), ("c", 3, 5)]
     assert [(r["_source_line"], r["raw"]) for r in quarantine] == [(3, "not json")]
     assert (result.rows_read, result.rows_written, result.rows_quarantined) == (4, 3, 1)
@@ -39,10 +41,16 @@ def test_declared_compression_wins_over_the_ending(spark, tmp_path):
 def test_a_line_that_is_not_utf8_is_quarantined_with_that_reason_and_the_rest_ingested(spark, tmp_path):
     (tmp_path / "raw").mkdir()
     head = b"".join(b'{"id": "h%d", "n": %d}\n' % (i, i) for i in range(3000))  # past the head that is probed
-    (tmp_path / "raw" / "e.jsonl.gz").write_bytes(gzip.compress(head + b'{"id": "\xff\xfe", "n": 1}\n{"id": "z"}\n'))
-    result, bronze, quarantine = run_ingest(spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "int"}))
+    (tmp_path / "raw" / "e.jsonl.gz").write_bytes(
+        gzip.compress(head + b'{"id": "\xff\xfe", "n": 1}\n{"id": "z"}\n')
+    )
+    result, bronze, quarantine = run_ingest(
+        spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "int"})
+    )
     assert (result.rows_read, result.rows_written, result.rows_quarantined) == (3002, 3001, 1)
-    assert [(r["_source_line"], r["reason"]) for r in quarantine] == [(3001, "not UTF-8 text (byte 8 of the line)")]
+    assert [(r["_source_line"], r["reason"]) for r in quarantine] == [
+        (3001, "not UTF-8 text (byte 8 of the line)")
+    ]
     assert bronze[-1]["id"] == "z" and bronze[-1]["_source_line"] == 3002
 
 
@@ -50,17 +58,23 @@ def test_gzip_bytes_that_are_not_gzip_are_an_unreadable_object(spark, tmp_path):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "good.jsonl.gz").write_bytes(gzip.compress(LINES))
     (tmp_path / "raw" / "bad.jsonl.gz").write_bytes(b'{"id": "plain text with a .gz name"}\n')
-    with pytest.raises(CorruptSourceObject, match=r"object .*/raw/bad\.jsonl\.gz is unreadable: cannot decompress"):
+    with pytest.raises(
+        CorruptSourceObject, match=r"object .*/raw/bad\.jsonl\.gz is unreadable: cannot decompress"
+    ):
         run_ingest(spark, tmp_path, source(tmp_path, "jsonl", {"id": "string"}))
     assert not (tmp_path / "bronze").exists()
 
 
-def test_a_gzip_cut_short_after_its_head_fails_the_batch_naming_the_object_and_writes_nothing(spark, tmp_path):
+def test_a_gzip_cut_short_after_its_head_fails_the_batch_naming_the_object_and_writes_nothing(
+    spark, tmp_path
+):
     (tmp_path / "raw").mkdir()
     body = b"".join(b'{"id": "r%d", "n": %d}\n' % (i, i) for i in range(200_000))
     whole = gzip.compress(body)
     (tmp_path / "raw" / "cut.jsonl.gz").write_bytes(whole[: len(whole) * 2 // 3])
-    with pytest.raises(CorruptSourceObject, match=r"object .*/raw/cut\.jsonl\.gz is unreadable: cannot decompress"):
+    with pytest.raises(
+        CorruptSourceObject, match=r"object .*/raw/cut\.jsonl\.gz is unreadable: cannot decompress"
+    ):
         run_ingest(spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "int"}))
     assert not list((tmp_path / "bronze").rglob("*.parquet"))
 

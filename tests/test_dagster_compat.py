@@ -22,15 +22,18 @@ def test_the_installed_dagster_is_one_the_adapter_was_checked_against():
     assert first <= Version(version("dagster")) < end, (
         f"dagster {version('dagster')} is outside {first} ≤ v < {end}, the range "
         "medallion_assets/dagster_compat.py was read against: check each name it imports, then move "
-        "CHECKED_DAGSTER_VERSIONS and pyproject's pin")
+        "CHECKED_DAGSTER_VERSIONS and pyproject's pin"
+    )
 
 
 def test_pyproject_allows_exactly_the_checked_range():
     dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     [dagster] = [Requirement(d) for d in dependencies if Requirement(d).name == "dagster"]
     first, end = dagster_compat.CHECKED_DAGSTER_VERSIONS
-    assert {(s.operator, s.version) for s in dagster.specifier} == {(">=", first.removesuffix(".0")),
-                                                                    ("<", end.removesuffix(".0"))}
+    assert {(s.operator, s.version) for s in dagster.specifier} == {
+        (">=", first.removesuffix(".0")),
+        ("<", end.removesuffix(".0")),
+    }
 
 
 def test_every_private_name_still_resolves_and_says_why_it_is_used():
@@ -43,9 +46,14 @@ def test_every_private_name_still_resolves_and_says_why_it_is_used():
 
 def test_no_private_dagster_name_is_used_outside_the_adapter():
     adapter = REPO / "medallion_assets" / "dagster_compat.py"
-    uses = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-            for folder in SEARCHED for path in sorted((REPO / folder).rglob("*.py")) if path != adapter
-            for number, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE_DAGSTER.search(line)]
+    uses = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for folder in SEARCHED
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path != adapter
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if PRIVATE_DAGSTER.search(line)
+    ]
     assert uses == [], "private Dagster names outside medallion_assets/dagster_compat.py:\n" + "\n".join(uses)
 
 

@@ -10,10 +10,10 @@ import pytest
 from dagster import AssetSpec, Definitions, EnvVar, serialize_value
 
 from medallion_assets.assets.factory import dagster_owners
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import RepositorySnap
 from medallion_assets.definitions import build_definitions
+from medallion_assets.loading import validate_files
 from tests.conftest import SEED
 
 SNAPSHOT = Path(__file__).with_name("snapshots") / "seed_definitions.json"
@@ -34,8 +34,10 @@ def describe(defs: Definitions) -> dict:
     described = {}
     for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
         node = graph.get(key)
-        checks = sorted((check.name, graph.get_check_spec(check).blocking)
-                        for check in graph.get_check_keys_for_assets({key}))
+        checks = sorted(
+            (check.name, graph.get_check_spec(check).blocking)
+            for check in graph.get_check_keys_for_assets({key})
+        )
         described[key.to_user_string()] = {
             "group": node.group_name,
             "deps": sorted(k.to_user_string() for k in node.parent_keys),
@@ -56,27 +58,36 @@ def test_seed_definitions_match_the_snapshot(catalog_url, tmp_path):
     # Rewriting is for a deliberate change; the run that rewrites it still fails, on the snapshot it replaced.
     if described != recorded and os.environ.get("MEDALLION_UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(json.dumps(described, indent=2) + "\n")
-    assert described == recorded, (f"{SNAPSHOT.name} differs: review, then rewrite it with "
-                                   "MEDALLION_UPDATE_SNAPSHOTS=1 and run again")
+    assert described == recorded, (
+        f"{SNAPSHOT.name} differs: review, then rewrite it with MEDALLION_UPDATE_SNAPSHOTS=1 and run again"
+    )
 
 
 def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
     spec = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["gold", "daily_user_events"])
     assert spec.metadata["dagster/table_name"] == "analytics.daily_user_events"
-    assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["event_date", "total_events",
-                                                                               "unique_users"]
+    assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == [
+        "event_date",
+        "total_events",
+        "unique_users",
+    ]
     assert spec.metadata["dagster/column_schema"].columns[2].description == "distinct user_id values that day"
     assert spec.owners == ["team:growth-data"]
     raw = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["raw", "user_events_raw"])
     assert raw.owners == ["team:growth-data"]  # a source without an owner of its own has its pipeline's
-    assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == ["a@b.io"]
+    assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == [
+        "a@b.io"
+    ]
     assert spec.description == "Events and distinct users per day"
 
 
 def test_a_pipeline_added_to_the_catalog_appears_after_reload(catalog_url, tmp_path):
     lake, warehouse = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
-    before = {s.key.to_user_string() for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()}
+    before = {
+        s.key.to_user_string()
+        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
+    }
     added = tmp_path / "clicks.yaml"
     added.write_text("""
 pipelines: [{pipeline_id: clicks_etl}]
@@ -86,19 +97,27 @@ stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id:
 """)
     store = CatalogStore(catalog_url)
     store.upsert(validate_files(store.snapshot(), [added]).rows)
-    after = {s.key.to_user_string(): s for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()}
+    after = {
+        s.key.to_user_string(): s
+        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
+    }
     assert set(after) - before == {"raw/clicks_raw", "bronze/clicks"}
     assert after["bronze/clicks"].group_name == "clicks_etl"
 
 
 def test_changing_a_stage_changes_its_code_version_only(catalog_url, tmp_path):
     lake, warehouse = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
-    versions = lambda: {s.key.to_user_string(): s.code_version  # noqa: E731
-                        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()}
+    versions = lambda: {
+        s.key.to_user_string(): s.code_version  # noqa: E731
+        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
+    }
     before = versions()
     changed = tmp_path / "changed.yaml"
-    changed.write_text((SEED / "user_events_etl.yaml").read_text().replace("COUNT(*) AS total_events",
-                                                                          "COUNT(1) AS total_events"))
+    changed.write_text(
+        (SEED / "user_events_etl.yaml")
+        .read_text()
+        .replace("COUNT(*) AS total_events", "COUNT(1) AS total_events")
+    )
     store = CatalogStore(catalog_url)
     store.upsert(validate_files(store.snapshot(), [changed]).rows)
     after = versions()
@@ -114,7 +133,9 @@ def test_hand_written_specs_and_generated_assets_agree_on_keys(catalog_url, tmp_
 
 
 def test_an_empty_catalog_loads_with_the_control_sensor_only(tmp_path):
-    defs = build_definitions(f"sqlite:///{tmp_path}/empty.db", str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    defs = build_definitions(
+        f"sqlite:///{tmp_path}/empty.db", str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
+    )
     Definitions.validate_loadable(defs)
     assert [sensor.name for sensor in defs.sensors] == ["medallion_control"]
 
@@ -123,17 +144,27 @@ def test_the_seed_loads_with_all_four_sensors_on_dagsters_own_asset_job(catalog_
     defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
     Definitions.validate_loadable(defs)
     jobs = {sensor.name: [target.job_name for target in sensor.targets] for sensor in defs.sensors}
-    assert jobs == {"medallion_control": [], "medallion_launcher": ["__ASSET_JOB"], "medallion_healing": ["__ASSET_JOB"],
-                    "medallion_notifications": []}
+    assert jobs == {
+        "medallion_control": [],
+        "medallion_launcher": ["__ASSET_JOB"],
+        "medallion_healing": ["__ASSET_JOB"],
+        "medallion_notifications": [],
+    }
     assert [job.name for job in defs.get_repository_def().get_all_jobs()] == ["__ASSET_JOB"]
     # Opening the UI launches nothing unasked: the launcher waits to be turned on; the others run by default.
     statuses = {sensor.name: sensor.default_status.value for sensor in defs.sensors}
-    assert statuses == {"medallion_control": "RUNNING", "medallion_launcher": "STOPPED", "medallion_healing": "RUNNING",
-                        "medallion_notifications": "RUNNING"}
+    assert statuses == {
+        "medallion_control": "RUNNING",
+        "medallion_launcher": "STOPPED",
+        "medallion_healing": "RUNNING",
+        "medallion_notifications": "RUNNING",
+    }
     assert next(s for s in defs.sensors if s.name == "medallion_control").minimum_interval_seconds == 30
 
 
-def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(catalog_url, tmp_path, monkeypatch):
+def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(
+    catalog_url, tmp_path, monkeypatch
+):
     monkeypatch.setenv("MEDALLION_CATALOG_URL", catalog_url)
     monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", "postgresql://loader:s3cr3t-pw@127.0.0.1:5432/warehouse")
     defs = build_definitions(lake_root=str(tmp_path / "lake"))

@@ -22,11 +22,11 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import stage_pool
 from medallion_assets.definitions import SNAPSHOT_KEY, unpack_snapshot
 from medallion_assets.instance import instance_config, write_instance_config
+from medallion_assets.loading import validate_files
 from medallion_assets.sensors.launcher import PIPELINE_TAG
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import RAW, REPO, SEED, fresh_database
@@ -64,16 +64,36 @@ class Deployment:
     def start_daemon(self) -> subprocess.Popen:
         # Its log goes next to DAGSTER_HOME, for whoever reads a failure.
         with open(self.home.parent / f"daemon-{len(self.daemons)}.log", "wb") as log:
-            daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run",
-                                       "-w", str(REPO / "workspace.yaml")], cwd=REPO, start_new_session=True,
-                                      stdout=log, stderr=subprocess.STDOUT)
+            daemon = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "dagster-daemon"),
+                    "run",
+                    "-w",
+                    str(REPO / "workspace.yaml"),
+                ],
+                cwd=REPO,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.daemons.append(daemon)
         return daemon
 
     def start_launcher(self) -> None:
         """Turn the launcher sensor on, as the README tells an operator to (it ships stopped)."""
-        subprocess.run([str(Path(sys.executable).parent / "dagster"), "sensor", "start", "medallion_launcher",
-                        "-w", str(REPO / "workspace.yaml")], cwd=REPO, check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(Path(sys.executable).parent / "dagster"),
+                "sensor",
+                "start",
+                "medallion_launcher",
+                "-w",
+                str(REPO / "workspace.yaml"),
+            ],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
 
     def stop(self) -> None:
         for daemon in self.daemons:
@@ -116,16 +136,23 @@ def deployment(tmp_path, monkeypatch, pg_url, pg_database, raw_data, medallion_h
     with fresh_database(pg_url) as dagster_database:
         dagster_db = urlparse(dagster_database)
         environment = {
-            "DAGSTER_HOME": str(tmp_path / "dagster"), "DAGSTER_PG_HOST": dagster_db.hostname,
-            "DAGSTER_PG_PORT": str(dagster_db.port), "DAGSTER_PG_DB": dagster_db.path.lstrip("/"),
-            "DAGSTER_PG_USER": dagster_db.username, "DAGSTER_PG_PASSWORD": dagster_db.password or "",
-            "MEDALLION_CATALOG_URL": pg_database, "MEDALLION_WAREHOUSE_URL": pg_database,
+            "DAGSTER_HOME": str(tmp_path / "dagster"),
+            "DAGSTER_PG_HOST": dagster_db.hostname,
+            "DAGSTER_PG_PORT": str(dagster_db.port),
+            "DAGSTER_PG_DB": dagster_db.path.lstrip("/"),
+            "DAGSTER_PG_USER": dagster_db.username,
+            "DAGSTER_PG_PASSWORD": dagster_db.password or "",
+            "MEDALLION_CATALOG_URL": pg_database,
+            "MEDALLION_WAREHOUSE_URL": pg_database,
             "MEDALLION_LAKE_URL": str(tmp_path / "lake"),
         }
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
-        deployment = Deployment(tmp_path / "dagster", pg_database,
-                                {"poll_interval_seconds": 1, "free_slots_after_run_end_seconds": 1})
+        deployment = Deployment(
+            tmp_path / "dagster",
+            pg_database,
+            {"poll_interval_seconds": 1, "free_slots_after_run_end_seconds": 1},
+        )
         deployment.start_launcher()
         try:
             yield deployment
@@ -155,8 +182,10 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
     daemon = deployment.start_daemon()
     # The launcher sensor sees both seed pipelines' new raw data; the queued run coordinator dequeues the runs,
     # each in a run worker of its own.
-    first = {pipeline: wait_for(f"a run of {pipeline}", lambda p=pipeline: deployment.runs(p))[0].run_id
-             for pipeline in ("user_events_etl", "orders_etl")}
+    first = {
+        pipeline: wait_for(f"a run of {pipeline}", lambda p=pipeline: deployment.runs(p))[0].run_id
+        for pipeline in ("user_events_etl", "orders_etl")
+    }
     for pipeline, run_id in first.items():
         run = wait_for(f"{pipeline} to finish", lambda r=run_id: deployment.finished_run(r))
         assert run.status == DagsterRunStatus.SUCCESS, pipeline
@@ -165,7 +194,8 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
     # Each run worker was given the code server's catalog snapshot, stored with the run, to rebuild from.
     for run_id in first.values():
         plan = deployment.instance.get_execution_plan_snapshot(
-            deployment.instance.get_run_by_id(run_id).execution_plan_snapshot_id)
+            deployment.instance.get_run_by_id(run_id).execution_plan_snapshot_id
+        )
         kept = unpack_snapshot(plan.repository_load_data.reconstruction_metadata[SNAPSHOT_KEY].data)
         assert kept.tables == deployment.store.snapshot().tables
     assert deployment.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
@@ -174,20 +204,32 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
     # A new raw file relaunches user_events_etl; a lock on its gold table holds the warehouse load, and with it
     # the load's slot of the warehouse's pool, until the worker is killed.
     snapshot = deployment.store.snapshot()
-    gold_stage = next(s for s in snapshot.stages("user_events_etl") if snapshot.targets[s.target_id].layer == "gold")
+    gold_stage = next(
+        s for s in snapshot.stages("user_events_etl") if snapshot.targets[s.target_id].layer == "gold"
+    )
     pool = stage_pool(gold_stage, snapshot)
     lock = psycopg2.connect(os.environ["MEDALLION_WAREHOUSE_URL"])
     lock.cursor().execute("LOCK TABLE analytics.daily_user_events IN ACCESS EXCLUSIVE MODE")
     try:
         add_user_events("late")
-        run_id = wait_for("a second user_events_etl run",
-                          lambda: next((r.run_id for r in deployment.runs("user_events_etl")
-                                        if r.run_id != first["user_events_etl"]), None))
+        run_id = wait_for(
+            "a second user_events_etl run",
+            lambda: next(
+                (
+                    r.run_id
+                    for r in deployment.runs("user_events_etl")
+                    if r.run_id != first["user_events_etl"]
+                ),
+                None,
+            ),
+        )
         wait_for(f"the run's load to claim a slot of {pool}", lambda: deployment.claimed(pool, run_id))
         os.kill(deployment.worker_pid(run_id), signal.SIGKILL)
         run = wait_for("the killed run to end", lambda: deployment.finished_run(run_id))
         assert run.status == DagsterRunStatus.FAILURE
-        wait_for(f"the killed run's slot of {pool} to be freed", lambda: deployment.claimed(pool, run_id) == 0)
+        wait_for(
+            f"the killed run's slot of {pool} to be freed", lambda: deployment.claimed(pool, run_id) == 0
+        )
     finally:
         lock.close()
     assert deployment.instance.event_log_storage.get_concurrency_info(pool).claimed_slots == []
@@ -195,19 +237,31 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
 
 def test_a_daemon_restarted_mid_run_leaves_no_run_started(deployment):
     daemon = deployment.start_daemon()
-    runs = {p: wait_for(f"{p} to finish", lambda p=p: [r for r in deployment.runs(p) if r.is_finished])[0]
-            for p in ("user_events_etl", "orders_etl")}
+    runs = {
+        p: wait_for(f"{p} to finish", lambda p=p: [r for r in deployment.runs(p) if r.is_finished])[0]
+        for p in ("user_events_etl", "orders_etl")
+    }
     assert {run.status for run in runs.values()} == {DagsterRunStatus.SUCCESS}
 
     lock = psycopg2.connect(os.environ["MEDALLION_WAREHOUSE_URL"])
     lock.cursor().execute("LOCK TABLE analytics.daily_user_events IN ACCESS EXCLUSIVE MODE")
     try:
         add_user_events("late")
-        run_id = wait_for("a second user_events_etl run",
-                          lambda: next((r.run_id for r in deployment.runs("user_events_etl")
-                                        if r.run_id != runs["user_events_etl"].run_id), None))
-        wait_for("the run to start", lambda: deployment.instance.get_run_by_id(run_id).status
-                 == DagsterRunStatus.STARTED)
+        run_id = wait_for(
+            "a second user_events_etl run",
+            lambda: next(
+                (
+                    r.run_id
+                    for r in deployment.runs("user_events_etl")
+                    if r.run_id != runs["user_events_etl"].run_id
+                ),
+                None,
+            ),
+        )
+        wait_for(
+            "the run to start",
+            lambda: deployment.instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTED,
+        )
         daemon.kill()  # the daemon alone, as a crash or a redeploy would; its run worker lives on
         daemon.wait()
         deployment.start_daemon()
@@ -220,15 +274,22 @@ def test_a_daemon_restarted_mid_run_leaves_no_run_started(deployment):
 
 def medallion_cli(*args: str) -> subprocess.CompletedProcess:
     """The `medallion` command as a user runs it, in this test's environment."""
-    return subprocess.run([str(Path(sys.executable).parent / "medallion"), *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=DEADLINE_SECONDS)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "medallion"), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=DEADLINE_SECONDS,
+    )
 
 
 def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deployment):
     deployment.start_daemon()
     for pipeline in ("user_events_etl", "orders_etl"):  # the launcher's own first runs
-        [first_run] = wait_for(f"{pipeline}'s first run to finish",
-                               lambda p=pipeline: [r for r in deployment.runs(p) if r.is_finished])
+        [first_run] = wait_for(
+            f"{pipeline}'s first run to finish",
+            lambda p=pipeline: [r for r in deployment.runs(p) if r.is_finished],
+        )
 
     done = medallion_cli("run", "orders_etl", "--json")
 
@@ -237,7 +298,9 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
     snapshot = deployment.store.snapshot()
     assert report["status"] == "success"
     assert {a["key"]: a["status"] for a in report["assets"]} == {
-        target_key(snapshot.targets[s.target_id]).to_user_string(): "success" for s in snapshot.stages("orders_etl")}
+        target_key(snapshot.targets[s.target_id]).to_user_string(): "success"
+        for s in snapshot.stages("orders_etl")
+    }
     # The launcher's run ingested the raw files already: bronze finds nothing new, and says how many rows it has.
     assert all(a["rows"] is not None and a["checks"] for a in report["assets"]), report
     assert all(c["passed"] for a in report["assets"] for c in a["checks"] if c["severity"] == "error"), report
@@ -245,10 +308,14 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
     # Queued with the launcher's tags, and run by a run worker of the daemon, not by the command.
     assert run.status == DagsterRunStatus.SUCCESS
     assert {"dagster/priority", "medallion/profile", "medallion/held"} <= set(run.tags)
-    assert any(r.dagster_event.event_type == DagsterEventType.PIPELINE_ENQUEUED
-               for r in deployment.instance.all_logs(run.run_id))
+    assert any(
+        r.dagster_event.event_type == DagsterEventType.PIPELINE_ENQUEUED
+        for r in deployment.instance.all_logs(run.run_id)
+    )
     launch = deployment.store.audit_entries(run_id=run.run_id, event="launch")
-    assert [(e["status"], e["details"]["reason"]) for e in launch] == [("requested", "balanced: by score; systems within throttle")]
+    assert [(e["status"], e["details"]["reason"]) for e in launch] == [
+        ("requested", "balanced: by score; systems within throttle")
+    ]
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
 
@@ -258,7 +325,8 @@ def test_medallion_run_without_a_daemon_says_so(deployment):
     assert done.returncode == 4
     assert done.stderr.strip() == (
         f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} queues runs, but no dagster-daemon "
-        "is running for it: start `dagster-daemon run` (or `medallion ui`), or unset DAGSTER_HOME to run in process")
+        "is running for it: start `dagster-daemon run` (or `medallion ui`), or unset DAGSTER_HOME to run in process"
+    )
     assert deployment.instance.get_runs() == []
 
 
@@ -269,6 +337,8 @@ def test_postgresql_storage_down_at_start_names_the_instance_config(deployment, 
 
     assert done.returncode == 4
     message = done.stderr.strip().splitlines()[-1]
-    assert message == (f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} cannot reach its "
-                       f'storage: connection to server at "127.0.0.1", port {unused_port} failed: Connection refused')
+    assert message == (
+        f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} cannot reach its "
+        f'storage: connection to server at "127.0.0.1", port {unused_port} failed: Connection refused'
+    )
     assert "Traceback" not in done.stderr

@@ -11,42 +11,65 @@ import pyarrow.parquet as pq
 import pytest
 
 from medallion_assets.catalog.models import Source
-from medallion_assets.errors import SourceSchemaDrift
 from medallion_assets.engine.ingest import ingest
 from medallion_assets.engine.transform import conform, deduplicate, to_spark_sql
+from medallion_assets.errors import SourceSchemaDrift
 from medallion_assets.naming import InvalidIdentifier, quote_qualified, spark_identifier
 from medallion_assets.storage.objects import list_objects
 
 
 def source(tmp_path, file_format: str, columns: dict, **options) -> Source:
-    return Source(source_id="s", s3_path=str(tmp_path / "raw"), file_format=file_format, columns=columns,
-                  options=options)
+    return Source(
+        source_id="s",
+        s3_path=str(tmp_path / "raw"),
+        file_format=file_format,
+        columns=columns,
+        options=options,
+    )
 
 
 def run_ingest(spark, tmp_path, src: Source):
-    result = ingest(spark, src, list_objects(src.s3_path), str(tmp_path / "bronze"), str(tmp_path / "q"), "b1")
-    bronze = sorted(pq.read_table(tmp_path / "bronze").to_pylist(), key=lambda r: (r["_source_file"], r["_source_line"]))
+    result = ingest(
+        spark, src, list_objects(src.s3_path), str(tmp_path / "bronze"), str(tmp_path / "q"), "b1"
+    )
+    bronze = sorted(
+        pq.read_table(tmp_path / "bronze").to_pylist(), key=lambda r: (r["_source_file"], r["_source_line"])
+    )
     quarantine = pq.read_table(tmp_path / "q").to_pylist() if result.rows_quarantined else []
     return result, bronze, quarantine
 
 
 def test_csv_rows_with_wrong_field_counts_are_quarantined_with_their_line(spark, tmp_path):
     (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "a.csv").write_text('id,name,amount\n1,"Smith, J",2.5\n2,too,many,fields\n\n3,x,abc\n4,y,7\n')
-    result, bronze, quarantine = run_ingest(spark, tmp_path, source(tmp_path, "csv", {"id": "int", "name": "string",
-                                                                                  "amount": "double"}))
+    (tmp_path / "raw" / "a.csv").write_text(
+        'id,name,amount\n1,"Smith, J",2.5\n2,too,many,fields\n\n3,x,abc\n4,y,7\n'
+    )
+    result, bronze, quarantine = run_ingest(
+        spark, tmp_path, source(tmp_path, "csv", {"id": "int", "name": "string", "amount": "double"})
+    )
     assert (result.rows_read, result.rows_written, result.rows_quarantined) == (4, 2, 2)
-    assert [(r["id"], r["name"], r["amount"], r["_source_line"]) for r in bronze] == [(1, "Smith, J", 2.5, 2),
-                                                                                   (4, "y", 7.0, 6)]
-    assert sorted((r["_source_line"], r["raw"]) for r in quarantine) == [(3, "2,too,many,fields"), (5, "3,x,abc")]
+    assert [(r["id"], r["name"], r["amount"], r["_source_line"]) for r in bronze] == [
+        (1, "Smith, J", 2.5, 2),
+        (4, "y", 7.0, 6),
+    ]
+    assert sorted((r["_source_line"], r["raw"]) for r in quarantine) == [
+        (3, "2,too,many,fields"),
+        (5, "3,x,abc"),
+    ]
     assert all(r["_source_file"].endswith("/raw/a.csv") for r in quarantine)
-    assert quarantine[0]["reason"] == "wrong number of fields or a value that does not fit the declared schema"
+    assert (
+        quarantine[0]["reason"] == "wrong number of fields or a value that does not fit the declared schema"
+    )
 
 
 def test_jsonl_lines_that_are_not_objects_are_quarantined(spark, tmp_path):
     (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "e.jsonl").write_text('{"id": "a", "n": 1}\n[1, 2]\n42\n{"id": "b", "n": 2\n{"id": "c"}\n')
-    result, bronze, quarantine = run_ingest(spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "bigint"}))
+    (tmp_path / "raw" / "e.jsonl").write_text(
+        '{"id": "a", "n": 1}\n[1, 2]\n42\n{"id": "b", "n": 2\n{"id": "c"}\n'
+    )
+    result, bronze, quarantine = run_ingest(
+        spark, tmp_path, source(tmp_path, "jsonl", {"id": "string", "n": "bigint"})
+    )
     assert [(r["id"], r["n"], r["_source_line"]) for r in bronze] == [("a", 1, 1), ("c", None, 5)]
     assert sorted(r["_source_line"] for r in quarantine) == [2, 3, 4]
     assert result.rows_read == result.rows_written + result.rows_quarantined == 5
@@ -58,28 +81,38 @@ def test_parquet_sources_keep_their_object_and_row(spark, tmp_path):
         pq.write_table(pa.table({"id": ids}), tmp_path / "raw" / name)
     result, bronze, _ = run_ingest(spark, tmp_path, source(tmp_path, "parquet", {"id": "string"}))
     assert [(r["id"], r["_source_file"].rsplit("/", 1)[1], r["_source_line"]) for r in bronze] == [
-        ("x", "p1.parquet", 1), ("y", "p1.parquet", 2), ("z", "p2.parquet", 1)]
+        ("x", "p1.parquet", 1),
+        ("y", "p1.parquet", 2),
+        ("z", "p2.parquet", 1),
+    ]
     assert result.rows_quarantined == 0
 
 
 def test_undeclared_parquet_columns_are_schema_drift_and_nothing_is_written(spark, tmp_path):
     (tmp_path / "raw").mkdir()
     pq.write_table(pa.table({"id": ["x"], "extra": [0]}), tmp_path / "raw" / "p1.parquet")
-    with pytest.raises(SourceSchemaDrift, match=r"p1.parquet has fields not in the catalog: extra \(bigint\)$"):
+    with pytest.raises(
+        SourceSchemaDrift, match=r"p1.parquet has fields not in the catalog: extra \(bigint\)$"
+    ):
         run_ingest(spark, tmp_path, source(tmp_path, "parquet", {"id": "string"}))
     assert not (tmp_path / "bronze").exists()
 
 
 def test_conform_names_the_field_and_value_that_did_not_cast(spark):
-    frame = spark.createDataFrame([("1", "2026-11-01T10:00:00Z"), ("x", "later"), ("3", None)], "id string, ts string")
+    frame = spark.createDataFrame(
+        [("1", "2026-11-01T10:00:00Z"), ("x", "later"), ("3", None)], "id string, ts string"
+    )
     conformed = conform(frame, {"id": "int", "ts": "timestamp"})
     assert [tuple(r) for r in conformed.valid.collect()] == [(1, dt.datetime(2026, 11, 1, 10)), (3, None)]
     assert [r["reason"] for r in conformed.rejected.collect()] == [
-        "id: cannot cast x to int; ts: cannot cast later to timestamp"]
+        "id: cannot cast x to int; ts: cannot cast later to timestamp"
+    ]
 
 
 def test_deduplicate_keeps_the_latest_by_the_given_column(spark):
-    frame = spark.createDataFrame([("a", 1, "old"), ("a", 3, "new"), ("b", 2, "only")], "k string, v int, tag string")
+    frame = spark.createDataFrame(
+        [("a", 1, "old"), ("a", 3, "new"), ("b", 2, "only")], "k string, v int, tag string"
+    )
     kept = deduplicate(frame, ["k"], keep_latest_by="v")
     assert sorted(tuple(r) for r in kept.collect()) == [("a", 3, "new"), ("b", 2, "only")]
 

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from dagster import Failure, RetryRequested
 
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import (
-    FAILURE_BACKOFF_SECONDS, adjustments, after_failure, backing_off, catalog_healed,
+    FAILURE_BACKOFF_SECONDS,
+    adjustments,
+    after_failure,
+    backing_off,
+    catalog_healed,
 )
 from medallion_assets.control.healing import Fault
 from medallion_assets.engine.ingest import BreakingSourceSchemaChange
+from medallion_assets.loading import validate_files
 from tests.conftest import SEED
 
-TOO_LARGE = RuntimeError("Total size of serialized results is bigger than spark.driver.maxResultSize (8.0 MiB)")
+TOO_LARGE = RuntimeError(
+    "Total size of serialized results is bigger than spark.driver.maxResultSize (8.0 MiB)"
+)
 
 
 def seeded_store(tmp_path) -> CatalogStore:
@@ -30,18 +36,23 @@ def test_adjustments_reach_the_next_attempts_through_the_run_tags_and_build_on_e
 
     def fail(attempt: int) -> Exception:
         fault = Fault.of(TOO_LARGE, gold, "gold", attempt, "run-1")
-        return after_failure(store, fault, str(tmp_path / "lake"), "duckdb:///unused.duckdb", dict(run_tags),
-                             run_tags.update)
+        return after_failure(
+            store, fault, str(tmp_path / "lake"), "duckdb:///unused.duckdb", dict(run_tags), run_tags.update
+        )
 
     assert isinstance(fail(1), RetryRequested)
-    assert run_tags == {"medallion/catalog_healed": "true",
-                        "medallion/adjustments/user_events_etl.gold_daily_aggregate": '{"load_partitions": 16}'}
+    assert run_tags == {
+        "medallion/catalog_healed": "true",
+        "medallion/adjustments/user_events_etl.gold_daily_aggregate": '{"load_partitions": 16}',
+    }
     assert isinstance(fail(2), RetryRequested)
     assert adjustments(run_tags, gold) == {"load_partitions": 32}
     assert adjustments(run_tags, silver) == {} and catalog_healed(run_tags)
     # The audit log records each decision, and is not what the next attempt reads.
     assert [entry["details"]["overrides"] for entry in store.audit_entries(event="healing")] == [
-        {"load_partitions": 16}, {"load_partitions": 32}]
+        {"load_partitions": 16},
+        {"load_partitions": 32},
+    ]
 
 
 def test_a_failure_no_attempt_can_fix_is_not_healed_and_leaves_the_run_tags_alone(tmp_path):
@@ -49,11 +60,19 @@ def test_a_failure_no_attempt_can_fix_is_not_healed_and_leaves_the_run_tags_alon
     bronze = store.snapshot().stages("user_events_etl")[0]
     run_tags: dict[str, str] = {}
     breaking = BreakingSourceSchemaChange("source user_events_raw: declared field amount is gone")
-    decided = after_failure(store, Fault.of(breaking, bronze, "bronze", 1, "run-1"), str(tmp_path / "lake"),
-                            "duckdb:///unused.duckdb", {}, run_tags.update)
+    decided = after_failure(
+        store,
+        Fault.of(breaking, bronze, "bronze", 1, "run-1"),
+        str(tmp_path / "lake"),
+        "duckdb:///unused.duckdb",
+        {},
+        run_tags.update,
+    )
     assert isinstance(decided, Failure)
-    assert decided.description == ("BreakingSourceSchemaChange: source user_events_raw: declared field amount is "
-                                   "gone (attempt 1; never retried)")
+    assert decided.description == (
+        "BreakingSourceSchemaChange: source user_events_raw: declared field amount is "
+        "gone (attempt 1; never retried)"
+    )
     assert run_tags == {} and store.audit_entries(event="healing") == []
 
 

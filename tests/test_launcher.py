@@ -14,7 +14,10 @@ from sqlalchemy import text
 from medallion_assets.catalog.models import Pipeline, Profile, Source, Stage, Target, Throttle
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import (
-    RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin, runs_to_dequeue,
+    RegisteredCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+    runs_to_dequeue,
 )
 from medallion_assets.definitions import build_definitions
 from medallion_assets.storage.objects import list_objects
@@ -22,27 +25,52 @@ from tests.conftest import REPO
 
 # (pipeline, criticality, expected cost, source system). Balanced: normal (2×1/1) before low (1×1/1) before the
 # costly critical one (8×1/20); focus: critical first, the others held.
-PIPELINES = [("crit_etl", "critical", 20.0, "sys_a"), ("norm_etl", "normal", 1.0, "sys_b"),
-             ("low_etl", "low", 1.0, "sys_c"), ("late_etl", "normal", 4.0, "sys_b")]
+PIPELINES = [
+    ("crit_etl", "critical", 20.0, "sys_a"),
+    ("norm_etl", "normal", 1.0, "sys_b"),
+    ("low_etl", "low", 1.0, "sys_c"),
+    ("late_etl", "normal", 4.0, "sys_b"),
+]
 
 
 @pytest.fixture
 def store(tmp_path) -> CatalogStore:
     """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a time."""
-    rows = {"pipelines": [], "sources": [], "targets": [], "stages": [],
-            "profiles": [Profile(profile_id="balanced", is_default=True), Profile(profile_id="focus")],
-            "throttles": [Throttle(system_kind="source", system_id="sys_b", metric="concurrency", limit_value=1)]}
+    rows = {
+        "pipelines": [],
+        "sources": [],
+        "targets": [],
+        "stages": [],
+        "profiles": [Profile(profile_id="balanced", is_default=True), Profile(profile_id="focus")],
+        "throttles": [Throttle(system_kind="source", system_id="sys_b", metric="concurrency", limit_value=1)],
+    }
     for pipeline_id, criticality, cost, system in PIPELINES:
         name = pipeline_id.removesuffix("_etl")
         folder = tmp_path / "raw" / name
         folder.mkdir(parents=True)
         (folder / "part-0.jsonl").write_text('{"id": "1"}\n')
-        rows["pipelines"].append(Pipeline(pipeline_id=pipeline_id, criticality=criticality, expected_cost=cost))
-        rows["sources"].append(Source(source_id=f"{name}_raw", s3_path=str(folder), file_format="jsonl",
-                                      columns={"id": "string"}, system=system))
+        rows["pipelines"].append(
+            Pipeline(pipeline_id=pipeline_id, criticality=criticality, expected_cost=cost)
+        )
+        rows["sources"].append(
+            Source(
+                source_id=f"{name}_raw",
+                s3_path=str(folder),
+                file_format="jsonl",
+                columns={"id": "string"},
+                system=system,
+            )
+        )
         rows["targets"].append(Target(target_id=f"bronze_{name}", layer="bronze"))
-        rows["stages"].append(Stage(pipeline_id=pipeline_id, stage_order=1, stage_name="ingest",
-                                    input_id=f"{name}_raw", target_id=f"bronze_{name}"))
+        rows["stages"].append(
+            Stage(
+                pipeline_id=pipeline_id,
+                stage_order=1,
+                stage_name="ingest",
+                input_id=f"{name}_raw",
+                target_id=f"bronze_{name}",
+            )
+        )
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(rows)
@@ -59,18 +87,24 @@ class Deployment:
         self.sensor = self.defs.resolve_sensor_def("medallion_launcher")
         # The job the sensor daemon runs its requests in: the sensor's own target.
         self.job = self.defs.get_repository_def().get_job(self.sensor.job_name)
-        self.origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"),
-                                                             "__repository__"), self.job.name)
+        self.origin = RemoteJobOrigin(
+            RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"), self.job.name
+        )
         self.cursor = None
 
     def tick(self) -> list[dict]:
-        data = self.sensor.evaluate_tick(build_sensor_context(instance=self.instance, cursor=self.cursor,
-                                                              definitions=self.defs))
+        data = self.sensor.evaluate_tick(
+            build_sensor_context(instance=self.instance, cursor=self.cursor, definitions=self.defs)
+        )
         self.cursor = data.cursor
         for request in data.run_requests:
-            self.instance.create_run_for_job(job_def=self.job, asset_selection=frozenset(request.asset_selection),
-                                             tags=request.tags, status=DagsterRunStatus.QUEUED,
-                                             remote_job_origin=self.origin)
+            self.instance.create_run_for_job(
+                job_def=self.job,
+                asset_selection=frozenset(request.asset_selection),
+                tags=request.tags,
+                status=DagsterRunStatus.QUEUED,
+                remote_job_origin=self.origin,
+            )
         return [dict(request.tags) for request in data.run_requests]
 
     def dequeue_order(self) -> list[str]:
@@ -79,11 +113,16 @@ class Deployment:
 
     def finish(self, pipeline_id: str, failed: bool = False) -> None:
         """The run of a pipeline succeeds, having ingested its files (as its bronze stage would), or fails."""
-        [run] = [r for r in self.instance.get_runs() if r.tags["medallion/pipeline"] == pipeline_id
-                 and r.status == DagsterRunStatus.QUEUED]
+        [run] = [
+            r
+            for r in self.instance.get_runs()
+            if r.tags["medallion/pipeline"] == pipeline_id and r.status == DagsterRunStatus.QUEUED
+        ]
         end = DagsterEventType.RUN_FAILURE if failed else DagsterEventType.RUN_SUCCESS
         for event in (DagsterEventType.RUN_START, end):
-            self.instance.report_dagster_event(DagsterEvent(event.value, job_name=run.job_name), run_id=run.run_id)
+            self.instance.report_dagster_event(
+                DagsterEvent(event.value, job_name=run.job_name), run_id=run.run_id
+            )
         if failed:
             return
         source = self.store.snapshot().stages(pipeline_id)[0].input_id
@@ -103,15 +142,25 @@ def test_balanced_launches_by_score_within_throttles_and_dagster_dequeues_in_tha
     launched = {t["medallion/pipeline"]: t for t in tags}
     # late_etl shares sys_b (limit 1) with norm_etl, which scored first: it waits for the throttle.
     assert sorted(launched) == ["crit_etl", "low_etl", "norm_etl"]
-    assert {p: (t["dagster/priority"], t["medallion/profile"], t["medallion/held"]) for p, t in launched.items()} == {
-        "norm_etl": ("2", "balanced", "false"), "low_etl": ("1", "balanced", "false"),
-        "crit_etl": ("0", "balanced", "false")}
+    assert {
+        p: (t["dagster/priority"], t["medallion/profile"], t["medallion/held"]) for p, t in launched.items()
+    } == {
+        "norm_etl": ("2", "balanced", "false"),
+        "low_etl": ("1", "balanced", "false"),
+        "crit_etl": ("0", "balanced", "false"),
+    }
     assert deployment.dequeue_order() == ["norm_etl", "low_etl", "crit_etl"]
     assert json.loads(deployment.cursor).keys() == {"late_etl"}
     audit = {e["pipeline_id"]: e["details"] for e in store.audit_entries(event="launch")}
-    assert audit["norm_etl"] == {"profile": "balanced", "score": 2.0, "priority": 2, "held": False,
-                                 "reason": "balanced: by score; systems within throttle", "due": "new data in norm_raw",
-                                 "throttle": {"source_sys_b": "0/1"}}
+    assert audit["norm_etl"] == {
+        "profile": "balanced",
+        "score": 2.0,
+        "priority": 2,
+        "held": False,
+        "reason": "balanced: by score; systems within throttle",
+        "due": "new data in norm_raw",
+        "throttle": {"source_sys_b": "0/1"},
+    }
     assert audit["crit_etl"]["score"] == 0.4 and audit["crit_etl"]["throttle"] == {"source_sys_a": "0/2"}
     # Nothing new is launched while sys_b is full; when norm_etl is done, late_etl goes.
     assert deployment.tick() == []
@@ -127,14 +176,21 @@ def test_switching_to_focus_by_a_row_update_reorders_queued_runs_and_holds_the_r
         connection.execute(text("UPDATE profiles SET is_default = (profile_id = 'focus')"))
 
     requeued = {t["medallion/pipeline"]: t for t in deployment.tick()}
-    assert {p: (t["dagster/priority"], t["medallion/profile"], t["medallion/held"]) for p, t in requeued.items()} == {
-        "crit_etl": ("1000", "focus", "false"), "norm_etl": ("2", "focus", "true"),
-        "low_etl": ("1", "focus", "true")}
-    assert {r.status for r in deployment.instance.get_runs() if r.run_id in first_runs} == {DagsterRunStatus.CANCELED}
+    assert {
+        p: (t["dagster/priority"], t["medallion/profile"], t["medallion/held"]) for p, t in requeued.items()
+    } == {
+        "crit_etl": ("1000", "focus", "false"),
+        "norm_etl": ("2", "focus", "true"),
+        "low_etl": ("1", "focus", "true"),
+    }
+    assert {r.status for r in deployment.instance.get_runs() if r.run_id in first_runs} == {
+        DagsterRunStatus.CANCELED
+    }
     # Held runs stay queued: Dagster's run queue dequeues only the critical one.
     assert deployment.dequeue_order() == ["crit_etl"]
     assert [e["details"]["reason"] for e in store.audit_entries(event="requeue", pipeline_id="norm_etl")] == [
-        "re-tagged from balanced to focus (held)"]
+        "re-tagged from balanced to focus (held)"
+    ]
     # late_etl became due meanwhile: under focus it is not launched while critical work is queued.
     assert "late_etl" in json.loads(deployment.cursor)
 

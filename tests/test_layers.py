@@ -28,8 +28,13 @@ def test_catalog_validate_loads_no_spark_and_no_warehouse_driver(tmp_path):
     env = {**os.environ, "MEDALLION_HOME": str(tmp_path / "home")}
     env.pop("DAGSTER_HOME", None)
     heavy = ["pyspark", "duckdb", "psycopg2"]
-    ran = subprocess.run([sys.executable, "-c", VALIDATE_THEN_REPORT, str(SEED), *heavy],
-                         env=env, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, "-c", VALIDATE_THEN_REPORT, str(SEED), *heavy],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr
     *said, report = ran.stdout.splitlines()
     assert said[0].startswith("valid: ") and said[0].endswith(" rows")

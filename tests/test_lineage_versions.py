@@ -43,7 +43,9 @@ def history(dataset: str) -> list[dict]:
 
 def asset_code_version(catalog_url: str, tmp_path, key: str) -> str:
     defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
-    return next(spec.code_version for spec in defs.resolve_all_asset_specs() if spec.key.to_user_string() == key)
+    return next(
+        spec.code_version for spec in defs.resolve_all_asset_specs() if spec.key.to_user_string() == key
+    )
 
 
 def test_the_forecast_gains_a_version_when_it_starts_reading_the_weather(catalog_url, tmp_path):
@@ -54,14 +56,36 @@ def test_the_forecast_gains_a_version_when_it_starts_reading_the_weather(catalog
     load(V2)  # loading the same definition again records nothing
 
     v1, v2 = history(FORECAST)
-    assert (v1["version"], v1["inputs"], v1["via"]) == (1, ["gold_daily_revenue"], "revenue_forecast.gold_revenue_forecast")
-    assert v1["columns"] == {"forecast_date": "date", "country": "string", "forecast_revenue": "decimal(18,2)"}
+    assert (v1["version"], v1["inputs"], v1["via"]) == (
+        1,
+        ["gold_daily_revenue"],
+        "revenue_forecast.gold_revenue_forecast",
+    )
+    assert v1["columns"] == {
+        "forecast_date": "date",
+        "country": "string",
+        "forecast_revenue": "decimal(18,2)",
+    }
     assert "DATE_ADD(order_date, 7)" in v1["transform_sql"]
     assert (v2["version"], v2["inputs"]) == (2, ["gold_daily_revenue", "silver_weather"])
-    assert {k: v2[k] for k in ("inputs_added", "inputs_removed", "columns_added", "columns_removed",
-                               "columns_retyped", "changed")} == {
-        "inputs_added": ["silver_weather"], "inputs_removed": [], "columns_added": ["rain_mm"],
-        "columns_removed": [], "columns_retyped": [], "changed": ["transform"]}
+    assert {
+        k: v2[k]
+        for k in (
+            "inputs_added",
+            "inputs_removed",
+            "columns_added",
+            "columns_removed",
+            "columns_retyped",
+            "changed",
+        )
+    } == {
+        "inputs_added": ["silver_weather"],
+        "inputs_removed": [],
+        "columns_added": ["rain_mm"],
+        "columns_removed": [],
+        "columns_retyped": [],
+        "changed": ["transform"],
+    }
     assert v1["created_at"] < v2["created_at"]
 
     # The asset's code_version is the lineage version's: Dagster sees v1's materializations as stale.
@@ -72,7 +96,8 @@ def test_the_forecast_gains_a_version_when_it_starts_reading_the_weather(catalog
     assert text == [
         f"v1  {v1['created_at']}  {v1['code_version']}  inputs: gold_daily_revenue",
         f"v2  {v2['created_at']}  {v2['code_version']}  inputs: gold_daily_revenue, silver_weather"
-        "  (+silver_weather; columns +rain_mm; transform changed)"]
+        "  (+silver_weather; columns +rain_mm; transform changed)",
+    ]
     # The weather pipeline's datasets got their first versions in the same load.
     assert [v["inputs"] for v in history("silver_weather")] == [["bronze_weather"]]
 
@@ -86,8 +111,13 @@ def test_every_writer_is_versioned_and_only_changes_to_the_data_count(catalog_ur
     store.upsert({"targets": [gold.model_copy(update={"description": "renamed", "owner": "someone"})]})
     assert [v.version for v in store.lineage_versions("gold_daily_revenue")] == [1]
 
-    store.upsert({"targets": [gold.model_copy(update={"columns": {**gold.columns, "orders": "int",
-                                                                  "avg_order": "double"}})]})
+    store.upsert(
+        {
+            "targets": [
+                gold.model_copy(update={"columns": {**gold.columns, "orders": "int", "avg_order": "double"}})
+            ]
+        }
+    )
     rules = store.snapshot().rule_sets["gold_daily_revenue_rules"]
     store.upsert({"validation_rules": [rules.model_copy(update={"check_def": rules.check_def[:1]})]})
     stage = store.snapshot().stage_producing("silver_orders")
@@ -95,7 +125,10 @@ def test_every_writer_is_versioned_and_only_changes_to_the_data_count(catalog_ur
 
     shown = {v["version"]: v for v in history("gold_daily_revenue")}
     assert (shown[2]["columns_added"], shown[2]["columns_retyped"], shown[2]["changed"]) == (
-        ["avg_order"], ["orders: bigint → int"], [])
+        ["avg_order"],
+        ["orders: bigint → int"],
+        [],
+    )
     assert (shown[3]["inputs_added"], shown[3]["changed"]) == ([], ["rules"])
     [*_, silver] = history("silver_orders")
     assert (silver["version"], silver["inputs_removed"]) == (2, ["bronze_customers"])
@@ -109,8 +142,12 @@ def test_a_write_and_the_versions_it_causes_commit_together_or_not_at_all(catalo
     load(SEED)
     stage = store.snapshot().stage_producing("silver_orders")
     with store.engine.begin() as connection:  # the database itself refuses the next version
-        connection.execute(text("CREATE TRIGGER refuse_versions BEFORE INSERT ON lineage_versions "
-                                "BEGIN SELECT RAISE(ABORT, 'versions refused'); END"))
+        connection.execute(
+            text(
+                "CREATE TRIGGER refuse_versions BEFORE INSERT ON lineage_versions "
+                "BEGIN SELECT RAISE(ABORT, 'versions refused'); END"
+            )
+        )
     with pytest.raises(Exception, match="versions refused"):
         store.upsert({"stages": [stage.model_copy(update={"inputs": []})]})
     assert store.snapshot().stage_producing("silver_orders").inputs == stage.inputs
@@ -121,7 +158,10 @@ def test_history_of_an_unknown_dataset_offers_close_matches(catalog_url):
     load(SEED)
     unknown = CliRunner().invoke(main, ["lineage", "history", "gold_daily_revenu"])
     assert unknown.exit_code == 2
-    assert unknown.stderr == "unknown dataset 'gold_daily_revenu'; did you mean: gold_daily_revenue, gold_daily_user_events?\n"
+    assert (
+        unknown.stderr
+        == "unknown dataset 'gold_daily_revenu'; did you mean: gold_daily_revenue, gold_daily_user_events?\n"
+    )
     never = CliRunner().invoke(main, ["lineage", "history", "orders_raw"])
     assert never.stdout == "no lineage versions recorded for orders_raw\n"
 
@@ -133,7 +173,8 @@ def test_postgres_catalog_records_the_same_versions(pg_database, tmp_path, monke
     load(V2)
     assert [(v["version"], v["inputs_added"], v["columns_added"]) for v in history(FORECAST)] == [
         (1, ["gold_daily_revenue"], ["forecast_date", "country", "forecast_revenue"]),
-        (2, ["silver_weather"], ["rain_mm"])]
+        (2, ["silver_weather"], ["rain_mm"]),
+    ]
     CatalogStore(pg_database).engine.dispose()
 
 
@@ -144,8 +185,20 @@ def test_versions_written_before_migration_0004_still_show(catalog_url):
     with store.engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "0003")
-        connection.execute(insert(lineage_versions).values(
-            dataset="gold_old", version=1, fingerprint="a1b2c3", inputs=["silver_old"], transform_sql="SELECT 1"))
+        connection.execute(
+            insert(lineage_versions).values(
+                dataset="gold_old",
+                version=1,
+                fingerprint="a1b2c3",
+                inputs=["silver_old"],
+                transform_sql="SELECT 1",
+            )
+        )
     store.migrate()
     [old] = history("gold_old")
-    assert (old["code_version"], old["inputs"], old["columns"], old["via"]) == ("a1b2c3", ["silver_old"], {}, None)
+    assert (old["code_version"], old["inputs"], old["columns"], old["via"]) == (
+        "a1b2c3",
+        ["silver_old"],
+        {},
+        None,
+    )

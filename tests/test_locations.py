@@ -39,16 +39,22 @@ def test_one_location_per_domain_and_a_broken_row_fails_only_its_own(tmp_path, m
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     rows = validate_files(store.snapshot(), [SEED]).rows
-    rows["pipelines"] = [p.model_copy(update={"domain": "sales"}) if p.pipeline_id == "orders_etl" else p
-                         for p in rows["pipelines"]]
+    rows["pipelines"] = [
+        p.model_copy(update={"domain": "sales"}) if p.pipeline_id == "orders_etl" else p
+        for p in rows["pipelines"]
+    ]
     store.upsert(rows)
     monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
     monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
     monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
     workspace = tmp_path / "workspace.yaml"
 
-    written = subprocess.run([str(Path(sys.executable).parent / "medallion"), "workspace", "--to", str(workspace)],
-                             capture_output=True, text=True, cwd=REPO)
+    written = subprocess.run(
+        [str(Path(sys.executable).parent / "medallion"), "workspace", "--to", str(workspace)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
 
     assert written.returncode == 0, written.stderr
     assert written.stdout.strip() == f"wrote {workspace}: 2 code location(s)"
@@ -56,16 +62,28 @@ def test_one_location_per_domain_and_a_broken_row_fails_only_its_own(tmp_path, m
     assert set(locations) == {"medallion_main", "medallion_sales"}
     assert AssetKey(["gold", "daily_revenue"]) in locations["medallion_sales"]
     assert AssetKey(["gold", "daily_user_events"]) in locations["medallion_main"]
-    assert not {key for key in locations["medallion_sales"] if key.path[0] != "raw"} & locations["medallion_main"]
+    assert (
+        not {key for key in locations["medallion_sales"] if key.path[0] != "raw"}
+        & locations["medallion_main"]
+    )
 
     with store.engine.begin() as connection:  # around the loader, as an operator's hand-written SQL would
-        connection.execute(text("UPDATE stages SET target_id = 'not an id!' "
-                                "WHERE pipeline_id = 'orders_etl' AND stage_order = 1"))
+        connection.execute(
+            text(
+                "UPDATE stages SET target_id = 'not an id!' "
+                "WHERE pipeline_id = 'orders_etl' AND stage_order = 1"
+            )
+        )
 
     locations = load_workspace(workspace)
-    assert isinstance(locations["medallion_main"], set) and AssetKey(["gold", "daily_user_events"]) in locations["medallion_main"]
-    assert ("CatalogRowInvalid: catalog table stages, row (pipeline_id='orders_etl', stage_order=1): target_id: "
-            in locations["medallion_sales"])
+    assert (
+        isinstance(locations["medallion_main"], set)
+        and AssetKey(["gold", "daily_user_events"]) in locations["medallion_main"]
+    )
+    assert (
+        "CatalogRowInvalid: catalog table stages, row (pipeline_id='orders_etl', stage_order=1): target_id: "
+        in locations["medallion_sales"]
+    )
 
 
 def seed_in_two_domains(tmp_path) -> CatalogStore:
@@ -73,8 +91,10 @@ def seed_in_two_domains(tmp_path) -> CatalogStore:
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     rows = validate_files(store.snapshot(), [SEED]).rows
-    rows["pipelines"] = [p.model_copy(update={"domain": "sales"}) if p.pipeline_id == "orders_etl" else p
-                         for p in rows["pipelines"]]
+    rows["pipelines"] = [
+        p.model_copy(update={"domain": "sales"}) if p.pipeline_id == "orders_etl" else p
+        for p in rows["pipelines"]
+    ]
     store.upsert(rows)
     return store
 
@@ -87,17 +107,22 @@ def test_a_domain_reads_only_its_share_of_sources_targets_and_rule_sets(tmp_path
     assert set(sales.pipelines) == {"orders_etl"}
     # orders_raw_replica is read by no stage, but by orders_etl's declared recovery path.
     assert set(sales.sources) == {"orders_raw", "orders_raw_replica", "customers_raw"}
-    assert set(sales.targets) == {s.target_id for s in sales.stages()} | {s.source_id for s in sales.stages()
-                                                                           if s.source_id not in sales.sources}
+    assert set(sales.targets) == {s.target_id for s in sales.stages()} | {
+        s.source_id for s in sales.stages() if s.source_id not in sales.sources
+    }
     assert "silver_user_events" not in sales.targets
     assert set(sales.rule_sets) == {s.validation_set_id for s in sales.stages()}
     assert "silver_user_events_rules" not in sales.rule_sets
 
     # A broken source row of the other domain is no longer read by this one.
     with store.engine.begin() as connection:
-        connection.execute(text("UPDATE sources SET file_format = 'xlsx' WHERE source_id = 'user_events_raw'"))
+        connection.execute(
+            text("UPDATE sources SET file_format = 'xlsx' WHERE source_id = 'user_events_raw'")
+        )
     assert set(store.snapshot("sales").sources) == set(sales.sources)
-    with pytest.raises(CatalogRowInvalid, match=r"^catalog table sources, row \(source_id='user_events_raw'\): file_format: "):
+    with pytest.raises(
+        CatalogRowInvalid, match=r"^catalog table sources, row \(source_id='user_events_raw'\): file_format: "
+    ):
         store.snapshot("main")
 
 
@@ -112,27 +137,49 @@ print(sorted(key.to_user_string() for key in repository.asset_graph.get_all_asse
 """
 
 
-def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_the_catalog(tmp_path, monkeypatch):
+def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_the_catalog(
+    tmp_path, monkeypatch
+):
     store = seed_in_two_domains(tmp_path)
     monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
     monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
     monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
     load_data = tmp_path / "load_data.json"
     # The code server: the location's load data, which Dagster stores with each run for its run worker.
-    code_server = subprocess.run([sys.executable, "-c", RUN_WORKER.replace(
-        "print(", f"open({str(load_data)!r}, 'w').write(__import__('dagster').serialize_value(repository.repository_load_data)); print(")],
-        capture_output=True, text=True, cwd=REPO)
+    code_server = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RUN_WORKER.replace(
+                "print(",
+                f"open({str(load_data)!r}, 'w').write(__import__('dagster').serialize_value(repository.repository_load_data)); print(",
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert code_server.returncode == 0, code_server.stderr
     with store.engine.begin() as connection:  # the catalog breaks after the location loaded
-        connection.execute(text("UPDATE stages SET target_id = 'not an id!' "
-                                "WHERE pipeline_id = 'orders_etl' AND stage_order = 1"))
+        connection.execute(
+            text(
+                "UPDATE stages SET target_id = 'not an id!' "
+                "WHERE pipeline_id = 'orders_etl' AND stage_order = 1"
+            )
+        )
 
-    worker = subprocess.run([sys.executable, "-c", RUN_WORKER, str(load_data)], capture_output=True, text=True,
-                            cwd=REPO)
-    without_snapshot = subprocess.run([sys.executable, "-c", RUN_WORKER], capture_output=True, text=True, cwd=REPO)
+    worker = subprocess.run(
+        [sys.executable, "-c", RUN_WORKER, str(load_data)], capture_output=True, text=True, cwd=REPO
+    )
+    without_snapshot = subprocess.run(
+        [sys.executable, "-c", RUN_WORKER], capture_output=True, text=True, cwd=REPO
+    )
 
     assert worker.returncode == 0, worker.stderr
     assert worker.stdout == code_server.stdout
     assert "gold/daily_revenue" in worker.stdout
     assert without_snapshot.returncode != 0
-    assert "catalog table stages, row (pipeline_id='orders_etl', stage_order=1): target_id: " in without_snapshot.stderr
+    assert (
+        "catalog table stages, row (pipeline_id='orders_etl', stage_order=1): target_id: "
+        in without_snapshot.stderr
+    )

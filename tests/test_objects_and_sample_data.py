@@ -21,11 +21,18 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from moto.server import ThreadedMotoServer
 
-from medallion_assets.sample_data import write_sample_data
 from medallion_assets.errors import SourceNotFound
-from medallion_assets.storage.objects import ObjectInfo, copy_object, delete_object, list_objects, read_bytes, write_bytes
-from tests.tiers import refuse_in_unit_test
+from medallion_assets.sample_data import write_sample_data
+from medallion_assets.storage.objects import (
+    ObjectInfo,
+    copy_object,
+    delete_object,
+    list_objects,
+    read_bytes,
+    write_bytes,
+)
 from tests.reference import expected_daily_revenue, expected_daily_user_events
+from tests.tiers import refuse_in_unit_test
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +99,9 @@ def test_s3_listing_reads_every_page(bucket):
     # More than one page of 1,000 keys; written in parallel only to keep the test short.
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=b"{}"), keys))
-    assert [info.url for info in list_objects(f"s3://{bucket}/many/")] == [f"s3://{bucket}/{key}" for key in keys]
+    assert [info.url for info in list_objects(f"s3://{bucket}/many/")] == [
+        f"s3://{bucket}/{key}" for key in keys
+    ]
 
 
 def test_local_write_list_read_copy_delete(tmp_path):
@@ -102,7 +111,10 @@ def test_local_write_list_read_copy_delete(tmp_path):
     write_bytes(str(tmp_path / "raw_old" / "y.jsonl"), b"y")
 
     listed = list_objects(f"file://{root}")
-    assert [(info.url, info.size) for info in listed] == [(f"{root}/a/deep/x.jsonl", 3), (f"{root}/b.jsonl", 2)]
+    assert [(info.url, info.size) for info in listed] == [
+        (f"{root}/a/deep/x.jsonl", 3),
+        (f"{root}/b.jsonl", 2),
+    ]
     stat = (root / "b.jsonl").stat()
     assert listed[1].etag == f"{stat.st_size}-{stat.st_mtime_ns}"
     assert list_objects(str(root / "b.jsonl")) == listed[1:]
@@ -140,7 +152,9 @@ def test_source_not_found_messages(bucket, tmp_path):
     assert message(list_objects, f"s3://{bucket}/user_events/", "user_events_raw") == (
         f"source user_events_raw: s3://{bucket}/user_events/ holds no objects"
     )
-    assert message(list_objects, f"s3://{bucket}/user_events/") == f"s3://{bucket}/user_events/ holds no objects"
+    assert (
+        message(list_objects, f"s3://{bucket}/user_events/") == f"s3://{bucket}/user_events/ holds no objects"
+    )
     assert message(list_objects, str(tmp_path / "empty"), "orders_raw") == (
         f"source orders_raw: {tmp_path}/empty holds no objects"
     )
@@ -176,7 +190,9 @@ def test_client_follows_a_changed_endpoint(bucket, monkeypatch, s3_endpoint):
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()
+    }
 
 
 def test_sample_data_is_deterministic(tmp_path):
@@ -246,7 +262,12 @@ def test_sample_data_summary_counts_what_is_in_the_files(tmp_path):
 
     customers = pq.read_table(tmp_path / "customers" / "customers.parquet")
     assert customers.schema == pa.schema(
-        [("customer_id", pa.string()), ("name", pa.string()), ("country", pa.string()), ("signup_date", pa.date32())]
+        [
+            ("customer_id", pa.string()),
+            ("name", pa.string()),
+            ("country", pa.string()),
+            ("signup_date", pa.date32()),
+        ]
     )
     assert customers.num_rows == summary.customer_rows == 30
     assert set(customers.column("country").to_pylist()) <= {"US", "DE", "FR", "GB", "JP", "BR"}
@@ -268,7 +289,11 @@ def test_sample_data_summary_counts_what_is_in_the_files(tmp_path):
             bad_amount += row[3] == "abc"
             order_ids.add(row[0])
     assert (wrong_fields, bad_amount, duplicate_ids) == (3, 2, 6)
-    assert (summary.wrong_field_count_orders, summary.bad_amount_orders, summary.duplicate_orders) == (3, 2, 6)
+    assert (summary.wrong_field_count_orders, summary.bad_amount_orders, summary.duplicate_orders) == (
+        3,
+        2,
+        6,
+    )
     assert data_rows == summary.order_lines == 600
 
 
@@ -279,10 +304,16 @@ def test_reference_agrees_with_the_sample_summary(tmp_path):
 
     assert [row["event_date"] for row in daily_events] == [date(2026, 11, day) for day in range(1, 8)]
     assert sum(row["total_events"] for row in daily_events) == (
-        summary.event_lines - summary.malformed_events - summary.bad_timestamp_events - summary.duplicate_events
+        summary.event_lines
+        - summary.malformed_events
+        - summary.bad_timestamp_events
+        - summary.duplicate_events
     )
     assert sum(row["orders"] for row in daily_revenue) == (
-        summary.order_lines - summary.wrong_field_count_orders - summary.bad_amount_orders - summary.duplicate_orders
+        summary.order_lines
+        - summary.wrong_field_count_orders
+        - summary.bad_amount_orders
+        - summary.duplicate_orders
     )
 
 
@@ -327,7 +358,9 @@ _HAND_WRITTEN_RAW = {
 def test_reference_on_a_hand_written_raw_set(raw_root):
     for name, lines in _HAND_WRITTEN_RAW.items():
         write_bytes(f"{raw_root}/{name}", ("\n".join(lines) + "\n").encode())
-    customers = pa.table({"customer_id": ["c1", "c2", "c3"], "name": ["A", "B", "C"], "country": ["US", "DE", "US"]})
+    customers = pa.table(
+        {"customer_id": ["c1", "c2", "c3"], "name": ["A", "B", "C"], "country": ["US", "DE", "US"]}
+    )
     buffer = io.BytesIO()
     pq.write_table(customers, buffer)
     write_bytes(f"{raw_root}/customers/customers.parquet", buffer.getvalue())

@@ -23,11 +23,16 @@ from dagster import instance_for_test
 from openlineage.client.serde import Serde
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
+from medallion_assets.loading import validate_files
 from medallion_assets.openlineage.events import (
-    AssetResult, CheckResult, DatasetLocation, Emitter, pipeline_run_event, reconfigure_emitter,
+    AssetResult,
+    CheckResult,
+    DatasetLocation,
+    Emitter,
+    pipeline_run_event,
+    reconfigure_emitter,
     stage_asset_run,
 )
 from medallion_assets.runner import run_pipeline
@@ -52,7 +57,8 @@ def snapshot(tmp_path):
         "  - {downstream: silver_orders, downstream_column: country, upstream: bronze_customers,"
         " upstream_column: country}\n"
         "  - {downstream: silver_orders, downstream_column: order_id, upstream: bronze_orders,"
-        " upstream_column: order_id, transformation: join_key}\n")
+        " upstream_column: order_id, transformation: join_key}\n"
+    )
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     store.upsert(validate_files(store.snapshot(), [SEED, extra]).rows)
@@ -79,22 +85,48 @@ def _stage(snapshot, target_id):
 
 def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_environment, monkeypatch):
     monkeypatch.setenv("OPENLINEAGE_NAMESPACE", "medallion_prod")
-    run = stage_asset_run(snapshot, _stage(snapshot, "silver_orders"), RUN_ID, "s3://lake", "duckdb:///w.duckdb")
-    checks = [CheckResult("unique_order_id", "unique", True, "error", "order_id", "no duplicates",
-                          {"duplicate_count": 0}),
-              CheckResult("accepted_values_country", "accepted_values", False, "warn", "country", "2 rows")]
-    start, = as_dicts(run.start())
-    query_start, query_end, checks_start, checks_end, end = as_dicts(run.finish(AssetResult(
-        rows=95, bytes=4096, files=2, columns={"order_id": "string", "country": "string"}, checks=checks)))
+    run = stage_asset_run(
+        snapshot, _stage(snapshot, "silver_orders"), RUN_ID, "s3://lake", "duckdb:///w.duckdb"
+    )
+    checks = [
+        CheckResult(
+            "unique_order_id", "unique", True, "error", "order_id", "no duplicates", {"duplicate_count": 0}
+        ),
+        CheckResult("accepted_values_country", "accepted_values", False, "warn", "country", "2 rows"),
+    ]
+    (start,) = as_dicts(run.start())
+    query_start, query_end, checks_start, checks_end, end = as_dicts(
+        run.finish(
+            AssetResult(
+                rows=95,
+                bytes=4096,
+                files=2,
+                columns={"order_id": "string", "country": "string"},
+                checks=checks,
+            )
+        )
+    )
 
     assert [e["eventType"] for e in (start, query_start, query_end, checks_start, checks_end, end)] == [
-        "START", "START", "COMPLETE", "START", "COMPLETE", "COMPLETE"]
+        "START",
+        "START",
+        "COMPLETE",
+        "START",
+        "COMPLETE",
+        "COMPLETE",
+    ]
     assert {e["job"]["namespace"] for e in (start, query_start, checks_end)} == {"medallion_prod"}
     assert [e["job"]["name"] for e in (start, query_start, checks_start)] == [
-        "orders_etl.silver_orders", "orders_etl.silver_orders.query_1", "orders_etl.silver_orders.checks"]
+        "orders_etl.silver_orders",
+        "orders_etl.silver_orders.query_1",
+        "orders_etl.silver_orders.checks",
+    ]
     asset_parent = start["run"]["facets"]["parent"]
     assert (asset_parent["run"]["runId"], asset_parent["job"], asset_parent["root"]["run"]["runId"]) == (
-        RUN_ID, {"namespace": "medallion_prod", "name": "orders_etl", "facets": {}}, RUN_ID)
+        RUN_ID,
+        {"namespace": "medallion_prod", "name": "orders_etl", "facets": {}},
+        RUN_ID,
+    )
     for child in (query_start, query_end, checks_start, checks_end):
         parent = child["run"]["facets"]["parent"]
         assert (parent["run"]["runId"], parent["job"]["name"]) == (run.run_id, "orders_etl.silver_orders")
@@ -103,31 +135,50 @@ def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_en
 
     job = end["job"]["facets"]
     assert {k: job["jobType"][k] for k in ("processingType", "integration", "jobType")} == {
-        "processingType": "BATCH", "integration": "DAGSTER", "jobType": "ASSET"}
+        "processingType": "BATCH",
+        "integration": "DAGSTER",
+        "jobType": "ASSET",
+    }
     assert job["sql"]["query"].startswith("SELECT o.order_id") and job["sql"]["dialect"] == "spark"
-    assert job["sourceCode"]["language"] == "yaml" and "stage_name: silver_orders_enrich" in job["sourceCode"][
-        "sourceCode"]
+    assert (
+        job["sourceCode"]["language"] == "yaml"
+        and "stage_name: silver_orders_enrich" in job["sourceCode"]["sourceCode"]
+    )
     assert query_start["job"]["facets"]["sql"]["query"] == job["sql"]["query"]
     assert end["run"]["facets"]["processing_engine"]["name"] == "dagster"
 
     assert [(d["namespace"], d["name"]) for d in end["inputs"]] == [
-        ("s3://lake", "bronze/bronze_orders"), ("s3://lake", "bronze/bronze_customers")]
+        ("s3://lake", "bronze/bronze_orders"),
+        ("s3://lake", "bronze/bronze_customers"),
+    ]
     [output] = end["outputs"]
     assert (output["namespace"], output["name"]) == ("s3://lake", "silver/silver_orders")
     assert [f["name"] for f in output["facets"]["schema"]["fields"]] == ["order_id", "country"]
-    assert output["outputFacets"]["outputStatistics"] == {**output["outputFacets"]["outputStatistics"],
-                                                          "rowCount": 95, "size": 4096, "fileCount": 2}
+    assert output["outputFacets"]["outputStatistics"] == {
+        **output["outputFacets"]["outputStatistics"],
+        "rowCount": 95,
+        "size": 4096,
+        "fileCount": 2,
+    }
     lineage = output["facets"]["columnLineage"]["fields"]
-    assert lineage["country"]["inputFields"] == [{"namespace": "s3://lake", "name": "bronze/bronze_customers",
-                                                  "field": "country",
-                                                  "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}]}]
-    assert lineage["order_id"]["inputFields"][0]["transformations"] == [{"type": "INDIRECT", "subtype": "JOIN"}]
+    assert lineage["country"]["inputFields"] == [
+        {
+            "namespace": "s3://lake",
+            "name": "bronze/bronze_customers",
+            "field": "country",
+            "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}],
+        }
+    ]
+    assert lineage["order_id"]["inputFields"][0]["transformations"] == [
+        {"type": "INDIRECT", "subtype": "JOIN"}
+    ]
     [checked] = checks_end["inputs"]
     assert (checked["namespace"], checked["name"]) == ("s3://lake", "silver/silver_orders")
     assertions = checked["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert [(a["name"], a["assertion"], a["success"], a["severity"], a["column"]) for a in assertions] == [
         ("unique_order_id", "unique", True, "error", "order_id"),
-        ("accepted_values_country", "accepted_values", False, "warn", "country")]
+        ("accepted_values_country", "accepted_values", False, "warn", "country"),
+    ]
     assert assertions[0]["params"] == {"duplicate_count": 0}
 
 
@@ -136,48 +187,73 @@ def test_failures_aborts_and_pipeline_runs_carry_no_secrets(snapshot, clean_envi
     warehouse_url = "postgresql://loader:hunter2hunter2@db.example:5433/wh"
     run = stage_asset_run(snapshot, _stage(snapshot, GOLD), RUN_ID, "/data/lake", warehouse_url)
     try:
-        raise ConnectionError(f"COPY failed on {warehouse_url} with IAM_ROLE 'arn:aws:iam::123456789012:role/load'"
-                              " (token tok-5e6f7a8b9c)")
+        raise ConnectionError(
+            f"COPY failed on {warehouse_url} with IAM_ROLE 'arn:aws:iam::123456789012:role/load'"
+            " (token tok-5e6f7a8b9c)"
+        )
     except ConnectionError as error:
         failed = as_dicts(run.start() + run.finish(error=error))
     aborted = as_dicts(run.finish(aborted=True))
-    pipeline = as_dicts([pipeline_run_event("orders_etl", RUN_ID, "START"),
-                         pipeline_run_event("orders_etl", RUN_ID, "FAIL", error="stage gold_daily_revenue failed")])
+    pipeline = as_dicts(
+        [
+            pipeline_run_event("orders_etl", RUN_ID, "START"),
+            pipeline_run_event("orders_etl", RUN_ID, "FAIL", error="stage gold_daily_revenue failed"),
+        ]
+    )
 
     assert [e["eventType"] for e in failed] == ["START", "START", "FAIL", "FAIL"]
     message = failed[-1]["run"]["facets"]["errorMessage"]
-    assert message["message"] == ("ConnectionError: COPY failed on postgresql://loader:***@db.example:5433/wh "
-                                  "with IAM_ROLE '***' (token ***)")
+    assert message["message"] == (
+        "ConnectionError: COPY failed on postgresql://loader:***@db.example:5433/wh "
+        "with IAM_ROLE '***' (token ***)"
+    )
     assert message["programmingLanguage"] == "python" and "Traceback" in message["stackTrace"]
     text = json.dumps(failed + aborted + pipeline)
     assert "hunter2" not in text and "tok-5e6f7a8b9c" not in text and "123456789012" not in text
     assert [(o["namespace"], o["name"]) for o in failed[-1]["outputs"]] == [
         ("file", "/data/lake/gold/gold_daily_revenue"),
-        ("postgres://db.example:5433", "wh.analytics.daily_revenue_by_country")]
+        ("postgres://db.example:5433", "wh.analytics.daily_revenue_by_country"),
+    ]
 
     assert [e["eventType"] for e in aborted] == ["START", "ABORT", "ABORT"]
     assert "errorMessage" not in aborted[-1]["run"]["facets"]
-    assert [(e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"]) for e in pipeline] == [
-        ("START", "orders_etl", "JOB"), ("FAIL", "orders_etl", "JOB")]
+    assert [
+        (e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"]) for e in pipeline
+    ] == [("START", "orders_etl", "JOB"), ("FAIL", "orders_etl", "JOB")]
     assert pipeline[0]["run"]["runId"] == RUN_ID and "parent" not in pipeline[0]["run"]["facets"]
     assert pipeline[1]["run"]["facets"]["errorMessage"]["message"] == "stage gold_daily_revenue failed"
 
 
-@pytest.mark.parametrize(("location", "naming"), [
-    (DatasetLocation("o", "s3://medallion-raw/orders/"), ("s3://medallion-raw", "orders")),
-    (DatasetLocation("o", "s3://bucket"), ("s3://bucket", "/")),
-    (DatasetLocation("o", "file:///data/lake/silver/x"), ("file", "/data/lake/silver/x")),
-    (DatasetLocation("g", "redshift://u:secret@examplecluster.abc123xyz789.us-west-1.redshift.amazonaws.com:5439/dev",
-                     "analytics.daily"), ("redshift://examplecluster.us-west-1:5439", "dev.analytics.daily")),
-    (DatasetLocation("g", "postgresql+psycopg2://u@pg:5432/wh", "daily"), ("postgres://pg:5432", "wh.public.daily")),
-    (DatasetLocation("g", "duckdb:////srv/w/warehouse.duckdb", "analytics.daily"),
-     ("duckdb:///srv/w/warehouse.duckdb", "warehouse.analytics.daily")),
-])
+@pytest.mark.parametrize(
+    ("location", "naming"),
+    [
+        (DatasetLocation("o", "s3://medallion-raw/orders/"), ("s3://medallion-raw", "orders")),
+        (DatasetLocation("o", "s3://bucket"), ("s3://bucket", "/")),
+        (DatasetLocation("o", "file:///data/lake/silver/x"), ("file", "/data/lake/silver/x")),
+        (
+            DatasetLocation(
+                "g",
+                "redshift://u:secret@examplecluster.abc123xyz789.us-west-1.redshift.amazonaws.com:5439/dev",
+                "analytics.daily",
+            ),
+            ("redshift://examplecluster.us-west-1:5439", "dev.analytics.daily"),
+        ),
+        (
+            DatasetLocation("g", "postgresql+psycopg2://u@pg:5432/wh", "daily"),
+            ("postgres://pg:5432", "wh.public.daily"),
+        ),
+        (
+            DatasetLocation("g", "duckdb:////srv/w/warehouse.duckdb", "analytics.daily"),
+            ("duckdb:///srv/w/warehouse.duckdb", "warehouse.analytics.daily"),
+        ),
+    ],
+)
 def test_dataset_names_follow_the_naming_conventions(location, naming):
     assert location.naming() == naming
 
 
 # ------------------------------------------------------------------------------------------- HTTP endpoint
+
 
 class _Endpoint(BaseHTTPRequestHandler):
     """A lineage endpoint (Marquez's POST /api/v1/lineage) whose answer the test decides."""
@@ -210,7 +286,8 @@ def endpoint(monkeypatch, answer: Callable[[dict], int]) -> Iterator[ThreadingHT
 
 
 def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
-        tmp_path, spark, s3_endpoint, no_openlineage_variables, monkeypatch):
+    tmp_path, spark, s3_endpoint, no_openlineage_variables, monkeypatch
+):
     """The real assets' wiring: a pipeline materialized through Dagster, its events caught at an endpoint."""
     bucket = f"raw-{uuid.uuid4().hex[:10]}"
     boto3.client("s3").create_bucket(Bucket=bucket)
@@ -239,8 +316,9 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     assert report.status == "success", report
     reported = {asset.key: asset for asset in report.assets}
     snapshot = store.snapshot()
-    gold_report, silver_report = (reported[target_key(snapshot.targets[t]).to_user_string()]
-                                  for t in (GOLD, "silver_orders"))
+    gold_report, silver_report = (
+        reported[target_key(snapshot.targets[t]).to_user_string()] for t in (GOLD, "silver_orders")
+    )
     dagster_run_id = dagster_run.run_id
 
     assert {path for path, _ in server.received} == {"/api/v1/lineage"}
@@ -251,7 +329,9 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
         runs.setdefault(event["run"]["runId"], []).append(position)
     assert len(runs) == 1 + 4 + 2 + 4  # the Dagster run, 4 assets, 2 queries, 4 check runs
     assert [(events[p]["eventType"], events[p]["job"]["name"]) for p in runs[dagster_run_id]] == [
-        ("START", "orders_etl"), ("COMPLETE", "orders_etl")]
+        ("START", "orders_etl"),
+        ("COMPLETE", "orders_etl"),
+    ]
 
     def at(position: int) -> datetime:
         return datetime.fromisoformat(events[position]["eventTime"])
@@ -264,7 +344,9 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
         if run_id == dagster_run_id:
             continue
         parent = first["run"]["facets"]["parent"]
-        assert parent["root"]["run"]["runId"] == dagster_run_id and parent["root"]["job"]["name"] == "orders_etl"
+        assert (
+            parent["root"]["run"]["runId"] == dagster_run_id and parent["root"]["job"]["name"] == "orders_etl"
+        )
         parent_positions = runs[parent["run"]["runId"]]
         # A child starts after its parent has started and ends before its parent ends. The Dagster run's own
         # events are sent once its id is known, after the run, so it is their times that say so.
@@ -274,8 +356,10 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     assert sorted(assets_in_order[:2]) == ["orders_etl.bronze_customers", "orders_etl.bronze_orders"]
     assert assets_in_order[2:] == ["orders_etl.silver_orders", f"orders_etl.{GOLD}"]
     assert {name for name in jobs if name.count(".") == 2} == {
-        "orders_etl.silver_orders.query_1", f"orders_etl.{GOLD}.query_1", *(
-            f"orders_etl.{t}.checks" for t in ("bronze_orders", "bronze_customers", "silver_orders", GOLD))}
+        "orders_etl.silver_orders.query_1",
+        f"orders_etl.{GOLD}.query_1",
+        *(f"orders_etl.{t}.checks" for t in ("bronze_orders", "bronze_customers", "silver_orders", GOLD)),
+    }
 
     gold_end = events[runs[jobs[f"orders_etl.{GOLD}"]][-1]]
     lake_output, table_output = gold_end["outputs"]
@@ -289,11 +373,14 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     silver_checks = events[runs[jobs["orders_etl.silver_orders.checks"]][-1]]
     assertions = silver_checks["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert [(a["name"], a["success"]) for a in assertions] == [
-        (check["name"], check["passed"]) for check in silver_report.checks]
+        (check["name"], check["passed"]) for check in silver_report.checks
+    ]
     assert assertions  # the seed's silver rules
 
 
-def test_a_hanging_endpoint_neither_blocks_nor_breaks_the_caller(snapshot, clean_environment, monkeypatch, caplog):
+def test_a_hanging_endpoint_neither_blocks_nor_breaks_the_caller(
+    snapshot, clean_environment, monkeypatch, caplog
+):
     release = threading.Event()
 
     def hang(body: dict) -> int:
@@ -319,9 +406,12 @@ def test_a_hanging_endpoint_neither_blocks_nor_breaks_the_caller(snapshot, clean
 
 
 def test_an_endpoint_answering_500_is_reported_and_the_caller_carries_on(
-        snapshot, clean_environment, monkeypatch, caplog):
+    snapshot, clean_environment, monkeypatch, caplog
+):
     monkeypatch.setenv("OPENLINEAGE__TRANSPORT__RETRY", json.dumps({"total": 0}))
-    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb")
+    run = stage_asset_run(
+        snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb"
+    )
     with endpoint(monkeypatch, lambda body: 500) as server, caplog.at_level(logging.WARNING):
         emitter = Emitter()
         emitter.emit(*run.start(), *run.finish(aborted=True))
@@ -333,24 +423,32 @@ def test_an_endpoint_answering_500_is_reported_and_the_caller_carries_on(
 
 
 def test_without_configuration_events_are_files_next_to_the_dagster_storage(
-        snapshot, clean_environment, tmp_path, monkeypatch):
+    snapshot, clean_environment, tmp_path, monkeypatch
+):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb")
+    run = stage_asset_run(
+        snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb"
+    )
     emitter = Emitter()
     assert emitter.transport == "file"
     emitter.emit(*run.start(), *run.finish(AssetResult(rows=3)))
     assert emitter.close(timeout=30) and emitter.sent == 2
     files = sorted((tmp_path / "dagster" / "openlineage").iterdir())
     assert [f.name.rsplit("-", 2)[-2:] for f in files] == [
-        ["orders_etl.bronze_orders", "START.json"], ["orders_etl.bronze_orders", "COMPLETE.json"]]
+        ["orders_etl.bronze_orders", "START.json"],
+        ["orders_etl.bronze_orders", "COMPLETE.json"],
+    ]
     assert all(validate(json.loads(f.read_text())) for f in files)
 
 
 def test_openlineage_yml_configures_the_transport(snapshot, clean_environment, tmp_path, monkeypatch):
     monkeypatch.setenv("MEDALLION_HOME", str(tmp_path / "home"))
     (tmp_path / "openlineage.yml").write_text(
-        f"transport:\n  type: file\n  log_file_path: {tmp_path}/events.ndjson\n  append: true\n")
-    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb")
+        f"transport:\n  type: file\n  log_file_path: {tmp_path}/events.ndjson\n  append: true\n"
+    )
+    run = stage_asset_run(
+        snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb"
+    )
     emitter = Emitter()
     emitter.emit(*run.start())
     assert emitter.close(timeout=30)

@@ -34,12 +34,19 @@ def statuses(report: PipelineReport) -> dict[str, str]:
 def test_user_events_gold_equals_an_independent_computation(medallion, raw_data):
     report = medallion.run("user_events_etl")
     assert report.status == "success"
-    assert statuses(report) == {"bronze/user_events": "success", "silver/user_events": "success",
-                                "gold/daily_user_events": "success"}
+    assert statuses(report) == {
+        "bronze/user_events": "success",
+        "silver/user_events": "success",
+        "gold/daily_user_events": "success",
+    }
     gold = medallion.gold("analytics.daily_user_events")
     assert gold == expected_daily_user_events(RAW)
     assert sum(row["total_events"] for row in gold) == (
-        raw_data.event_lines - raw_data.malformed_events - raw_data.bad_timestamp_events - raw_data.duplicate_events)
+        raw_data.event_lines
+        - raw_data.malformed_events
+        - raw_data.bad_timestamp_events
+        - raw_data.duplicate_events
+    )
 
     [bronze] = medallion.stage_audit("bronze_ingest")
     assert bronze["rows_read"] == raw_data.event_lines == 3000
@@ -48,7 +55,9 @@ def test_user_events_gold_equals_an_independent_computation(medallion, raw_data)
     [silver] = medallion.stage_audit("silver_clean")
     assert silver["rows_read"] == bronze["rows_written"]
     assert silver["rows_quarantined"] == raw_data.bad_timestamp_events
-    assert silver["rows_read"] - silver["rows_quarantined"] - silver["rows_written"] == raw_data.duplicate_events
+    assert (
+        silver["rows_read"] - silver["rows_quarantined"] - silver["rows_written"] == raw_data.duplicate_events
+    )
     checks = {c["name"]: c["passed"] for a in report.assets for c in a.checks}
     assert checks["unique_event_id"] and checks["schema_match"] and all(checks.values())
 
@@ -70,11 +79,18 @@ def test_every_stage_reports_openlineage_events_under_the_pipeline_run(medallion
     earlier = set(folder.iterdir())  # the folder is shared by the whole session
     report = medallion.run("user_events_etl")
     assert report.status == "success"
-    ours = events_after(folder, earlier, {("COMPLETE", "user_events_etl.gold_daily_user_events"),
-                                          ("COMPLETE", "user_events_etl")})
+    ours = events_after(
+        folder,
+        earlier,
+        {("COMPLETE", "user_events_etl.gold_daily_user_events"), ("COMPLETE", "user_events_etl")},
+    )
     [pipeline_run] = {e["run"]["runId"] for e in ours if e["job"]["name"] == "user_events_etl"}
     for layer_job in ("bronze_user_events", "silver_user_events", "gold_daily_user_events"):
-        [start] = [e for e in ours if e["job"]["name"] == f"user_events_etl.{layer_job}" and e["eventType"] == "START"]
+        [start] = [
+            e
+            for e in ours
+            if e["job"]["name"] == f"user_events_etl.{layer_job}" and e["eventType"] == "START"
+        ]
         assert start["run"]["facets"]["parent"]["run"]["runId"] == pipeline_run
     query = next(e for e in ours if e["job"]["name"] == "user_events_etl.gold_daily_user_events.query_1")
     assert query["run"]["facets"]["parent"]["job"]["name"] == "user_events_etl.gold_daily_user_events"
@@ -103,12 +119,16 @@ def test_a_rerun_ingests_nothing_twice(medallion, raw_data):
     first_bronze, second_bronze = medallion.stage_audit("bronze_ingest")
     assert (second_bronze["rows_read"], second_bronze["details"]["objects_new"]) == (0, 0)
     assert second_bronze["details"]["objects_seen"] == first_bronze["details"]["objects_new"] == 3
-    assert pq.read_table(medallion.lake / "bronze" / "bronze_user_events").num_rows == first_bronze["rows_written"]
+    assert (
+        pq.read_table(medallion.lake / "bronze" / "bronze_user_events").num_rows
+        == first_bronze["rows_written"]
+    )
     assert medallion.gold("analytics.daily_user_events") == first_gold
     # Bronze's row count (Dagster's dagster/row_count) is its dataset's, as its checks judge, not the empty batch.
     assert second_bronze["details"]["rows_in_dataset"] == first_bronze["rows_written"]
     assert second.assets[0].rows == 0 and second.assets[0].checks == [
-        {"name": "row_count", "passed": True, "severity": "error"}]
+        {"name": "row_count", "passed": True, "severity": "error"}
+    ]
 
 
 def test_orders_join_and_merge_into_postgres(medallion, raw_data, pg_database):
@@ -136,8 +156,11 @@ validation_rules:
     medallion.load(strict)
     report = medallion.run("user_events_etl")
     assert report.status == "failed"
-    assert statuses(report) == {"bronze/user_events": "success", "silver/user_events": "failed",
-                                "gold/daily_user_events": "skipped"}
+    assert statuses(report) == {
+        "bronze/user_events": "success",
+        "silver/user_events": "failed",
+        "gold/daily_user_events": "skipped",
+    }
     [check] = report.assets[1].checks
     assert check == {"name": "accepted_values_event_type", "passed": False, "severity": "error"}
     [silver] = medallion.stage_audit("silver_clean")
@@ -156,11 +179,14 @@ def test_a_missing_bucket_names_the_source_and_path(medallion):
     assert bronze["error"] == (
         "NoAvailablePath: no available path to bronze_user_events:\n"
         "  1. user_events_raw → bronze_user_events (cost 1) down: user_events_raw: source user_events_raw: "
-        "s3://no-such-bucket/user_events/ does not exist (bucket no-such-bucket not found)")
+        "s3://no-such-bucket/user_events/ does not exist (bucket no-such-bucket not found)"
+    )
     assert not (medallion.lake / "bronze").exists()
 
 
-def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data, pg_database, medallion_home):
+def test_drill_primary_bucket_down_the_run_reads_the_replica(
+    medallion, raw_data, pg_database, medallion_home
+):
     """orders_raw's objects are gone (the primary prefix is blocked); the replica holds a copy."""
     expected = expected_daily_revenue(RAW)  # what a run on the intact primary must give
     s3 = boto3.resource("s3")
@@ -181,8 +207,12 @@ def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data
     assert [(i["namespace"], i["name"]) for i in read["START"]] == [("s3://medallion-raw", "orders")]
     assert [(i["namespace"], i["name"]) for i in read["COMPLETE"]] == [("s3://medallion-replica", "orders")]
     [reroute] = medallion.store.audit_entries(event="reroute")
-    assert reroute["details"] == {"from": "orders_raw", "to": "orders_raw_replica",
-                                  "path": ["orders_raw_replica", "bronze_orders"], "cost": 2.0}
+    assert reroute["details"] == {
+        "from": "orders_raw",
+        "to": "orders_raw_replica",
+        "path": ["orders_raw_replica", "bronze_orders"],
+        "cost": 2.0,
+    }
     assert reroute["error"] == "source orders_raw: s3://medallion-raw/orders/ holds no objects"
     [bronze] = medallion.stage_audit("bronze_orders_ingest")
     assert bronze["details"]["source"] == "orders_raw_replica"
@@ -190,16 +220,33 @@ def test_drill_primary_bucket_down_the_run_reads_the_replica(medallion, raw_data
 
 
 def mark_unavailable(medallion, *datasets: str) -> None:
-    medallion.store.upsert({"control_flags": [
-        ControlFlag(entity_type="dataset", entity_id=dataset, flag_name="available", flag_value=False,
-                    reason="files corrupted", updated_by="ops") for dataset in datasets]})
+    medallion.store.upsert(
+        {
+            "control_flags": [
+                ControlFlag(
+                    entity_type="dataset",
+                    entity_id=dataset,
+                    flag_name="available",
+                    flag_value=False,
+                    reason="files corrupted",
+                    updated_by="ops",
+                )
+                for dataset in datasets
+            ]
+        }
+    )
 
 
 def materialize_only(medallion, key: str):
     defs = build_definitions(medallion.store.url, str(medallion.lake), medallion.warehouse_url)
     with instance_for_test() as instance:
-        return materialize(list(defs.assets), resources=defs.resources, instance=instance, raise_on_error=False,
-                           selection=[AssetKey(key.split("/"))])
+        return materialize(
+            list(defs.assets),
+            resources=defs.resources,
+            instance=instance,
+            raise_on_error=False,
+            selection=[AssetKey(key.split("/"))],
+        )
 
 
 def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, raw_data, medallion_home):
@@ -214,14 +261,26 @@ def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, 
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     [rebuilt] = medallion.store.audit_entries(event="reroute")
     assert (rebuilt["stage_name"], rebuilt["status"], rebuilt["error"]) == (
-        "gold_daily_aggregate", "rebuilt", "dataset silver_user_events marked unavailable by ops: files corrupted")
-    assert rebuilt["details"] == {"dataset": "silver_user_events", "rebuilt_by": "user_events_etl.silver_clean",
-                                  "from": ["bronze_user_events"]}
-    assert not (medallion.lake / "silver" / "silver_user_events").exists()  # rebuilt in the run, never written
-    events = events_after(medallion_home / "openlineage", earlier,
-                          {("COMPLETE", "user_events_etl.gold_daily_user_events")})
-    [complete] = [e for e in events if e["job"]["name"] == "user_events_etl.gold_daily_user_events"
-                  and e["eventType"] == "COMPLETE"]
+        "gold_daily_aggregate",
+        "rebuilt",
+        "dataset silver_user_events marked unavailable by ops: files corrupted",
+    )
+    assert rebuilt["details"] == {
+        "dataset": "silver_user_events",
+        "rebuilt_by": "user_events_etl.silver_clean",
+        "from": ["bronze_user_events"],
+    }
+    assert not (
+        medallion.lake / "silver" / "silver_user_events"
+    ).exists()  # rebuilt in the run, never written
+    events = events_after(
+        medallion_home / "openlineage", earlier, {("COMPLETE", "user_events_etl.gold_daily_user_events")}
+    )
+    [complete] = [
+        e
+        for e in events
+        if e["job"]["name"] == "user_events_etl.gold_daily_user_events" and e["eventType"] == "COMPLETE"
+    ]
     assert [i["name"].rsplit("/", 1)[-1] for i in complete["inputs"]] == ["bronze_user_events"]
 
 
@@ -230,11 +289,14 @@ def test_with_bronze_down_too_the_rebuild_fails_listing_every_path(medallion, ra
     mark_unavailable(medallion, "silver_user_events", "bronze_user_events")
     medallion.set_retries(0)
     assert not materialize_only(medallion, "gold/daily_user_events").success
-    [failed] = [e for e in medallion.store.audit_entries(stage_name="gold_daily_aggregate") if e["status"] == "failed"]
+    [failed] = [
+        e for e in medallion.store.audit_entries(stage_name="gold_daily_aggregate") if e["status"] == "failed"
+    ]
     assert failed["error"] == (
         "NoAvailablePath: no available path to silver_user_events:\n"
         "  1. user_events_raw → bronze_user_events → silver_user_events (cost 2) down: "
-        "bronze_user_events: dataset bronze_user_events marked unavailable by ops: files corrupted")
+        "bronze_user_events: dataset bronze_user_events marked unavailable by ops: files corrupted"
+    )
     assert medallion.store.audit_entries(event="reroute") == []
 
 
@@ -245,23 +307,39 @@ def test_the_forecast_example_runs_in_both_lineage_versions(medallion, raw_data)
     medallion.load(SEED / "revenue_forecast.v1.yaml.example")
     assert medallion.run("revenue_forecast").status == "success"
     week = timedelta(days=7)
-    baseline = {(row["order_date"] + week, row["country"]): row["revenue"] for row in expected_daily_revenue(RAW)}
+    baseline = {
+        (row["order_date"] + week, row["country"]): row["revenue"] for row in expected_daily_revenue(RAW)
+    }
     forecast = medallion.gold("analytics.revenue_forecast")
     assert [(r["forecast_date"], r["country"], r["forecast_revenue"]) for r in forecast] == [
-        (day, country, revenue) for (day, country), revenue in sorted(baseline.items())]
+        (day, country, revenue) for (day, country), revenue in sorted(baseline.items())
+    ]
 
     weather_url = write_weather_sample(RAW)
     medallion.load(SEED / "revenue_forecast.v2.yaml.example")
     assert medallion.run("weather_etl").status == "success"
     assert medallion.run("revenue_forecast").status == "success"
-    rain = {(date.fromisoformat(w["weather_date"]), w["country"]): w["rain_mm"]
-            for w in map(json.loads, read_bytes(weather_url).decode().splitlines())}
+    rain = {
+        (date.fromisoformat(w["weather_date"]), w["country"]): w["rain_mm"]
+        for w in map(json.loads, read_bytes(weather_url).decode().splitlines())
+    }
     rainy = Decimal("0.8")
-    assert [(r["forecast_date"], r["country"], r["forecast_revenue"], r["rain_mm"])
-            for r in medallion.gold("analytics.revenue_forecast")] == [
-        (day, country, (revenue * (rainy if rain[day, country] >= 10 else 1)).quantize(Decimal("0.01"), ROUND_HALF_UP),
-         rain[day, country]) for (day, country), revenue in sorted(baseline.items())]
+    assert [
+        (r["forecast_date"], r["country"], r["forecast_revenue"], r["rain_mm"])
+        for r in medallion.gold("analytics.revenue_forecast")
+    ] == [
+        (
+            day,
+            country,
+            (revenue * (rainy if rain[day, country] >= 10 else 1)).quantize(Decimal("0.01"), ROUND_HALF_UP),
+            rain[day, country],
+        )
+        for (day, country), revenue in sorted(baseline.items())
+    ]
     assert sum(rain[key] >= 10 for key in baseline) > 0  # the rain adjustment is exercised
-    versions = [v["version"] for v in medallion.store.table_rows("lineage_versions")
-                if v["dataset"] == "gold_revenue_forecast"]
+    versions = [
+        v["version"]
+        for v in medallion.store.table_rows("lineage_versions")
+        if v["dataset"] == "gold_revenue_forecast"
+    ]
     assert sorted(versions) == [1, 2]

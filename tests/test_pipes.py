@@ -10,8 +10,8 @@ import pyarrow.dataset
 from dagster import AssetExecutionContext, PipesSubprocessClient, asset, instance_for_test, materialize
 
 import medallion_assets.pipes_stage
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.loading import validate_files
 from tests.conftest import SEED
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -26,13 +26,17 @@ def test_a_stage_runs_in_spark_submit_through_pipes(tmp_path, raw_data, monkeypa
 
     @asset(key=["bronze", "user_events"])
     def bronze_user_events(context: AssetExecutionContext, pipes: PipesSubprocessClient):
-        return pipes.run(context=context, command=[str(SPARK_SUBMIT), "--master", "local[1]",
-                                                   medallion_assets.pipes_stage.__file__],
-                         extras={"pipeline": "user_events_etl", "stage": "bronze_ingest"},
-                         env={"PYSPARK_PYTHON": sys.executable}).get_materialize_result()
+        return pipes.run(
+            context=context,
+            command=[str(SPARK_SUBMIT), "--master", "local[1]", medallion_assets.pipes_stage.__file__],
+            extras={"pipeline": "user_events_etl", "stage": "bronze_ingest"},
+            env={"PYSPARK_PYTHON": sys.executable},
+        ).get_materialize_result()
 
     with instance_for_test() as instance:
-        result = materialize([bronze_user_events], resources={"pipes": PipesSubprocessClient()}, instance=instance)
+        result = materialize(
+            [bronze_user_events], resources={"pipes": PipesSubprocessClient()}, instance=instance
+        )
         assert result.success
         [materialization] = result.get_asset_materialization_events()
         metadata = materialization.materialization.metadata
@@ -41,4 +45,6 @@ def test_a_stage_runs_in_spark_submit_through_pipes(tmp_path, raw_data, monkeypa
     assert metadata["dagster/row_count"].value == written
     assert metadata["rows_quarantined"].value == raw_data.malformed_events
     assert metadata["rows_read"].value == raw_data.event_lines
-    assert pyarrow.dataset.dataset(tmp_path / "lake" / "bronze" / "bronze_user_events").count_rows() == written
+    assert (
+        pyarrow.dataset.dataset(tmp_path / "lake" / "bronze" / "bronze_user_events").count_rows() == written
+    )

@@ -18,7 +18,9 @@ from medallion_assets.sample_data import write_sample_data
 def test_backoff_is_fixed_or_doubling_with_jitter_and_a_cap():
     fixed = RetryPolicy(retry_id="r", max_retries=3, backoff_sec=10)
     assert [retry_delay(fixed, n) for n in range(3)] == [10, 10, 10]
-    doubling = RetryPolicy(retry_id="r", max_retries=5, backoff_sec=10, backoff="exponential", max_delay_sec=50)
+    doubling = RetryPolicy(
+        retry_id="r", max_retries=5, backoff_sec=10, backoff="exponential", max_delay_sec=50
+    )
     assert [retry_delay(doubling, n) for n in range(4)] == [10, 20, 40, 50]
     jittered = RetryPolicy(retry_id="r", max_retries=1, backoff_sec=10, jitter_sec=2)
     delays = [retry_delay(jittered, 0, random.Random(seed)) for seed in range(50)]
@@ -30,8 +32,10 @@ def test_absurd_policies_are_refused_with_the_allowed_range(medallion, tmp_path)
     bad.write_text("retry_policies:\n  - {retry_id: forever, max_retries: 1000, backoff_sec: 100000}\n")
     with pytest.raises(CatalogInvalid) as raised:
         medallion.load(bad)
-    assert [p.message for p in raised.value.problems] == ["Input should be less than or equal to 100; got 1000",
-                                                          "Input should be less than or equal to 86400; got 100000"]
+    assert [p.message for p in raised.value.problems] == [
+        "Input should be less than or equal to 100; got 1000",
+        "Input should be less than or equal to 86400; got 100000",
+    ]
 
 
 def test_data_that_arrives_late_is_picked_up_by_a_retry(medallion):
@@ -60,8 +64,9 @@ def test_retries_spent_fail_visibly_and_an_updated_policy_applies_next_time(meda
     medallion.move_source("user_events_raw", "s3://never-there/user_events/")
     medallion.set_retries(1)
     assert medallion.run("user_events_etl").status == "failed"
-    assert [e["status"] for e in medallion.store.audit_entries(stage_name="bronze_ingest", event="stage")] == [
-        "failed", "failed"]
+    assert [
+        e["status"] for e in medallion.store.audit_entries(stage_name="bronze_ingest", event="stage")
+    ] == ["failed", "failed"]
     medallion.set_retries(2)
     medallion.run("user_events_etl")
     assert len(medallion.store.audit_entries(stage_name="bronze_ingest", event="stage")) == 2 + 3

@@ -40,8 +40,14 @@ def connect(s3_endpoint, tmp_path_factory):
 def run_env(installation: Medallion, **spark: str) -> dict[str, str]:
     """The environment of a `medallion run` on `installation`. The cluster is on this machine, so its executors'
     Python workers run this interpreter, as PYSPARK_PYTHON says (a cluster's own setting, elsewhere)."""
-    env = {**os.environ, "MEDALLION_CATALOG_URL": installation.store.url, "MEDALLION_LAKE_URL": str(installation.lake),
-           "MEDALLION_WAREHOUSE_URL": installation.warehouse_url, "PYSPARK_PYTHON": sys.executable, **spark}
+    env = {
+        **os.environ,
+        "MEDALLION_CATALOG_URL": installation.store.url,
+        "MEDALLION_LAKE_URL": str(installation.lake),
+        "MEDALLION_WAREHOUSE_URL": installation.warehouse_url,
+        "PYSPARK_PYTHON": sys.executable,
+        **spark,
+    }
     env.pop("DAGSTER_HOME", None)
     return env
 
@@ -49,8 +55,9 @@ def run_env(installation: Medallion, **spark: str) -> dict[str, str]:
 def medallion_run(installation: Medallion, pipeline_id: str, **spark: str) -> tuple[int, dict | None, str]:
     """`medallion run PIPELINE --json` in a new process; returns its exit code, its report and its stderr."""
     env = run_env(installation, **spark)
-    done = subprocess.run([MEDALLION, "run", pipeline_id, "--json"], env=env, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [MEDALLION, "run", pipeline_id, "--json"], env=env, capture_output=True, text=True, timeout=900
+    )
     report = json.loads(done.stdout) if done.stdout.strip() else None
     return done.returncode, report, done.stderr
 
@@ -67,7 +74,10 @@ def test_seed_pipelines_on_a_standalone_cluster(medallion, raw_data, cluster):
         assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
     assert_seed_gold(medallion)
     bronze = medallion.stage_audit("bronze_ingest")[-1]
-    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (raw_data.event_lines, raw_data.malformed_events)
+    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (
+        raw_data.event_lines,
+        raw_data.malformed_events,
+    )
 
 
 def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallion, cluster):
@@ -75,15 +85,21 @@ def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallio
     master, worker = cluster
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
     summary = write_sample_data(RAW, rows=300_000, lines_per_file=20_000, gzipped=True)
-    run = subprocess.Popen([MEDALLION, "run", "user_events_etl", "--json"], env=run_env(medallion, SPARK_MASTER=master),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [MEDALLION, "run", "user_events_etl", "--json"],
+        env=run_env(medallion, SPARK_MASTER=master),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     killed = kill_executor_once_it_reads(worker.pid, run)
     stdout, stderr = run.communicate(timeout=900)
     assert killed, "no executor read raw objects"
     assert run.returncode == 0, stderr[-3000:]
     bronze = [entry for entry in medallion.stage_audit("bronze_ingest") if entry["status"] == "success"]
     assert [(entry["rows_read"], entry["rows_quarantined"]) for entry in bronze] == [
-        (summary.event_lines, summary.malformed_events)]
+        (summary.event_lines, summary.malformed_events)
+    ]
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
 
 
@@ -93,7 +109,9 @@ def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
     while run.poll() is None and time.monotonic() < deadline:
         for executor in psutil.Process(worker_pid).children(recursive=True):
             try:
-                if "CoarseGrainedExecutorBackend" in " ".join(executor.cmdline()) and executor.children(recursive=True):
+                if "CoarseGrainedExecutorBackend" in " ".join(executor.cmdline()) and executor.children(
+                    recursive=True
+                ):
                     executor.kill()
                     return True
             except psutil.NoSuchProcess:
@@ -110,19 +128,39 @@ def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, conne
         assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
     assert_seed_gold(medallion)
     bronze = medallion.stage_audit("bronze_ingest")[-1]
-    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (summary.event_lines, summary.malformed_events)
+    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (
+        summary.event_lines,
+        summary.malformed_events,
+    )
 
 
 def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):
     s3 = boto3.client("s3")
-    s3.put_object(Bucket="medallion-raw", Key="user_events/zz-a-corrupt.jsonl",
-                  Body=b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
-    drift = "".join(json.dumps({"event_id": f"drift-{i}", "user_id": f"u{i}", "event_type": "click",
-                                "event_ts": "2026-01-02T10:00:00Z", "device": "android"}) + "\n" for i in range(60))
+    s3.put_object(
+        Bucket="medallion-raw",
+        Key="user_events/zz-a-corrupt.jsonl",
+        Body=b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4,
+    )
+    drift = "".join(
+        json.dumps(
+            {
+                "event_id": f"drift-{i}",
+                "user_id": f"u{i}",
+                "event_type": "click",
+                "event_ts": "2026-01-02T10:00:00Z",
+                "device": "android",
+            }
+        )
+        + "\n"
+        for i in range(60)
+    )
     s3.put_object(Bucket="medallion-raw", Key="user_events/zz-b-drift.jsonl", Body=drift.encode())
     code, report, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=connect)
     assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
-    healed = [(entry["details"]["rule"], entry["status"]) for entry in medallion.store.audit_entries(event="healing")]
+    healed = [
+        (entry["details"]["rule"], entry["status"])
+        for entry in medallion.store.audit_entries(event="healing")
+    ]
     assert healed == [("corrupt_source_object", "retry"), ("source_schema_drift", "retry")]
     assert "device" in medallion.store.snapshot().sources["user_events_raw"].columns
     bronze = medallion.stage_audit("bronze_ingest")[-1]
@@ -133,25 +171,31 @@ def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(meda
 def test_a_connect_server_that_is_down_is_named_at_once(medallion):
     port = free_port()  # nothing listens there
     started = time.monotonic()
-    code, _, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=s3cret")
+    code, _, stderr = medallion_run(
+        medallion, "user_events_etl", SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=s3cret"
+    )
     assert code == 1
     assert f"SPARK_REMOTE=sc://127.0.0.1:{port}: no Spark Connect server answers" in stderr
     assert "s3cret" not in stderr
     assert time.monotonic() - started < 300, "the client retried instead of failing"
     assert not medallion.stage_audit("bronze_ingest") or all(
-        entry["status"] != "success" for entry in medallion.stage_audit("bronze_ingest"))
+        entry["status"] != "success" for entry in medallion.stage_audit("bronze_ingest")
+    )
 
 
-def test_a_lake_the_spark_server_cannot_see_is_refused_before_anything_is_written(medallion, tmp_path,
-                                                                                    s3_endpoint):
+def test_a_lake_the_spark_server_cannot_see_is_refused_before_anything_is_written(
+    medallion, tmp_path, s3_endpoint
+):
     hidden = tmp_path / "not-shared"
     hidden.mkdir()
     medallion.lake = hidden / "lake"
     with connect_server(tmp_path, {}, hidden=hidden) as url:
         code, report, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=url)
     assert code == 1
-    expected = (f"MEDALLION_LAKE_URL={medallion.lake} is a folder on this machine that the Spark executors "
-                f"(SPARK_REMOTE={url}) cannot see")
+    expected = (
+        f"MEDALLION_LAKE_URL={medallion.lake} is a folder on this machine that the Spark executors "
+        f"(SPARK_REMOTE={url}) cannot see"
+    )
     assert expected in stderr
     assert not list(medallion.lake.rglob("*.parquet"))
     assert not medallion.store.processed_objects("user_events_raw")

@@ -14,16 +14,21 @@ from dagster import build_sensor_context, instance_for_test
 from sqlalchemy import update
 
 from medallion_assets.catalog.loader import CatalogInvalid
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.throttles import (
-    DEFAULT_CONCURRENCY_LIMIT, CatalogThrottles, concurrency_limits, stage_pool, take, throttle,
+    DEFAULT_CONCURRENCY_LIMIT,
+    CatalogThrottles,
+    concurrency_limits,
+    stage_pool,
+    take,
+    throttle,
 )
 from medallion_assets.engine.stages import StageRunner
+from medallion_assets.loading import validate_files
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import build_control_sensor
 from tests.conftest import REPO, SEED
@@ -50,15 +55,41 @@ def test_every_pool_the_catalog_uses_gets_a_limit_and_the_shipped_default_matche
     shipped = yaml.safe_load((REPO / "dagster.yaml").read_text())
     assert shipped["concurrency"]["pools"]["default_limit"] == DEFAULT_CONCURRENCY_LIMIT
     snapshot = CatalogSnapshot()
-    snapshot.add("sources", Source(source_id="crm_orders", s3_path="s3://crm-exports/orders/", file_format="csv",
-                                   columns={"id": "string"}))
+    snapshot.add(
+        "sources",
+        Source(
+            source_id="crm_orders",
+            s3_path="s3://crm-exports/orders/",
+            file_format="csv",
+            columns={"id": "string"},
+        ),
+    )
     snapshot.add("targets", Target(target_id="bronze_orders", layer="bronze"))
-    snapshot.add("targets", Target(target_id="gold_orders", layer="gold", kind="warehouse", location="a.orders",
-                                   system="dwh"))
-    snapshot.add("stages", Stage(pipeline_id="p", stage_order=1, stage_name="ingest", input_id="crm_orders",
-                                 target_id="bronze_orders"))
-    snapshot.add("stages", Stage(pipeline_id="p", stage_order=2, stage_name="load", input_id="bronze_orders",
-                                 target_id="gold_orders", transform_sql="SELECT * FROM bronze_orders"))
+    snapshot.add(
+        "targets",
+        Target(target_id="gold_orders", layer="gold", kind="warehouse", location="a.orders", system="dwh"),
+    )
+    snapshot.add(
+        "stages",
+        Stage(
+            pipeline_id="p",
+            stage_order=1,
+            stage_name="ingest",
+            input_id="crm_orders",
+            target_id="bronze_orders",
+        ),
+    )
+    snapshot.add(
+        "stages",
+        Stage(
+            pipeline_id="p",
+            stage_order=2,
+            stage_name="load",
+            input_id="bronze_orders",
+            target_id="gold_orders",
+            transform_sql="SELECT * FROM bronze_orders",
+        ),
+    )
     assert concurrency_limits(snapshot) == {"source_crm_exports": 2, "target_dwh": 2}
     snapshot.add("throttles", limit_row("target", "dwh", "concurrency", 5))
     snapshot.add("throttles", limit_row("target", "dwh", "rows_per_minute", 100))
@@ -70,6 +101,7 @@ def test_the_control_sensor_syncs_pool_limits_on_every_tick(store, tmp_path):
     store.upsert({"throttles": [limit_row("source", "medallion_raw", "concurrency", 3)]})
     sensor = build_control_sensor(snapshot, store)
     with instance_for_test() as instance:
+
         def pools():
             return {p.name: (p.limit, p.from_default) for p in instance.event_log_storage.get_pool_limits()}
 
@@ -109,8 +141,10 @@ def test_two_processes_together_stay_within_the_rate(pg_database, tmp_path):
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
     limit = 6000  # rows per minute: a bucket of 6000 that refills 100 rows a second
     store.upsert({"throttles": [limit_row("source", "medallion_raw", "rows_per_minute", limit)]})
-    takers = [SPAWN.Process(target=take_in_a_process, args=(pg_database, 31, str(tmp_path / f"{n}.json")))
-              for n in range(2)]
+    takers = [
+        SPAWN.Process(target=take_in_a_process, args=(pg_database, 31, str(tmp_path / f"{n}.json")))
+        for n in range(2)
+    ]
     for taker in takers:
         taker.start()
     for taker in takers:
@@ -136,15 +170,29 @@ def test_two_processes_together_stay_within_the_rate(pg_database, tmp_path):
 def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark):
     raw = tmp_path / "raw"
     raw.mkdir()
-    (raw / "part-1.jsonl").write_text("".join(json.dumps({"id": f"o{i}", "amount": i}) + "\n" for i in range(30)))
+    (raw / "part-1.jsonl").write_text(
+        "".join(json.dumps({"id": f"o{i}", "amount": i}) + "\n" for i in range(30))
+    )
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     snapshot = CatalogSnapshot()
-    snapshot.add("sources", Source(source_id="orders_files", s3_path=str(raw), file_format="jsonl",
-                                   columns={"id": "string", "amount": "int"}))
+    snapshot.add(
+        "sources",
+        Source(
+            source_id="orders_files",
+            s3_path=str(raw),
+            file_format="jsonl",
+            columns={"id": "string", "amount": "int"},
+        ),
+    )
     snapshot.add("targets", Target(target_id="bronze_orders", layer="bronze"))
-    stage = Stage(pipeline_id="orders", stage_order=1, stage_name="ingest", input_id="orders_files",
-                  target_id="bronze_orders")
+    stage = Stage(
+        pipeline_id="orders",
+        stage_order=1,
+        stage_name="ingest",
+        input_id="orders_files",
+        target_id="bronze_orders",
+    )
     snapshot.add("stages", stage)
     store.upsert({"throttles": [limit_row("source", "local_files", "rows_per_minute", 60)]})
     # Empty the bucket: the 30 parsed rows would then wait half a minute for the refill (a row a second).
@@ -160,22 +208,35 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
 
     refiller = threading.Thread(target=refill_while_the_ingest_waits)
     refiller.start()
-    outcome = StageRunner(spark, snapshot, store, str(tmp_path / "lake"), throttle=CatalogThrottles(store),
-                          recovery=CatalogRoutes(store, snapshot)).run_stage(stage)
+    outcome = StageRunner(
+        spark,
+        snapshot,
+        store,
+        str(tmp_path / "lake"),
+        throttle=CatalogThrottles(store),
+        recovery=CatalogRoutes(store, snapshot),
+    ).run_stage(stage)
     refiller.join()
     assert outcome.rows_written == 30
     waits = store.audit_entries(event="throttle")
     assert [(w["pipeline_id"], w["stage_name"], w["dataset"], w["status"]) for w in waits] == [
-        ("orders", "ingest", "bronze_orders", "waited")]
+        ("orders", "ingest", "bronze_orders", "waited")
+    ]
     details = waits[0]["details"]
     assert {k: details[k] for k in ("system_kind", "system_id", "metric", "amount", "limit")} == {
-        "system_kind": "source", "system_id": "local_files", "metric": "rows_per_minute", "amount": 30,
-        "limit": 60.0}
+        "system_kind": "source",
+        "system_id": "local_files",
+        "metric": "rows_per_minute",
+        "amount": 30,
+        "limit": 60.0,
+    }
     assert waits[0]["duration_sec"] > 0
 
 
 def test_throttle_without_a_row_passes_freely(store):
-    assert throttle(store, "source", "medallion_raw", {"rows_per_minute": 10**9, "bytes_per_hour": 10**12}) == []
+    assert (
+        throttle(store, "source", "medallion_raw", {"rows_per_minute": 10**9, "bytes_per_hour": 10**12}) == []
+    )
     assert store.audit_entries(event="throttle") == []
 
 
@@ -189,49 +250,85 @@ def test_cli_set_show_sync_and_refusals(store, tmp_path, monkeypatch):
 
     unknown = medallion("set", "source", "crm", "--metric", "concurrency", "--limit", "3")
     assert unknown.exit_code == 2
-    assert unknown.stderr == ("unknown source system 'crm'; known source systems: medallion_raw, "
-                              "medallion_replica\n")
+    assert unknown.stderr == (
+        "unknown source system 'crm'; known source systems: medallion_raw, medallion_replica\n"
+    )
     for limit in ("0", "-5"):
         refused = medallion("set", "target", "warehouse", "--metric", "bytes_per_hour", "--limit", limit)
         assert refused.exit_code == 2
-        assert refused.stderr == (f"--limit must be greater than 0, not {limit} (to stop a system, use "
-                                  "`medallion disable target warehouse`)\n")
+        assert refused.stderr == (
+            f"--limit must be greater than 0, not {limit} (to stop a system, use "
+            "`medallion disable target warehouse`)\n"
+        )
     assert store.read_table("throttles") == []
 
     concurrency = medallion("set", "source", "medallion_raw", "--metric", "concurrency", "--limit", "3")
     assert concurrency.exit_code == 0
-    assert concurrency.stdout == ("source medallion_raw: concurrency limited to 3; pool source_medallion_raw: the "
-                                  "medallion_control sensor applies it on its next tick (or run `medallion "
-                                  "throttle sync`)\n")
+    assert concurrency.stdout == (
+        "source medallion_raw: concurrency limited to 3; pool source_medallion_raw: the "
+        "medallion_control sensor applies it on its next tick (or run `medallion "
+        "throttle sync`)\n"
+    )
     rate = medallion("set", "target", "warehouse", "--metric", "rows_per_minute", "--limit", "1000")
     assert rate.stdout == "target warehouse: rows_per_minute limited to 1000; applies from the next batch\n"
     assert sorted(t.key() + (t.limit_value,) for t in store.read_table("throttles")) == [
-        ("source", "medallion_raw", "concurrency", 3.0), ("target", "warehouse", "rows_per_minute", 1000.0)]
+        ("source", "medallion_raw", "concurrency", 3.0),
+        ("target", "warehouse", "rows_per_minute", 1000.0),
+    ]
 
     no_home = medallion("sync")
     assert no_home.exit_code == 2
-    assert no_home.stderr == ("DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME "
-                              "at it (with Medallion's dagster.yaml) and run again\n")
+    assert no_home.stderr == (
+        "DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME "
+        "at it (with Medallion's dagster.yaml) and run again\n"
+    )
     assert medallion("show").stdout.splitlines()[0].split() == [
-        "source", "medallion_raw", "concurrency", "3", "pool", "source_medallion_raw", "(set", "DAGSTER_HOME", "to",
-        "see", "its", "slots)"]
+        "source",
+        "medallion_raw",
+        "concurrency",
+        "3",
+        "pool",
+        "source_medallion_raw",
+        "(set",
+        "DAGSTER_HOME",
+        "to",
+        "see",
+        "its",
+        "slots)",
+    ]
 
     with instance_for_test() as instance:  # sets DAGSTER_HOME
         synced = medallion("sync")
         assert synced.exit_code == 0, synced.output
         assert synced.stdout == "source_medallion_raw: 3 (set)\ntarget_warehouse: 2 (set)\n"
-        assert medallion("sync").stdout == "source_medallion_raw: 3 (unchanged)\ntarget_warehouse: 2 (unchanged)\n"
+        assert (
+            medallion("sync").stdout
+            == "source_medallion_raw: 3 (unchanged)\ntarget_warehouse: 2 (unchanged)\n"
+        )
         assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {
-            "source_medallion_raw": 3, "target_warehouse": 2}
+            "source_medallion_raw": 3,
+            "target_warehouse": 2,
+        }
         take(store, "target", "warehouse", "rows_per_minute", 250)
         shown = json.loads(medallion("show", "--json").stdout)
     by_metric = {(r["kind"], r["system"], r["metric"]): r for r in shown}
     assert list(by_metric) == [
-        ("source", "medallion_raw", "concurrency"), ("source", "medallion_replica", "concurrency"),
-        ("target", "warehouse", "concurrency"), ("target", "warehouse", "rows_per_minute")]
+        ("source", "medallion_raw", "concurrency"),
+        ("source", "medallion_replica", "concurrency"),
+        ("target", "warehouse", "concurrency"),
+        ("target", "warehouse", "rows_per_minute"),
+    ]
     assert by_metric["source", "medallion_raw", "concurrency"] == {
-        "kind": "source", "system": "medallion_raw", "metric": "concurrency", "limit": 3, "default": False,
-        "pool": "source_medallion_raw", "pool_limit": 3, "slots_in_use": 0, "steps_waiting": 0}
+        "kind": "source",
+        "system": "medallion_raw",
+        "metric": "concurrency",
+        "limit": 3,
+        "default": False,
+        "pool": "source_medallion_raw",
+        "pool_limit": 3,
+        "slots_in_use": 0,
+        "steps_waiting": 0,
+    }
     assert by_metric["source", "medallion_replica", "concurrency"]["default"] is True
     bucket = by_metric["target", "warehouse", "rows_per_minute"]
     assert bucket["limit"] == 1000 and 750 <= bucket["tokens"] < 1000
@@ -243,7 +340,8 @@ def test_the_catalog_refuses_throttles_on_unknown_systems_and_limits_out_of_rang
         "throttles:\n"
         "  - {system_kind: source, system_id: crm, metric: rows_per_minute, limit_value: 100}\n"
         "  - {system_kind: target, system_id: warehouse, metric: concurrency, limit_value: 1.5}\n"
-        "  - {system_kind: target, system_id: warehouse, metric: bytes_per_hour, limit_value: 0}\n")
+        "  - {system_kind: target, system_id: warehouse, metric: bytes_per_hour, limit_value: 0}\n"
+    )
     with pytest.raises(CatalogInvalid) as raised:
         validate_files(store.snapshot(), [bad])
     assert [str(p) for p in raised.value.problems] == [

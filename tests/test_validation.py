@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -12,8 +12,8 @@ import pytest
 from medallion_assets.catalog.models import Rule
 from medallion_assets.engine.validation import evaluate_rules, observe_rules, row_violation
 
-UPDATED = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
-NOW = datetime(2024, 5, 2, 6, 0, tzinfo=timezone.utc)  # 18 hours after the newest row
+UPDATED = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+NOW = datetime(2024, 5, 2, 6, 0, tzinfo=UTC)  # 18 hours after the newest row
 SCHEMA = "user_id bigint, status string, age int, email string, amount decimal(12,2), updated_at timestamp"
 # Defects: user_id null twice and repeated twice (3, 7); status "gone"; ages -1 and 130; one email without @.
 ROWS = [
@@ -26,7 +26,7 @@ ROWS = [
     (6, "active", 50, "f@x.com", Decimal("99.99"), UPDATED),
     (7, "inactive", 60, "g@x.com", Decimal("0.00"), UPDATED),
     (7, "active", 70, "h@x.com", Decimal("12.00"), UPDATED),
-    (None, "active", 20, "i@x.com", Decimal("8.00"), datetime(2024, 4, 30, tzinfo=timezone.utc)),
+    (None, "active", 20, "i@x.com", Decimal("8.00"), datetime(2024, 4, 30, tzinfo=UTC)),
 ]
 
 
@@ -68,7 +68,11 @@ def test_row_count(users):
 
 def test_not_null(users):
     outcome = one(users, Rule(type="not_null", column="user_id"))
-    assert (outcome.passed, outcome.observed, outcome.failing_rows) == (False, {"null_count": 2, "row_count": 10}, 2)
+    assert (outcome.passed, outcome.observed, outcome.failing_rows) == (
+        False,
+        {"null_count": 2, "row_count": 10},
+        2,
+    )
     assert outcome.message == "not_null_user_id: 2 of 10 rows have user_id null"
     assert one(users, Rule(type="not_null", column="updated_at")).passed
 
@@ -113,8 +117,13 @@ def test_regex(users):
 
 
 def test_schema_match_takes_long_for_bigint_and_ignores_spaces_in_decimals(users):
-    expected = {"user_id": "long", "status": "string", "age": "int", "amount": "decimal(12, 2)",
-                "updated_at": "timestamp"}
+    expected = {
+        "user_id": "long",
+        "status": "string",
+        "age": "int",
+        "amount": "decimal(12, 2)",
+        "updated_at": "timestamp",
+    }
     outcome = one(users, Rule(type="schema_match", expected=expected))
     assert outcome.passed
     assert outcome.observed == {"missing": [], "mismatched": {}, "extra": ["email"]}
@@ -122,10 +131,15 @@ def test_schema_match_takes_long_for_bigint_and_ignores_spaces_in_decimals(users
 
 
 def test_schema_match_names_missing_and_mistyped_columns(users):
-    outcome = one(users, Rule(type="schema_match", expected={"user_id": "int", "score": "double", "age": "int"}))
+    outcome = one(
+        users, Rule(type="schema_match", expected={"user_id": "int", "score": "double", "age": "int"})
+    )
     assert (outcome.passed, outcome.failing_rows) == (False, 0)
-    assert outcome.observed == {"missing": ["score"], "mismatched": {"user_id": "bigint"},
-                                "extra": ["status", "email", "amount", "updated_at"]}
+    assert outcome.observed == {
+        "missing": ["score"],
+        "mismatched": {"user_id": "bigint"},
+        "extra": ["status", "email", "amount", "updated_at"],
+    }
     assert outcome.message == "schema_match: score is missing; user_id is bigint, expected int"
 
 
@@ -133,22 +147,30 @@ def test_freshness(users):
     fresh = one(users, Rule(type="freshness", column="updated_at", max_age_hours=24))
     assert fresh.passed
     assert fresh.observed == {"newest": "2024-05-01T12:00:00+00:00", "age_hours": 18.0}
-    assert fresh.message == ("freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, "
-                             "expected at most 24")
+    assert fresh.message == (
+        "freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, "
+        "expected at most 24"
+    )
     assert not one(users, Rule(type="freshness", column="updated_at", max_age_hours=12)).passed
 
 
 def test_an_empty_dataframe(spark, tmp_path):
     empty = spark.createDataFrame([], SCHEMA)
-    rules = [Rule(type="row_count", min=1), Rule(type="not_null", column="user_id"),
-             Rule(type="unique", column="user_id"), Rule(type="freshness", column="updated_at", max_age_hours=24)]
+    rules = [
+        Rule(type="row_count", min=1),
+        Rule(type="not_null", column="user_id"),
+        Rule(type="unique", column="user_id"),
+        Rule(type="freshness", column="updated_at", max_age_hours=24),
+    ]
     expected = [
         (False, "row_count: 0 rows, expected at least 1"),
         (True, "not_null_user_id: 0 of 0 rows have user_id null"),
         (True, "unique_user_id: 0 of 0 rows repeat a value of user_id"),
         (False, "freshness_updated_at: updated_at has no values, expected one at most 24 hours old"),
     ]
-    assert [(outcome.passed, outcome.message) for outcome in evaluate_rules(empty, rules, now=NOW)] == expected
+    assert [
+        (outcome.passed, outcome.message) for outcome in evaluate_rules(empty, rules, now=NOW)
+    ] == expected
     observed, finish = observe_rules(empty, rules, now=NOW)
     observed.write.parquet(str(tmp_path / "empty"))
     outcomes = finish(spark.read.schema(empty.schema).parquet(str(tmp_path / "empty")))
@@ -156,56 +178,94 @@ def test_an_empty_dataframe(spark, tmp_path):
 
 
 def test_an_unknown_column_fails_the_rule_by_name(users):
-    outcomes = evaluate_rules(users, [Rule(type="not_null", column="user_idd"),
-                                      Rule(type="unique", columns=["user_id", "region", "team"]),
-                                      Rule(type="row_count", min=1)])
+    outcomes = evaluate_rules(
+        users,
+        [
+            Rule(type="not_null", column="user_idd"),
+            Rule(type="unique", columns=["user_id", "region", "team"]),
+            Rule(type="row_count", min=1),
+        ],
+    )
     assert [outcome.passed for outcome in outcomes] == [False, False, True]
     assert outcomes[0].observed == {"missing_columns": ["user_idd"]}
-    assert outcomes[0].message == ("not_null_user_idd: column user_idd not found; "
-                                   "the data has user_id, status, age, email, amount, updated_at")
+    assert outcomes[0].message == (
+        "not_null_user_idd: column user_idd not found; "
+        "the data has user_id, status, age, email, amount, updated_at"
+    )
     assert outcomes[1].message.startswith("unique_user_id_region_team: columns region, team not found; ")
 
 
 def test_great_expectations_passing_and_failing(users):
     rules = [
-        Rule(type="great_expectations", expectation="ExpectColumnValuesToBeBetween", column="amount",
-             kwargs={"min_value": 0, "max_value": 1000}),
-        Rule(type="great_expectations", expectation="ExpectColumnValuesToBeBetween", name="ge_age",
-             kwargs={"column": "age", "min_value": 0, "max_value": 120}),
-        Rule(type="great_expectations", expectation="ExpectTableRowCountToBeBetween", kwargs={"max_value": 5}),
+        Rule(
+            type="great_expectations",
+            expectation="ExpectColumnValuesToBeBetween",
+            column="amount",
+            kwargs={"min_value": 0, "max_value": 1000},
+        ),
+        Rule(
+            type="great_expectations",
+            expectation="ExpectColumnValuesToBeBetween",
+            name="ge_age",
+            kwargs={"column": "age", "min_value": 0, "max_value": 120},
+        ),
+        Rule(
+            type="great_expectations", expectation="ExpectTableRowCountToBeBetween", kwargs={"max_value": 5}
+        ),
         Rule(type="not_null", column="user_id"),
     ]
     amount, age, rows, not_null = evaluate_rules(users, rules, now=NOW)
     assert amount.passed
-    assert amount.message == "great_expectations_amount: ExpectColumnValuesToBeBetween passed: 0 of 10 rows unexpected"
+    assert (
+        amount.message
+        == "great_expectations_amount: ExpectColumnValuesToBeBetween passed: 0 of 10 rows unexpected"
+    )
     assert not age.passed
-    assert (age.observed["unexpected_count"], sorted(age.observed["partial_unexpected_list"])) == (2, [-1, 130])
+    assert (age.observed["unexpected_count"], sorted(age.observed["partial_unexpected_list"])) == (
+        2,
+        [-1, 130],
+    )
     assert age.message == "ge_age: ExpectColumnValuesToBeBetween failed: 2 of 10 rows unexpected"
     assert (rows.passed, rows.observed) == (False, {"observed_value": 10})
-    assert rows.message == ("great_expectations_expecttablerowcounttobebetween: ExpectTableRowCountToBeBetween "
-                            "failed with observed value 10")
+    assert rows.message == (
+        "great_expectations_expecttablerowcounttobebetween: ExpectTableRowCountToBeBetween "
+        "failed with observed value 10"
+    )
     assert not_null.message == "not_null_user_id: 2 of 10 rows have user_id null"
 
 
 def test_great_expectations_that_cannot_run_fails_with_its_reason(users):
-    rule = Rule(type="great_expectations", expectation="ExpectCompoundColumnsToBeUnique",
-                kwargs={"column_list": ["user_id", "region"]})
+    rule = Rule(
+        type="great_expectations",
+        expectation="ExpectCompoundColumnsToBeUnique",
+        kwargs={"column_list": ["user_id", "region"]},
+    )
     outcome = one(users, rule)
     assert not outcome.passed
-    assert outcome.message == ('great_expectations_expectcompoundcolumnstobeunique: ExpectCompoundColumnsToBeUnique '
-                               'could not run: Error: The column "region" in BatchData does not exist.')
+    assert outcome.message == (
+        "great_expectations_expectcompoundcolumnstobeunique: ExpectCompoundColumnsToBeUnique "
+        'could not run: Error: The column "region" in BatchData does not exist.'
+    )
 
 
 def test_an_unknown_expectation_is_an_error_naming_the_rule(users):
     rule = Rule(type="great_expectations", expectation="ExpectValuesToBeNice", name="nice")
-    with pytest.raises(ValueError, match="^rule nice: unknown Great Expectations expectation 'ExpectValuesToBeNice'$"):
+    with pytest.raises(
+        ValueError, match="^rule nice: unknown Great Expectations expectation 'ExpectValuesToBeNice'$"
+    ):
         evaluate_rules(users, [rule])
     with pytest.raises(ValueError, match="^rule nice: unknown Great Expectations expectation"):
         observe_rules(users, [rule])
-    bad_kwargs = Rule(type="great_expectations", expectation="ExpectColumnValuesToBeBetween", column="age",
-                      kwargs={"minimum": 0})
-    with pytest.raises(ValueError, match="^rule great_expectations_age: invalid arguments for "
-                                         "ExpectColumnValuesToBeBetween: "):
+    bad_kwargs = Rule(
+        type="great_expectations",
+        expectation="ExpectColumnValuesToBeBetween",
+        column="age",
+        kwargs={"minimum": 0},
+    )
+    with pytest.raises(
+        ValueError,
+        match="^rule great_expectations_age: invalid arguments for ExpectColumnValuesToBeBetween: ",
+    ):
         evaluate_rules(users, [bad_kwargs])
 
 
@@ -233,8 +293,11 @@ NATIVE_OUTCOMES = [
     (False, "range_age: 2 of 10 rows have age outside [0, 120] (observed -1 to 130)"),
     (True, "range_amount: 0 of 10 rows have amount below 0 (observed 0 to 99.99)"),
     (False, "regex_email: 1 of 10 rows have email not matching '@'"),
-    (True, "freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, "
-           "expected at most 24"),
+    (
+        True,
+        "freshness_updated_at: newest updated_at is 2024-05-01T12:00:00+00:00, 18.0 hours old, "
+        "expected at most 24",
+    ),
     (True, "schema_match: 1 expected column present with the expected types"),
 ]
 
@@ -258,18 +321,28 @@ def test_schema_match_runs_no_spark_job(spark, users):
 
 def test_row_violation_selects_exactly_the_failing_rows(users):
     row_level = [rule for rule in NATIVE_RULES if row_violation(rule) is not None]
-    assert [rule.type for rule in row_level] == ["not_null", "not_null", "accepted_values", "range", "range", "regex"]
+    assert [rule.type for rule in row_level] == [
+        "not_null",
+        "not_null",
+        "accepted_values",
+        "range",
+        "range",
+        "regex",
+    ]
     for rule in row_level:
         assert users.filter(row_violation(rule)).count() == one(users, rule).failing_rows
     age = Rule(type="range", column="age", min=0, max=120)
     assert sorted(row.age for row in users.filter(row_violation(age)).collect()) == [-1, 130]
     status = Rule(type="accepted_values", column="status", values=["active", "inactive"])
-    assert users.filter(~row_violation(status)).count() == 9  # the null status stays: only not_null rejects nulls
+    assert (
+        users.filter(~row_violation(status)).count() == 9
+    )  # the null status stays: only not_null rejects nulls
 
 
 def test_observed_rules_cost_the_write_no_extra_job(spark, users, tmp_path):
-    rules, expected = zip(*((rule, outcome) for rule, outcome in zip(NATIVE_RULES, NATIVE_OUTCOMES)
-                            if rule.type != "unique"))
+    rules, expected = zip(
+        *((rule, outcome) for rule, outcome in zip(NATIVE_RULES, NATIVE_OUTCOMES) if rule.type != "unique")
+    )
     observed, finish = observe_rules(users, list(rules), now=NOW)
     with jobs_counted(spark) as jobs:
         observed.write.parquet(str(tmp_path / "users"))
@@ -280,16 +353,22 @@ def test_observed_rules_cost_the_write_no_extra_job(spark, users, tmp_path):
 
 
 def test_observed_rules_with_unique_and_great_expectations_match_evaluate_rules(spark, users, tmp_path):
-    rules = [*NATIVE_RULES, Rule(type="not_null", column="nope"),
-             Rule(type="great_expectations", expectation="ExpectColumnValuesToNotBeNull", column="status")]
+    rules = [
+        *NATIVE_RULES,
+        Rule(type="not_null", column="nope"),
+        Rule(type="great_expectations", expectation="ExpectColumnValuesToNotBeNull", column="status"),
+    ]
     observed, finish = observe_rules(users, rules, now=NOW)
     observed.write.parquet(str(tmp_path / "users"))
     outcomes = finish(spark.read.parquet(str(tmp_path / "users")))
     assert [outcome.rule for outcome in outcomes] == rules
     assert judged(outcomes) == [
         *NATIVE_OUTCOMES,
-        (False, "not_null_nope: column nope not found; "
-                "the data has user_id, status, age, email, amount, updated_at"),
+        (
+            False,
+            "not_null_nope: column nope not found; "
+            "the data has user_id, status, age, email, amount, updated_at",
+        ),
         (False, "great_expectations_status: ExpectColumnValuesToNotBeNull failed: 1 of 10 rows unexpected"),
     ]
 
@@ -297,16 +376,22 @@ def test_observed_rules_with_unique_and_great_expectations_match_evaluate_rules(
 def test_unique_on_deduplicated_keys_is_judged_during_the_write(spark, users, tmp_path):
     # Deduplicated on user_id (nulls included), user_id and any superset of it are unique by construction.
     deduplicated = users.dropDuplicates(["user_id"])
-    rules = [Rule(type="unique", column="user_id"), Rule(type="unique", columns=["user_id", "status"]),
-             Rule(type="unique", column="status"), Rule(type="not_null", column="user_id")]
+    rules = [
+        Rule(type="unique", column="user_id"),
+        Rule(type="unique", columns=["user_id", "status"]),
+        Rule(type="unique", column="status"),
+        Rule(type="not_null", column="user_id"),
+    ]
     observed, finish = observe_rules(deduplicated, rules[:2] + rules[3:], now=NOW, unique_on=["user_id"])
     with jobs_counted(spark) as jobs:
         observed.write.parquet(str(tmp_path / "users"))
         outcomes = finish(spark.read.schema(users.schema).parquet(str(tmp_path / "users")))
     assert len(jobs) == 1  # the write: no distinct count, nothing read back
     # Seven rows are left, one per user_id (the two nulls count as one key), so one null user_id remains.
-    by_key = [(True, "unique_user_id: 0 of 7 rows repeat a value of user_id"),
-              (True, "unique_user_id_status: 0 of 7 rows repeat a value of (user_id, status)")]
+    by_key = [
+        (True, "unique_user_id: 0 of 7 rows repeat a value of user_id"),
+        (True, "unique_user_id_status: 0 of 7 rows repeat a value of (user_id, status)"),
+    ]
     null_id = (False, "not_null_user_id: 1 of 7 rows have user_id null")
     assert judged(outcomes) == [*by_key, null_id]
     assert outcomes[0].observed == {"duplicate_count": 0, "distinct_count": 6, "row_count": 7}

@@ -37,7 +37,9 @@ from medallion_assets.storage.warehouse import (
 
 ROLE = "arn:aws:iam::123456789012:role/MedallionLoader"
 ACCOUNT = "123456789012"
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("country", pa.string()), ("amount", pa.float64())])
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("country", pa.string()), ("amount", pa.float64())]
+)
 
 
 def batch(*rows: tuple, schema: pa.Schema = SCHEMA) -> pa.Table:
@@ -51,7 +53,11 @@ def content(warehouse, table: str) -> list[tuple]:
 @pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.integration)])
 def warehouse(request, tmp_path):
     """The same tests run on a DuckDB file and on the PostgreSQL server."""
-    url = f"duckdb:///{tmp_path}/warehouse.duckdb" if request.param == "duckdb" else request.getfixturevalue("pg_url")
+    url = (
+        f"duckdb:///{tmp_path}/warehouse.duckdb"
+        if request.param == "duckdb"
+        else request.getfixturevalue("pg_url")
+    )
     with warehouse_from_url(url) as opened:
         yield opened
 
@@ -82,8 +88,10 @@ def pg_schema(pg_url) -> str:
 def redshift_url(pg_url: str, bucket: str, password: str) -> str:
     """A redshift:// URL that reaches the PostgreSQL server, which speaks the same protocol."""
     parts = urlsplit(pg_url)
-    return (f"redshift://{parts.username}:{parts.password or password}@{parts.hostname}:{parts.port or 5432}"
-            f"{parts.path}?s3_staging=s3://{bucket}/staging/&iam_role={ROLE}")
+    return (
+        f"redshift://{parts.username}:{parts.password or password}@{parts.hostname}:{parts.port or 5432}"
+        f"{parts.path}?s3_staging=s3://{bucket}/staging/&iam_role={ROLE}"
+    )
 
 
 def test_replace_makes_the_table_exactly_the_batch(warehouse, table):
@@ -96,7 +104,9 @@ def test_replace_makes_the_table_exactly_the_batch(warehouse, table):
 
 @pytest.mark.parametrize("keys", [["id"], ["id", "country"], "id"])
 def test_merge_updates_matching_keys_and_inserts_the_others(warehouse, table, keys):
-    assert warehouse.load(table, batch((1, "FR", 1.0), (2, "DE", 2.0)), "merge", keys) == LoadResult(table, 2, 2)
+    assert warehouse.load(table, batch((1, "FR", 1.0), (2, "DE", 2.0)), "merge", keys) == LoadResult(
+        table, 2, 2
+    )
     result = warehouse.load(table, batch((2, "DE", 20.0), (3, "JP", 3.0)), "merge", keys)
     assert result == LoadResult(table, 2, 3)
     assert content(warehouse, table) == [(1, "FR", 1.0), (2, "DE", 20.0), (3, "JP", 3.0)]
@@ -138,8 +148,10 @@ AS_TEXT = pa.schema([("id", pa.int64()), ("country", pa.string()), ("amount", pa
 def test_a_failed_load_leaves_the_table_as_it_was(warehouse, schema, mode, bad):
     table = f"{schema}.daily"
     warehouse.query(f"CREATE SCHEMA {schema}")
-    warehouse.query(f"CREATE TABLE {table} (id BIGINT NOT NULL, country TEXT NOT NULL, "
-                    "amount DOUBLE PRECISION CHECK (amount >= 0))")
+    warehouse.query(
+        f"CREATE TABLE {table} (id BIGINT NOT NULL, country TEXT NOT NULL, "
+        "amount DOUBLE PRECISION CHECK (amount >= 0))"
+    )
     warehouse.load(table, batch((1, "FR", 1.0), (2, "DE", 2.0)), "replace")
     with pytest.raises(WarehouseError, match=f"loading {table} failed"):
         warehouse.load(table, bad, mode, ["id"])
@@ -157,7 +169,9 @@ def test_a_failed_load_leaves_the_table_as_it_was(warehouse, schema, mode, bad):
         (["id"], batch((1, "FR", 1.0), (1, "FR", 2.0)), "share the same keys"),
     ],
 )
-def test_a_merge_that_would_leave_duplicates_is_refused_naming_the_table(warehouse, table, keys, bad, problem):
+def test_a_merge_that_would_leave_duplicates_is_refused_naming_the_table(
+    warehouse, table, keys, bad, problem
+):
     warehouse.load(table, batch((1, "FR", 1.0)), "replace")
     with pytest.raises(ValueError, match=f"merge into {table}.*{problem}"):
         warehouse.load(table, bad, "merge", keys)
@@ -177,7 +191,9 @@ def test_a_merge_that_would_leave_duplicates_is_refused_naming_the_table(warehou
     ],
 )
 @pytest.mark.parametrize("mode", ["replace", "merge"])
-def test_names_with_quotes_or_semicolons_are_refused_before_any_sql(warehouse, schema, name, columns, keys, mode):
+def test_names_with_quotes_or_semicolons_are_refused_before_any_sql(
+    warehouse, schema, name, columns, keys, mode
+):
     data = batch((1, "FR", 1.0)).rename_columns(columns)
     with pytest.raises(InvalidIdentifier):
         warehouse.load(name.format(schema=schema), data, mode, keys)
@@ -185,17 +201,24 @@ def test_names_with_quotes_or_semicolons_are_refused_before_any_sql(warehouse, s
 
 
 def test_values_of_every_mapped_type_come_back_unchanged(warehouse, table):
-    rows = pa.table({
-        "id": pa.array([1, 2, 3], pa.int64()),
-        "small": pa.array([7, None, -7], pa.int32()),
-        "ratio": pa.array([0.1, float("inf"), None], pa.float64()),
-        "label": pa.array(["", None, 'a,b "quoted"\nnext line'], pa.string()),
-        "flag": pa.array([True, False, None], pa.bool_()),
-        "day": pa.array([dt.date(2024, 2, 29), None, dt.date(1999, 12, 31)], pa.date32()),
-        "at": pa.array([dt.datetime(2024, 1, 1, 12, 30, 0, 123456), None, dt.datetime(2000, 1, 1)], pa.timestamp("us")),
-        "at_utc": pa.array([dt.datetime(2024, 1, 1, 23, 59, tzinfo=dt.UTC), None, None], pa.timestamp("us", "UTC")),
-        "price": pa.array([Decimal("12.34"), Decimal("-0.01"), None], pa.decimal128(10, 2)),
-    })
+    rows = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "small": pa.array([7, None, -7], pa.int32()),
+            "ratio": pa.array([0.1, float("inf"), None], pa.float64()),
+            "label": pa.array(["", None, 'a,b "quoted"\nnext line'], pa.string()),
+            "flag": pa.array([True, False, None], pa.bool_()),
+            "day": pa.array([dt.date(2024, 2, 29), None, dt.date(1999, 12, 31)], pa.date32()),
+            "at": pa.array(
+                [dt.datetime(2024, 1, 1, 12, 30, 0, 123456), None, dt.datetime(2000, 1, 1)],
+                pa.timestamp("us"),
+            ),
+            "at_utc": pa.array(
+                [dt.datetime(2024, 1, 1, 23, 59, tzinfo=dt.UTC), None, None], pa.timestamp("us", "UTC")
+            ),
+            "price": pa.array([Decimal("12.34"), Decimal("-0.01"), None], pa.decimal128(10, 2)),
+        }
+    )
     warehouse.load(table, rows, "replace")
     assert sorted(warehouse.query(f"SELECT * FROM {table}"), key=lambda row: row["id"]) == rows.to_pylist()
 
@@ -238,7 +261,9 @@ def test_urls_name_their_warehouse(tmp_path, monkeypatch, pg_url):
 
 @pytest.mark.parametrize("url", ["mysql://loader:hunter2@db/gold", "loader:hunter2@db/gold"])
 def test_an_unknown_url_scheme_lists_the_supported_ones_and_hides_the_rest(url):
-    with pytest.raises(ValueError, match="supported: duckdb, postgresql, postgresql\\+psycopg2, redshift") as error:
+    with pytest.raises(
+        ValueError, match="supported: duckdb, postgresql, postgresql\\+psycopg2, redshift"
+    ) as error:
         warehouse_from_url(url)
     assert "hunter2" not in str(error.value)
 
@@ -320,10 +345,17 @@ def test_staged_parquet_is_uploaded_under_the_prefix_then_deleted(bucket):
 
 def test_a_missing_staging_bucket_is_a_clear_error_before_any_sql(pg_url, pg_schema, s3_endpoint):
     table = f"{pg_schema}.daily"
-    with warehouse_from_url(redshift_url(pg_url, f"missing-{uuid.uuid4().hex[:12]}", uuid.uuid4().hex)) as redshift:
-        with pytest.raises(WarehouseError, match=f"loading {table} failed: SourceNotFound: .*bucket .* not found"):
+    with warehouse_from_url(
+        redshift_url(pg_url, f"missing-{uuid.uuid4().hex[:12]}", uuid.uuid4().hex)
+    ) as redshift:
+        with pytest.raises(
+            WarehouseError, match=f"loading {table} failed: SourceNotFound: .*bucket .* not found"
+        ):
             redshift.load(table, batch((1, "FR", 1.0)), "replace")
-        assert redshift.query(f"SELECT * FROM information_schema.schemata WHERE schema_name = '{pg_schema}'") == []
+        assert (
+            redshift.query(f"SELECT * FROM information_schema.schemata WHERE schema_name = '{pg_schema}'")
+            == []
+        )
 
 
 @pytest.mark.parametrize("mode", ["replace", "merge"])

@@ -7,8 +7,9 @@ from __future__ import annotations
 import ipaddress
 
 # Audit events of starting a program (`multiprocessing`'s spawn raises none: such tests are marked by hand).
-PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
-                            "os.fork"})
+PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork"}
+)
 
 
 class UnitTestGuard:
@@ -27,8 +28,10 @@ class UnitTestGuard:
 
     def refuse(self, what: str) -> None:
         test, self.running = self.running, None  # the failure's own report must not trip the guard
-        raise RuntimeError(f"unit test {test} {what}: a test that needs processes, servers or the network "
-                           "is an integration test (mark it, or its module, `pytest.mark.integration`)")
+        raise RuntimeError(
+            f"unit test {test} {what}: a test that needs processes, servers or the network "
+            "is an integration test (mark it, or its module, `pytest.mark.integration`)"
+        )
 
 
 def refuse_in_unit_test(part: str) -> None:

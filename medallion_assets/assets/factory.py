@@ -12,24 +12,39 @@ import re
 from functools import partial
 
 from dagster import (
-    AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition,
-    AssetSpec, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema, multi_asset,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    TableColumn,
+    TableSchema,
+    multi_asset,
 )
 
-from medallion_assets.assets.monitoring import freshness_policy, monitoring_check_results, monitoring_check_specs
+from medallion_assets.assets.monitoring import (
+    freshness_policy,
+    monitoring_check_results,
+    monitoring_check_specs,
+)
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
+from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.control.failures import adjustments, after_failure, catalog_healed
+from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
 from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
-from medallion_assets.errors import StageHalted
 from medallion_assets.engine.validation import RuleOutcome
-from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
-from medallion_assets.catalog.versions import stage_fingerprint
+from medallion_assets.errors import StageHalted
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
+from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
@@ -63,17 +78,27 @@ def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str
 def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list[AssetCheckSpec]:
     if not stage.validation_set_id:
         return []
-    return [AssetCheckSpec(rule.name, asset=key, blocking=rule.severity == "error",
-                           description=f"{rule.type} ({rule.severity}, action {rule.action})")
-            for rule in snapshot.rule_sets[stage.validation_set_id].check_def]
+    return [
+        AssetCheckSpec(
+            rule.name,
+            asset=key,
+            blocking=rule.severity == "error",
+            description=f"{rule.type} ({rule.severity}, action {rule.action})",
+        )
+        for rule in snapshot.rule_sets[stage.validation_set_id].check_def
+    ]
 
 
 def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
     return AssetCheckResult(
-        check_name=outcome.rule.name, passed=outcome.passed,
+        check_name=outcome.rule.name,
+        passed=outcome.passed,
         severity=AssetCheckSeverity.ERROR if outcome.rule.severity == "error" else AssetCheckSeverity.WARN,
-        metadata={**{k: v for k, v in outcome.observed.items() if isinstance(v, (int, float, str, bool))},
-                  "failing_rows": outcome.failing_rows, "message": outcome.message},
+        metadata={
+            **{k: v for k, v in outcome.observed.items() if isinstance(v, (int, float, str, bool))},
+            "failing_rows": outcome.failing_rows,
+            "message": outcome.message,
+        },
     )
 
 
@@ -81,35 +106,51 @@ def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult
     # Dagster's row count is the dataset's; a bronze run appends a batch to it (rows_written).
     metadata = {
         "dagster/row_count": outcome.details.get("rows_in_dataset", outcome.rows_written),
-        "rows_written": outcome.rows_written, "rows_read": outcome.rows_read,
-        "rows_quarantined": outcome.rows_quarantined, "location": MetadataValue.path(scrub(outcome.output_path)),
-        "duration_sec": round(outcome.duration_sec, 3), **outcome.details,
+        "rows_written": outcome.rows_written,
+        "rows_read": outcome.rows_read,
+        "rows_quarantined": outcome.rows_quarantined,
+        "location": MetadataValue.path(scrub(outcome.output_path)),
+        "duration_sec": round(outcome.duration_sec, 3),
+        **outcome.details,
     }
     if outcome.load:
-        metadata.update(warehouse_table=outcome.load.table, rows_loaded=outcome.load.rows_loaded,
-                        rows_in_table=outcome.load.rows_in_table)
-    return MaterializeResult(metadata=metadata,
-                             check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring])
+        metadata.update(
+            warehouse_table=outcome.load.table,
+            rows_loaded=outcome.load.rows_loaded,
+            rows_in_table=outcome.load.rows_in_table,
+        )
+    return MaterializeResult(
+        metadata=metadata, check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring]
+    )
 
 
 def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_root: str) -> AssetSpec:
     """The stage's dataset as Dagster shows it: key, deps, group, kinds, owners, code version and metadata."""
-    metadata = {"pipeline": stage.pipeline_id, "stage": stage.stage_name,
-                "location": scrub(lake_path(lake_root, target.layer, target.target_id))}
+    metadata = {
+        "pipeline": stage.pipeline_id,
+        "stage": stage.stage_name,
+        "location": scrub(lake_path(lake_root, target.layer, target.target_id)),
+    }
     if target.columns:
         metadata["dagster/column_schema"] = TableSchema(
-            columns=[TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
-                     for name, type_name in target.columns.items()])
+            columns=[
+                TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
+                for name, type_name in target.columns.items()
+            ]
+        )
     if target.kind == "warehouse":
         metadata["dagster/table_name"] = target.location
     return AssetSpec(
-        key=target_key(target), deps=[input_key(snapshot, i) for i in stage.input_ids()],
+        key=target_key(target),
+        deps=[input_key(snapshot, i) for i in stage.input_ids()],
         group_name=group_name(stage.pipeline_id),
         # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
         kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "parquet"},
         owners=dagster_owners(target.owner or snapshot.pipelines[stage.pipeline_id].owner),
-        code_version=code_version(stage, target, snapshot), description=target.description or stage.stage_name,
-        metadata=metadata, freshness_policy=freshness_policy(snapshot, stage),
+        code_version=code_version(stage, target, snapshot),
+        description=target.description or stage.stage_name,
+        metadata=metadata,
+        freshness_policy=freshness_policy(snapshot, stage),
         # A halted stage yields no materialization (its step fails with the reason); Dagster skips what follows.
         skippable=True,
     )
@@ -123,12 +164,19 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
     # A one-asset multi_asset, because only there are check outputs optional too (can_subset): a halted
     # stage evaluates none of its checks.
     @multi_asset(
-        name=key.to_python_identifier(), specs=[_stage_spec(stage, target, snapshot, lake_root)],
+        name=key.to_python_identifier(),
+        specs=[_stage_spec(stage, target, snapshot, lake_root)],
         check_specs=[*_check_specs(stage, key, snapshot), *monitoring_check_specs(stage, key, snapshot)],
-        can_subset=True, pool=stage_pool(stage, snapshot),
+        can_subset=True,
+        pool=stage_pool(stage, snapshot),
     )
-    def _stage_asset(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
-                     warehouse: WarehouseResource, catalog: CatalogResource):
+    def _stage_asset(
+        context: AssetExecutionContext,
+        spark: SparkResource,
+        lake: LakeResource,
+        warehouse: WarehouseResource,
+        catalog: CatalogResource,
+    ):
         step = StageStep(context, stage, snapshot, catalog.get_store(), lake.root, warehouse.url)
         yield step.run(spark, warehouse)
 
@@ -139,13 +187,25 @@ class StageStep:
     """One materialization of a stage's asset: kill switches before and during it, healing's adjustments, the
     engine's run, and its audit rows, OpenLineage events and Dagster result."""
 
-    def __init__(self, context: AssetExecutionContext, stage: Stage, snapshot: CatalogSnapshot,
-                 store: CatalogStore, lake_root: str, warehouse_url: str) -> None:
+    def __init__(
+        self,
+        context: AssetExecutionContext,
+        stage: Stage,
+        snapshot: CatalogSnapshot,
+        store: CatalogStore,
+        lake_root: str,
+        warehouse_url: str,
+    ) -> None:
         self.context, self.stage, self.snapshot, self.store = context, stage, snapshot, store
         self.lake_root, self.warehouse_url = lake_root, warehouse_url
         self.target = snapshot.targets[stage.target_id]
-        self.audit = dict(run_id=context.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
-                          dataset=self.target.target_id, event="stage")
+        self.audit = dict(
+            run_id=context.run_id,
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            dataset=self.target.target_id,
+            event="stage",
+        )
         self.lineage = stage_asset_run(snapshot, stage, context.run_id, lake_root, warehouse_url)
         self.run_tags = context.instance.get_run_by_id(context.run_id).tags
 
@@ -158,10 +218,17 @@ class StageStep:
         # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches);
         # the run's tags say so (control/failures.py): then every step reads the catalog as healing left it.
         live = self.store.snapshot() if catalog_healed(self.run_tags) else self.snapshot
-        runner = StageRunner(spark.get_session(self.lake_root), live, self.store, self.lake_root,
-                             warehouse.get_warehouse() if self.target.kind == "warehouse" else None,
-                             self.halt_reason, Adjustments(**adjustments(self.run_tags, self.stage)),
-                             throttle=CatalogThrottles(self.store), recovery=CatalogRoutes(self.store, live))
+        runner = StageRunner(
+            spark.get_session(self.lake_root),
+            live,
+            self.store,
+            self.lake_root,
+            warehouse.get_warehouse() if self.target.kind == "warehouse" else None,
+            self.halt_reason,
+            Adjustments(**adjustments(self.run_tags, self.stage)),
+            throttle=CatalogThrottles(self.store),
+            recovery=CatalogRoutes(self.store, live),
+        )
         try:
             outcome = runner.run_stage(live.tables["stages"].get(self.stage.key(), self.stage))
         except StageHalted as halted:
@@ -184,27 +251,46 @@ class StageStep:
         self.store.record_audit(**self.audit, status="halted", error=reason)
         emitter().emit(*self.lineage.finish(aborted=True))
         self.context.instance.add_run_tags(self.context.run_id, {**HALTED_TAGS, HALT_REASON_TAG: reason})
-        return Failure(description=f"halted by a kill switch {when}: {reason}", allow_retries=False,
-                       metadata={"medallion/status": "halted", "reason": reason})
+        return Failure(
+            description=f"halted by a kill switch {when}: {reason}",
+            allow_retries=False,
+            metadata={"medallion/status": "halted", "reason": reason},
+        )
 
     def failed(self, error: Exception) -> Exception:
         """Audit and report the failure; what to raise is healing's and the retry policy's answer."""
         attempt = self.context.retry_number + 1
-        self.store.record_audit(**self.audit, status="failed", error=f"{type(error).__name__}: {error}",
-                                details={"attempt": attempt})
+        self.store.record_audit(
+            **self.audit,
+            status="failed",
+            error=f"{type(error).__name__}: {error}",
+            details={"attempt": attempt},
+        )
         emitter().emit(*self.lineage.finish(error=error))
         fault = Fault.of(error, self.stage, self.target.layer, attempt, self.context.run_id)
-        return after_failure(self.store, fault, self.lake_root, self.warehouse_url, self.run_tags,
-                             partial(self.context.instance.add_run_tags, self.context.run_id))
+        return after_failure(
+            self.store,
+            fault,
+            self.lake_root,
+            self.warehouse_url,
+            self.run_tags,
+            partial(self.context.instance.add_run_tags, self.context.run_id),
+        )
 
     def succeeded(self, outcome: StageOutcome) -> MaterializeResult:
         """Audit the outcome, close its OpenLineage run and report it with its check results."""
         monitoring = monitoring_check_results(self.store, self.snapshot, self.stage, outcome, self.audit)
         # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.
-        self.store.record_audit(**self.audit, status="failed" if outcome.blocking_error() else "success",
-                                error=outcome.blocking_error(), rows_read=outcome.rows_read,
-                                rows_written=outcome.rows_written, rows_quarantined=outcome.rows_quarantined,
-                                duration_sec=outcome.duration_sec, details=outcome.details)
+        self.store.record_audit(
+            **self.audit,
+            status="failed" if outcome.blocking_error() else "success",
+            error=outcome.blocking_error(),
+            rows_read=outcome.rows_read,
+            rows_written=outcome.rows_written,
+            rows_quarantined=outcome.rows_quarantined,
+            duration_sec=outcome.duration_sec,
+            details=outcome.details,
+        )
         emitter().emit(*self.lineage.finish(asset_result(outcome), error=outcome.blocking_error()))
         return _materialize_result(outcome, monitoring)
 
@@ -213,7 +299,9 @@ def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: st
     """A raw source as an external asset: Dagster shows it at the root of the lineage graph, never runs it."""
     source = snapshot.sources[source_id]
     return AssetSpec(
-        key=input_key(snapshot, source_id), group_name=group_name(pipeline_id), kinds={"s3", source.file_format},
+        key=input_key(snapshot, source_id),
+        group_name=group_name(pipeline_id),
+        kinds={"s3", source.file_format},
         description=source.description or f"raw {source.file_format} files at {scrub(source.s3_path)}",
         metadata={"location": scrub(source.s3_path), "format": source.file_format},
         owners=dagster_owners(source.owner or snapshot.pipelines[pipeline_id].owner),

@@ -29,11 +29,15 @@ def freshness_policy(snapshot: CatalogSnapshot, stage: Stage) -> FreshnessPolicy
 def policy_of(sla: Sla) -> FreshnessPolicy:
     if sla.expected_by:
         hour, minute = map(int, sla.expected_by.split(":"))
-        return FreshnessPolicy.cron(deadline_cron=f"{minute} {hour} * * *",
-                                    lower_bound_delta=timedelta(minutes=sla.window_minutes), timezone=sla.timezone)
+        return FreshnessPolicy.cron(
+            deadline_cron=f"{minute} {hour} * * *",
+            lower_bound_delta=timedelta(minutes=sla.window_minutes),
+            timezone=sla.timezone,
+        )
     return FreshnessPolicy.time_window(
         fail_window=timedelta(minutes=sla.max_stale_minutes),
-        warn_window=timedelta(minutes=sla.warn_stale_minutes) if sla.warn_stale_minutes else None)
+        warn_window=timedelta(minutes=sla.warn_stale_minutes) if sla.warn_stale_minutes else None,
+    )
 
 
 def measures_quality(stage: Stage) -> bool:
@@ -53,16 +57,29 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
     specs = []
     if pipeline.volume_band:
         band = pipeline.volume_band
-        specs.append(AssetCheckSpec(VOLUME_CHECK, asset=key, description=(
-            f"rows read and written within median ± {band.k:g}·MAD of the last {band.runs} successful runs")))
+        specs.append(
+            AssetCheckSpec(
+                VOLUME_CHECK,
+                asset=key,
+                description=(
+                    f"rows read and written within median ± {band.k:g}·MAD of the last {band.runs} successful runs"
+                ),
+            )
+        )
     if pipeline.min_dq_rate is not None and measures_quality(stage):
-        specs.append(AssetCheckSpec(DQ_CHECK, asset=key, description=(
-            f"share of rows read that no rule rejects at least {pipeline.min_dq_rate:.2%}")))
+        specs.append(
+            AssetCheckSpec(
+                DQ_CHECK,
+                asset=key,
+                description=(f"share of rows read that no rule rejects at least {pipeline.min_dq_rate:.2%}"),
+            )
+        )
     return specs
 
 
-def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, stage: Stage, outcome: StageOutcome,
-                             audit: dict) -> list[AssetCheckResult]:
+def monitoring_check_results(
+    store: CatalogStore, snapshot: CatalogSnapshot, stage: Stage, outcome: StageOutcome, audit: dict
+) -> list[AssetCheckResult]:
     """The stage's volume and quality verdicts, judged before its own audit entry joins the history. A warning
     or failure is audited too, which is how the notification sensor hears of it. The stage's DQ rate is added
     to `outcome.details`."""
@@ -70,20 +87,43 @@ def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, sta
     results = []
     if pipeline.volume_band:
         band = pipeline.volume_band
-        verdicts = volume_verdicts(store, stage.pipeline_id, stage.stage_name,
-                                   {"rows_read": outcome.rows_read, "rows_written": outcome.rows_written}, band)
+        verdicts = volume_verdicts(
+            store,
+            stage.pipeline_id,
+            stage.stage_name,
+            {"rows_read": outcome.rows_read, "rows_written": outcome.rows_written},
+            band,
+        )
         anomalies = [v for v in verdicts if v.status == "anomaly"]
         explanation = "; ".join(v.explanation(band) for v in verdicts)
-        metadata = {"explanation": explanation, "k": band.k, "history_runs": verdicts[0].history_runs,
-                    **{f"{v.metric}_{name}": value for v in verdicts
-                       for name, value in (("median", v.median), ("mad", v.mad), ("low", v.low), ("high", v.high))
-                       if value is not None}}
-        results.append(AssetCheckResult(check_name=VOLUME_CHECK, passed=not anomalies,
-                                        severity=AssetCheckSeverity.WARN, metadata=metadata))
+        metadata = {
+            "explanation": explanation,
+            "k": band.k,
+            "history_runs": verdicts[0].history_runs,
+            **{
+                f"{v.metric}_{name}": value
+                for v in verdicts
+                for name, value in (("median", v.median), ("mad", v.mad), ("low", v.low), ("high", v.high))
+                if value is not None
+            },
+        }
+        results.append(
+            AssetCheckResult(
+                check_name=VOLUME_CHECK,
+                passed=not anomalies,
+                severity=AssetCheckSeverity.WARN,
+                metadata=metadata,
+            )
+        )
         if anomalies:
-            store.record_audit(**{**audit, "event": "volume_anomaly"}, status="warn", error=explanation,
-                               rows_read=outcome.rows_read, rows_written=outcome.rows_written,
-                               details={"verdicts": [v.__dict__ for v in anomalies]})
+            store.record_audit(
+                **{**audit, "event": "volume_anomaly"},
+                status="warn",
+                error=explanation,
+                rows_read=outcome.rows_read,
+                rows_written=outcome.rows_written,
+                details={"verdicts": [v.__dict__ for v in anomalies]},
+            )
     if not measures_quality(stage):
         return results
     rejected = rows_rejected(outcome)
@@ -92,18 +132,33 @@ def monitoring_check_results(store: CatalogStore, snapshot: CatalogSnapshot, sta
         outcome.details.update(dq_rate=round(rate, 6), **rule_rates(outcome))
     if pipeline.min_dq_rate is not None:
         passed = rate is None or rate >= pipeline.min_dq_rate
-        message = ("no rows read" if rate is None else
-                   f"{rate:.2%} of {outcome.rows_read} rows read passed, {rejected} rejected "
-                   f"(at least {pipeline.min_dq_rate:.2%} required)")
-        metadata = {"message": message, "threshold": pipeline.min_dq_rate, "rows_rejected": rejected,
-                    **rule_rates(outcome)}
+        message = (
+            "no rows read"
+            if rate is None
+            else f"{rate:.2%} of {outcome.rows_read} rows read passed, {rejected} rejected "
+            f"(at least {pipeline.min_dq_rate:.2%} required)"
+        )
+        metadata = {
+            "message": message,
+            "threshold": pipeline.min_dq_rate,
+            "rows_rejected": rejected,
+            **rule_rates(outcome),
+        }
         if rate is not None:
             metadata["dq_rate"] = round(rate, 6)
-        results.append(AssetCheckResult(check_name=DQ_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR,
-                                        metadata=metadata))
+        results.append(
+            AssetCheckResult(
+                check_name=DQ_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
+            )
+        )
         if not passed:
-            store.record_audit(**{**audit, "event": "check"}, status="failed", error=f"{DQ_CHECK}: {message}",
-                               rows_read=outcome.rows_read, rows_written=outcome.rows_written)
+            store.record_audit(
+                **{**audit, "event": "check"},
+                status="failed",
+                error=f"{DQ_CHECK}: {message}",
+                rows_read=outcome.rows_read,
+                rows_written=outcome.rows_written,
+            )
     return results
 
 
@@ -111,4 +166,7 @@ def rule_rates(outcome: StageOutcome) -> dict[str, float]:
     """Per rule, the share of rows read that pass it."""
     if not outcome.rows_read:
         return {}
-    return {f"dq_rate_{o.rule.name}": round(1 - o.failing_rows / outcome.rows_read, 6) for o in outcome.rule_outcomes}
+    return {
+        f"dq_rate_{o.rule.name}": round(1 - o.failing_rows / outcome.rows_read, 6)
+        for o in outcome.rule_outcomes
+    }

@@ -22,7 +22,6 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import INGESTION_COLUMNS, warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 
-
 # A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
 RowCheck = Callable[[CatalogSnapshot], Iterable[tuple[str, Row, str, str]]]
 
@@ -48,7 +47,9 @@ class CatalogProblem:
 class CatalogInvalid(Exception):
     def __init__(self, problems: list[CatalogProblem]):
         self.problems = problems
-        super().__init__(f"{len(problems)} problem(s) in the catalog:\n" + "\n".join(f"  {p}" for p in problems))
+        super().__init__(
+            f"{len(problems)} problem(s) in the catalog:\n" + "\n".join(f"  {p}" for p in problems)
+        )
 
 
 @dataclass
@@ -80,8 +81,13 @@ def _expanded_values(root: yaml.Node | None) -> int:
 
     def count(node: yaml.Node) -> int:
         if id(node) not in counts:
-            children = node.value if isinstance(node, yaml.SequenceNode) else \
-                [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else []
+            children = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else [part for pair in node.value for part in pair]
+                if isinstance(node, yaml.MappingNode)
+                else []
+            )
             counts[id(node)] = 1 + sum(count(child) for child in children)
         return counts[id(node)]
 
@@ -100,24 +106,46 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
         try:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
             if (values := _expanded_values(root)) > MAX_YAML_VALUES:
-                problems.append(CatalogProblem(str(file), 1, "", "", "", f"expands to over {MAX_YAML_VALUES:,} "
-                                               f"values through its aliases ({values:,}); refused"))
+                problems.append(
+                    CatalogProblem(
+                        str(file),
+                        1,
+                        "",
+                        "",
+                        "",
+                        f"expands to over {MAX_YAML_VALUES:,} "
+                        f"values through its aliases ({values:,}); refused",
+                    )
+                )
                 continue
             document = yaml.safe_load(text) or {}
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
-            problems.append(CatalogProblem(str(file), mark.line + 1 if mark else None, "", "", "", f"invalid YAML: {error}"))
+            problems.append(
+                CatalogProblem(
+                    str(file), mark.line + 1 if mark else None, "", "", "", f"invalid YAML: {error}"
+                )
+            )
             continue
         if not isinstance(document, dict):
-            problems.append(CatalogProblem(str(file), 1, "", "", "", "a catalog file is a mapping of table name → list of rows"))
+            problems.append(
+                CatalogProblem(
+                    str(file), 1, "", "", "", "a catalog file is a mapping of table name → list of rows"
+                )
+            )
             continue
         # Line numbers come from the composed node tree; safe_load drops them.
-        item_nodes = {key.value: value.value if isinstance(value, yaml.SequenceNode) else []
-                      for key, value in root.value}
+        item_nodes = {
+            key.value: value.value if isinstance(value, yaml.SequenceNode) else []
+            for key, value in root.value
+        }
         for table, items in document.items():
             if table not in LOADABLE:
-                problems.append(CatalogProblem(str(file), None, table, "", "",
-                                               f"unknown table; tables: {', '.join(LOADABLE)}"))
+                problems.append(
+                    CatalogProblem(
+                        str(file), None, table, "", "", f"unknown table; tables: {', '.join(LOADABLE)}"
+                    )
+                )
                 continue
             if not isinstance(items, list):
                 problems.append(CatalogProblem(str(file), None, table, "", "", "must be a list of rows"))
@@ -127,7 +155,9 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
     return loaded, problems
 
 
-def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: str, raw) -> list[CatalogProblem]:
+def _parse_row(
+    loaded: LoadedRows, file: Path, node: yaml.Node | None, table: str, raw
+) -> list[CatalogProblem]:
     line = node.start_mark.line + 1 if node else None
     if not isinstance(raw, dict):
         return [CatalogProblem(str(file), line, table, "", "", "a row must be a mapping of field → value")]
@@ -137,13 +167,30 @@ def _parse_row(loaded: LoadedRows, file: Path, node: yaml.Node | None, table: st
             row = LOADABLE[table].model_validate(raw)
     except ValidationError as error:
         loaded.broken.add(str(raw.get(LOADABLE[table].key_fields[0])))
-        return [CatalogProblem(str(file), _line_of(node, e["loc"]) if node else None, table, key_label,
-                               ".".join(map(str, e["loc"])), _quoting(e)) for e in error.errors()]
+        return [
+            CatalogProblem(
+                str(file),
+                _line_of(node, e["loc"]) if node else None,
+                table,
+                key_label,
+                ".".join(map(str, e["loc"])),
+                _quoting(e),
+            )
+            for e in error.errors()
+        ]
     origin_key = (table, row.key())
     if origin_key in loaded.origins:
         first_file, first_line = loaded.origins[origin_key]
-        return [CatalogProblem(str(file), line, table, key_label, "",
-                               f"duplicate key, first defined at {first_file}:{first_line}")]
+        return [
+            CatalogProblem(
+                str(file),
+                line,
+                table,
+                key_label,
+                "",
+                f"duplicate key, first defined at {first_file}:{first_line}",
+            )
+        ]
     loaded.origins[origin_key] = (str(file), line)
     loaded.rows[table].append(row)
     for warning in deprecated:  # said again with where the old spelling is, for the user to fix
@@ -185,8 +232,9 @@ def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnaps
     return merged
 
 
-def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[RowCheck],
-                     broken: set[str] = frozenset()) -> list[CatalogProblem]:
+def check_references(
+    snapshot: CatalogSnapshot, origins: dict, checks: Sequence[RowCheck], broken: set[str] = frozenset()
+) -> list[CatalogProblem]:
     """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, and what
     `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no
     problem."""
@@ -202,7 +250,12 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
     sources, targets, pipelines = snapshot.sources, snapshot.targets, snapshot.pipelines
     for pipeline in pipelines.values():
         if unknown(pipeline.default_retry_id, snapshot.retry_policies):
-            problem("pipelines", pipeline, "default_retry_id", f"unknown retry policy {pipeline.default_retry_id!r}")
+            problem(
+                "pipelines",
+                pipeline,
+                "default_retry_id",
+                f"unknown retry policy {pipeline.default_retry_id!r}",
+            )
     producers: dict[str, str] = {}
     graph = nx.DiGraph()
     for stage in snapshot.stages():
@@ -213,7 +266,12 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
             if unknown(stage.target_id, targets):
                 problem("stages", stage, "target_id", f"unknown target {stage.target_id!r}")
         elif stage.target_id in producers:
-            problem("stages", stage, "target_id", f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}")
+            problem(
+                "stages",
+                stage,
+                "target_id",
+                f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}",
+            )
         producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
         for field, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
             upstream = sources.get(input_id) or targets.get(input_id)
@@ -221,26 +279,44 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
                 if unknown(input_id, {**sources, **targets}):
                     problem("stages", stage, field, f"unknown source or target {input_id!r}")
             elif target is not None and (target.layer == "bronze") != isinstance(upstream, Source):
-                expected = "a raw source" if target.layer == "bronze" else "an upstream target (bronze or silver)"
+                expected = (
+                    "a raw source" if target.layer == "bronze" else "an upstream target (bronze or silver)"
+                )
                 problem("stages", stage, field, f"{input_id!r} must be {expected} for a {target.layer} stage")
-            elif isinstance(upstream, Target) and upstream.layer == "gold" and target and target.layer != "gold":
+            elif (
+                isinstance(upstream, Target)
+                and upstream.layer == "gold"
+                and target
+                and target.layer != "gold"
+            ):
                 problem("stages", stage, field, f"{target.layer} stage cannot read gold target {input_id!r}")
             graph.add_edge(input_id, stage.target_id)
-        for field, ref, known, what in [("validation_set_id", stage.validation_set_id, snapshot.rule_sets, "rule set"),
-                                        ("retry_id", stage.retry_id, snapshot.retry_policies, "retry policy")]:
+        for field, ref, known, what in [
+            ("validation_set_id", stage.validation_set_id, snapshot.rule_sets, "rule set"),
+            ("retry_id", stage.retry_id, snapshot.retry_policies, "retry policy"),
+        ]:
             if unknown(ref, known):
                 problem("stages", stage, field, f"unknown {what} {ref!r}")
         if stage.transform_sql:
             schemas = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             try:
-                checked_query(stage.transform_sql, stage.sql_dialect, stage.input_ids(),
-                              None if None in schemas.values() else schemas)
+                checked_query(
+                    stage.transform_sql,
+                    stage.sql_dialect,
+                    stage.input_ids(),
+                    None if None in schemas.values() else schemas,
+                )
             except UnsafeSql as error:
                 problem("stages", stage, "transform_sql", str(error))
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
-        problem("stages", first, "input_id", "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]))
+        problem(
+            "stages",
+            first,
+            "input_id",
+            "cycle between stages: " + " → ".join([cycle[0][0], *(v for _, v in cycle)]),
+        )
     except nx.NetworkXNoCycle:
         pass
     for row in snapshot.tables["pipeline_profiles"].values():
@@ -249,7 +325,9 @@ def check_references(snapshot: CatalogSnapshot, origins: dict, checks: Sequence[
     for rule in snapshot.tables["healing_actions"].values():
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
-    locations = {target.target_id: target.location for target in targets.values() if target.kind == "warehouse"}
+    locations = {
+        target.target_id: target.location for target in targets.values() if target.kind == "warehouse"
+    }
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
     for check in checks:
@@ -273,8 +351,9 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] |
     return [*source.columns, *INGESTION_COLUMNS]
 
 
-def validate_files(stored: CatalogSnapshot, paths: list[str | Path],
-                   checks: Sequence[RowCheck]) -> LoadedRows:
+def validate_files(
+    stored: CatalogSnapshot, paths: list[str | Path], checks: Sequence[RowCheck]
+) -> LoadedRows:
     """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
     loaded, problems = parse_files(paths)
     problems += check_references(merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken)

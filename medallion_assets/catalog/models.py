@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from typing import Annotated, Any, ClassVar, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,12 +18,21 @@ from medallion_assets.patterns import compiled
 Identifier = Annotated[str, AfterValidator(check_identifier)]
 QualifiedName = Annotated[str, AfterValidator(lambda value: ".".join(split_qualified(value)) and value)]
 
-COLUMN_TYPE = re.compile(r"(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))")
+COLUMN_TYPE = re.compile(
+    r"(string|int|bigint|long|double|float|boolean|date|timestamp|decimal\(\d{1,2},\s*\d{1,2}\))"
+)
 Layer = Literal["bronze", "silver", "gold"]
 FileFormat = Literal["jsonl", "csv", "parquet"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
 RULE_TYPES = (
-    "row_count", "not_null", "unique", "accepted_values", "range", "regex", "schema_match", "freshness",
+    "row_count",
+    "not_null",
+    "unique",
+    "accepted_values",
+    "range",
+    "regex",
+    "schema_match",
+    "freshness",
     "great_expectations",
 )
 
@@ -58,19 +67,29 @@ class Sla(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_stale_minutes: int | None = Field(default=None, ge=1, le=525_600)
-    warn_stale_minutes: int | None = Field(default=None, ge=1, description="warn (late) before failing (stale)")
-    expected_by: str | None = Field(default=None, pattern=r"^([01]\d|2[0-3]):[0-5]\d$",
-                                    description="time of day (HH:MM) the day's data must be in by")
-    window_minutes: int = Field(default=1440, ge=1, le=1440,
-                                description="with expected_by: an update this long before the deadline counts")
+    warn_stale_minutes: int | None = Field(
+        default=None, ge=1, description="warn (late) before failing (stale)"
+    )
+    expected_by: str | None = Field(
+        default=None,
+        pattern=r"^([01]\d|2[0-3]):[0-5]\d$",
+        description="time of day (HH:MM) the day's data must be in by",
+    )
+    window_minutes: int = Field(
+        default=1440,
+        ge=1,
+        le=1440,
+        description="with expected_by: an update this long before the deadline counts",
+    )
     timezone: str = Field(default="UTC", description="IANA time zone of expected_by")
 
     @model_validator(mode="after")
     def _one_kind(self) -> Sla:
         if (self.max_stale_minutes is None) == (self.expected_by is None):
             raise ValueError("an SLA sets exactly one of max_stale_minutes and expected_by")
-        if self.warn_stale_minutes is not None and (self.max_stale_minutes is None
-                                                    or self.warn_stale_minutes >= self.max_stale_minutes):
+        if self.warn_stale_minutes is not None and (
+            self.max_stale_minutes is None or self.warn_stale_minutes >= self.max_stale_minutes
+        ):
             raise ValueError("warn_stale_minutes needs max_stale_minutes, and must be below it")
         try:
             ZoneInfo(self.timezone)
@@ -98,12 +117,21 @@ class Pipeline(Row):
     criticality: Literal["critical", "high", "normal", "low"] = "normal"
     expected_cost: float = Field(default=1.0, ge=0)
     schedule: str | None = Field(default=None, description="cron expression for when the pipeline is due")
-    sla: Sla | None = Field(default=None, description="freshness every dataset of the pipeline owes, unless its own")
+    sla: Sla | None = Field(
+        default=None, description="freshness every dataset of the pipeline owes, unless its own"
+    )
     volume_band: VolumeBand | None = Field(default=None, description="set (even to {}) to check volumes")
-    min_dq_rate: float | None = Field(default=None, gt=0, le=1,
-                                      description="share of rows read no rule rejects; below it a check fails (e.g. 0.99)")
-    domain: Identifier = Field(default="main", description="the Dagster code location the pipeline's assets load "
-                                                           "in: one per domain (`medallion workspace`)")
+    min_dq_rate: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="share of rows read no rule rejects; below it a check fails (e.g. 0.99)",
+    )
+    domain: Identifier = Field(
+        default="main",
+        description="the Dagster code location the pipeline's assets load "
+        "in: one per domain (`medallion workspace`)",
+    )
 
 
 class Source(Row):
@@ -113,10 +141,13 @@ class Source(Row):
     file_format: FileFormat
     compression: Compression = Field(
         default="auto",
-        description="how jsonl and csv objects are compressed; auto: by the key's ending (.gz, .bz2, .zst)")
+        description="how jsonl and csv objects are compressed; auto: by the key's ending (.gz, .bz2, .zst)",
+    )
     columns: Columns = Field(description="the raw schema: column name → type, in file order")
     options: dict[str, Any] = Field(default_factory=dict, description="reader options, e.g. csv delimiter")
-    system: Identifier | None = Field(default=None, description="source system for throttles; default: the bucket")
+    system: Identifier | None = Field(
+        default=None, description="source system for throttles; default: the bucket"
+    )
     owner: str = ""
     description: str = ""
 
@@ -153,16 +184,23 @@ class Target(Row):
     key_fields = ("target_id",)
     target_id: Identifier
     layer: Layer
-    kind: Literal["lake", "warehouse"] = Field(default="lake", description=(
-        "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table `location`, "
-        "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). Deprecated: the field name "
-        "`type`, and its value `redshift` for warehouse"))
+    kind: Literal["lake", "warehouse"] = Field(
+        default="lake",
+        description=(
+            "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table `location`, "
+            "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). Deprecated: the field name "
+            "`type`, and its value `redshift` for warehouse"
+        ),
+    )
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
     columns: Columns | None = Field(default=None, description="declared schema; silver casts to it")
     column_descriptions: dict[Identifier, str] | None = Field(
-        default=None, description="what a declared column means, by name; shown in the Dagster UI")
+        default=None, description="what a declared column means, by name; shown in the Dagster UI"
+    )
     keys: list[Identifier] = Field(default_factory=list, description="deduplication and merge keys")
-    keep_latest_by: Identifier | None = Field(default=None, description="which duplicate survives: the latest by")
+    keep_latest_by: Identifier | None = Field(
+        default=None, description="which duplicate survives: the latest by"
+    )
     load_mode: Literal["replace", "merge"] = "replace"
     system: Identifier | None = Field(default=None, description="target system for throttles")
     owner: str = ""
@@ -175,9 +213,14 @@ class Target(Row):
         written_as = "type" if isinstance(data, dict) and "type" in data else "kind"
         data = _renamed(data, "targets", "type", "kind")
         if isinstance(data, dict) and data.get("kind") == "redshift":
-            warnings.warn(DeprecatedName(f"target {data.get('target_id')}: kind 'redshift' is deprecated, write "
-                                         "'warehouse' (the warehouse may be DuckDB, PostgreSQL or Redshift)",
-                                         written_as), stacklevel=2)
+            warnings.warn(
+                DeprecatedName(
+                    f"target {data.get('target_id')}: kind 'redshift' is deprecated, write "
+                    "'warehouse' (the warehouse may be DuckDB, PostgreSQL or Redshift)",
+                    written_as,
+                ),
+                stacklevel=2,
+            )
             return {**data, "kind": "warehouse"}
         return data
 
@@ -200,9 +243,13 @@ class Stage(Row):
     pipeline_id: Identifier
     stage_order: int = Field(ge=1)
     stage_name: Identifier
-    input_id: Identifier = Field(description="the stage's main input: a raw source (bronze), or an upstream target "
-                                             "(silver, gold); deprecated name: source_id")
-    inputs: list[Identifier] = Field(default_factory=list, description="further upstream targets, e.g. for joins")
+    input_id: Identifier = Field(
+        description="the stage's main input: a raw source (bronze), or an upstream target "
+        "(silver, gold); deprecated name: source_id"
+    )
+    inputs: list[Identifier] = Field(
+        default_factory=list, description="further upstream targets, e.g. for joins"
+    )
     target_id: Identifier
     transform_sql: str | None = Field(default=None, description="SQL over the inputs, named by their ids")
     sql_dialect: str = Field(default="spark", description="dialect of transform_sql; transpiled to Spark SQL")
@@ -235,14 +282,20 @@ class Rule(BaseModel):
     pattern: str | None = None
     max_age_hours: float | None = None
     expected: Columns | None = None
-    expectation: str | None = Field(default=None, description="Great Expectations class, e.g. ExpectColumnValuesToBeBetween")
+    expectation: str | None = Field(
+        default=None, description="Great Expectations class, e.g. ExpectColumnValuesToBeBetween"
+    )
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _complete(self) -> Rule:
         needs = {
-            "not_null": ("column",), "accepted_values": ("column", "values"), "range": ("column",),
-            "regex": ("column", "pattern"), "schema_match": ("expected",), "freshness": ("column", "max_age_hours"),
+            "not_null": ("column",),
+            "accepted_values": ("column", "values"),
+            "range": ("column",),
+            "regex": ("column", "pattern"),
+            "schema_match": ("expected",),
+            "freshness": ("column", "max_age_hours"),
             "great_expectations": ("expectation",),
         }
         missing = [name for name in needs.get(self.type, ()) if getattr(self, name) is None]
@@ -297,7 +350,9 @@ class HealingAction(Row):
     layer: Layer | None = None
     pipeline_id: Identifier | None = None
     stage_name: Identifier | None = None
-    action: Identifier = Field(description="name of a registered healing function (medallion healing actions)")
+    action: Identifier = Field(
+        description="name of a registered healing function (medallion healing actions)"
+    )
     params: dict[str, Any] = Field(default_factory=dict)
     enabled: bool = True
 
@@ -386,8 +441,14 @@ class ExternalLineage(Row):
     event_time: str | None = Field(default=None, description="when the reporting run last said so (ISO 8601)")
     cost: float = Field(default=1.0, ge=0)
 
+
 NOTIFICATION_EVENTS = (
-    "run_failed", "stage_halted", "healing_gave_up", "circuit_breaker_tripped", "sla_missed", "check_failed",
+    "run_failed",
+    "stage_halted",
+    "healing_gave_up",
+    "circuit_breaker_tripped",
+    "sla_missed",
+    "check_failed",
     "volume_anomaly",
 )
 
@@ -406,7 +467,9 @@ class Notification(Row):
     channel: Identifier = Field(description="name of a registered channel: sns, webhook, email")
     params: dict[str, Any] = Field(default_factory=dict, description="checked by the channel's own model")
     max_attempts: int = Field(default=5, ge=1, le=50, description="deliveries tried before giving up")
-    backoff_sec: float = Field(default=30, ge=0, le=86_400, description="wait before the first retry; doubles")
+    backoff_sec: float = Field(
+        default=30, ge=0, le=86_400, description="wait before the first retry; doubles"
+    )
     enabled: bool = True
 
     @model_validator(mode="after")

@@ -11,7 +11,19 @@ import types
 import typing
 
 from sqlalchemy import (
-    JSON, Boolean, Column, Connection, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text,
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
     func,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -41,17 +53,24 @@ def _column_type(annotation):
 
 def _table_for(name: str, model: type[Row]) -> Table:
     columns = [
-        Column(field, _column_type(info.annotation), primary_key=field in model.key_fields,
-               nullable=field not in model.key_fields)
+        Column(
+            field,
+            _column_type(info.annotation),
+            primary_key=field in model.key_fields,
+            nullable=field not in model.key_fields,
+        )
         for field, info in model.model_fields.items()
     ]
-    return Table(name, metadata, *columns, Column("updated_at", DateTime(timezone=True), server_default=func.now()))
+    return Table(
+        name, metadata, *columns, Column("updated_at", DateTime(timezone=True), server_default=func.now())
+    )
 
 
 LOADABLE_TABLES: dict[str, Table] = {name: _table_for(name, model) for name, model in LOADABLE.items()}
 
 audit_log = Table(
-    "audit_log", metadata,
+    "audit_log",
+    metadata,
     Column("audit_id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(64)),
     Column("pipeline_id", Text),
@@ -70,7 +89,8 @@ audit_log = Table(
 )
 
 ingestion_bookmarks = Table(
-    "ingestion_bookmarks", metadata,
+    "ingestion_bookmarks",
+    metadata,
     Column("source_id", Text, primary_key=True),
     Column("object_key", Text, primary_key=True),
     Column("etag", Text),
@@ -80,7 +100,8 @@ ingestion_bookmarks = Table(
 )
 
 control_flag_history = Table(
-    "control_flag_history", metadata,
+    "control_flag_history",
+    metadata,
     Column("change_id", Integer, primary_key=True, autoincrement=True),
     Column("entity_type", Text, nullable=False),
     Column("entity_id", Text, nullable=False),
@@ -93,7 +114,8 @@ control_flag_history = Table(
 )
 
 dataset_recovery_paths = Table(
-    "dataset_recovery_paths", metadata,
+    "dataset_recovery_paths",
+    metadata,
     Column("dataset", Text, primary_key=True),
     Column("path_rank", Integer, primary_key=True),
     Column("nodes", JSON, nullable=False),
@@ -102,7 +124,8 @@ dataset_recovery_paths = Table(
 )
 
 lineage_versions = Table(
-    "lineage_versions", metadata,
+    "lineage_versions",
+    metadata,
     Column("dataset", Text, primary_key=True),
     Column("version", Integer, primary_key=True),
     Column("fingerprint", Text, nullable=False),
@@ -111,11 +134,16 @@ lineage_versions = Table(
     Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
     Column("via", Text, doc="the stage that makes the dataset: pipeline_id.stage_name"),
     Column("columns", JSON, doc="output columns: name → type, null when only the name is known"),
-    Column("definition", JSON, doc="inputs, transform, rules, output (and raw schema): what the fingerprint hashes"),
+    Column(
+        "definition",
+        JSON,
+        doc="inputs, transform, rules, output (and raw schema): what the fingerprint hashes",
+    ),
 )
 
 throttle_buckets = Table(
-    "throttle_buckets", metadata,
+    "throttle_buckets",
+    metadata,
     Column("system_kind", Text, primary_key=True),
     Column("system_id", Text, primary_key=True),
     Column("metric", Text, primary_key=True, doc="rows_per_minute or bytes_per_hour"),
@@ -124,8 +152,11 @@ throttle_buckets = Table(
 )
 
 notification_deliveries = Table(
-    "notification_deliveries", metadata,
-    Column("dedup_key", Text, primary_key=True, doc="notification id and event key: the same event never twice"),
+    "notification_deliveries",
+    metadata,
+    Column(
+        "dedup_key", Text, primary_key=True, doc="notification id and event key: the same event never twice"
+    ),
     Column("notification_id", Text, nullable=False),
     Column("event", Text, nullable=False),
     Column("message", JSON, nullable=False),

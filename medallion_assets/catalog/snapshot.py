@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from medallion_assets.catalog.models import (
-    LOADABLE, ControlFlag, Pipeline, RetryPolicy, Row, Source, Stage, Target, ValidationRuleSet,
+    LOADABLE,
+    ControlFlag,
+    Pipeline,
+    RetryPolicy,
+    Row,
+    Source,
+    Stage,
+    Target,
+    ValidationRuleSet,
 )
 
 
@@ -19,8 +27,13 @@ class CatalogSnapshot:
     tables: dict[str, dict[tuple, Row]] = field(default_factory=lambda: {name: {} for name in LOADABLE})
 
     def to_json(self) -> str:
-        return json.dumps({table: [row.model_dump(mode="json", exclude_none=True) for row in rows.values()]
-                           for table, rows in self.tables.items() if rows})
+        return json.dumps(
+            {
+                table: [row.model_dump(mode="json", exclude_none=True) for row in rows.values()]
+                for table, rows in self.tables.items()
+                if rows
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> CatalogSnapshot:

@@ -21,9 +21,9 @@ One view of the catalog per purpose:
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,18 @@ from sqlalchemy import Connection, Engine, create_engine, delete, insert, select
 from medallion_assets import config
 from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import (
-    LOADABLE_TABLES, audit_log, conflict_insert, ingestion_bookmarks, metadata,
+    LOADABLE_TABLES,
+    audit_log,
+    conflict_insert,
+    ingestion_bookmarks,
+    metadata,
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import (
-    DEFINING_TABLES, LineageVersion, record_lineage_versions, stored_versions,
+    DEFINING_TABLES,
+    LineageVersion,
+    record_lineage_versions,
+    stored_versions,
 )
 from medallion_assets.redaction import scrub
 
@@ -84,24 +91,31 @@ class CatalogStore:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
-    def upsert(self, rows: Mapping[str, Iterable[Row]],
-               remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
+    def upsert(
+        self, rows: Mapping[str, Iterable[Row]], remove: Mapping[str, Iterable[tuple]] | None = None
+    ) -> dict[str, int]:
         """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table.
 
         `remove` names rows by primary key, per table, to delete in the same transaction, first.
         """
         return self._upsert(lambda: rows, remove)
 
-    def upsert_checked(self, prepare: Callable[[CatalogSnapshot], Mapping[str, Iterable[Row]]],
-                       remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
+    def upsert_checked(
+        self,
+        prepare: Callable[[CatalogSnapshot], Mapping[str, Iterable[Row]]],
+        remove: Mapping[str, Iterable[tuple]] | None = None,
+    ) -> dict[str, int]:
         """Upsert the rows `prepare` returns for the catalog as it is now, checking them against it (it raises
         to write nothing). The check and the write happen under the catalog-wide lock, in one transaction, so
         two loads that are each valid alone cannot commit together into an invalid catalog: the second waits,
         and is then checked against the first's rows."""
         return self._upsert(lambda: prepare(self.snapshot()), remove)
 
-    def _upsert(self, rows_to_write: Callable[[], Mapping[str, Iterable[Row]]],
-                remove: Mapping[str, Iterable[tuple]] | None) -> dict[str, int]:
+    def _upsert(
+        self,
+        rows_to_write: Callable[[], Mapping[str, Iterable[Row]]],
+        remove: Mapping[str, Iterable[tuple]] | None,
+    ) -> dict[str, int]:
         """Under the catalog-wide lock: the rows `rows_to_write()` returns, written in one transaction."""
         with self.locked() as connection:
             written = self.write(connection, rows_to_write(), remove)
@@ -111,12 +125,16 @@ class CatalogStore:
                 record_lineage_versions(connection, self._snapshot(connection))
         return written
 
-    def write(self, connection: Connection, rows: Mapping[str, Iterable[Row]],
-              remove: Mapping[str, Iterable[tuple]] | None = None) -> dict[str, int]:
+    def write(
+        self,
+        connection: Connection,
+        rows: Mapping[str, Iterable[Row]],
+        remove: Mapping[str, Iterable[tuple]] | None = None,
+    ) -> dict[str, int]:
         """Upsert `rows` (after deleting `remove`) in the transaction of `connection`, which holds the lock."""
         written = {}
         # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
-        stamp = datetime.now(timezone.utc)
+        stamp = datetime.now(UTC)
         for table_name, keys in (remove or {}).items():
             table = LOADABLE_TABLES[table_name]
             key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
@@ -130,7 +148,9 @@ class CatalogStore:
             statement = conflict_insert(connection, table)
             key_columns = [table.c[name] for name in LOADABLE[table_name].key_fields]
             updates = {c.name: statement.excluded[c.name] for c in table.columns if c not in key_columns}
-            connection.execute(statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch)
+            connection.execute(
+                statement.on_conflict_do_update(index_elements=key_columns, set_=updates), batch
+            )
             written[table_name] = len(batch)
         return written
 
@@ -139,7 +159,10 @@ class CatalogStore:
         """A transaction holding the catalog-wide write lock until it ends: a transaction-scoped advisory lock
         on PostgreSQL; on SQLite, BEGIN IMMEDIATE takes the database's write lock before anything is read.
         On `connection` when given (one the caller keeps), else on a connection of the pool."""
-        with (nullcontext(connection) if connection else self.engine.connect()) as connection, connection.begin():
+        with (
+            nullcontext(connection) if connection else self.engine.connect() as connection,
+            connection.begin(),
+        ):
             if self.engine.dialect.name == "postgresql":
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CATALOG_LOCK_KEY})
             else:
@@ -179,7 +202,9 @@ class CatalogStore:
         pipelines = LOADABLE_TABLES["pipelines"]
         default = LOADABLE["pipelines"].model_fields["domain"].default
         with self.engine.connect() as connection:
-            return sorted({domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()})
+            return sorted(
+                {domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()}
+            )
 
     def _domain_rows(self, domain: str) -> dict[str, list[Row]]:
         """A domain's pipelines, their stages, the rule sets those stages name, and the sources and targets of
@@ -191,41 +216,63 @@ class CatalogStore:
         if domain == LOADABLE["pipelines"].model_fields["domain"].default:
             in_domain = in_domain | pipelines.c.domain.is_(None)
         rows: dict[str, list[Row]] = {"pipelines": self.read_table("pipelines", in_domain)}
-        rows["stages"] = self.read_table("stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain)))
+        rows["stages"] = self.read_table(
+            "stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain))
+        )
         rows["dataset_lineage"] = self.read_table("dataset_lineage")
         datasets = {dataset for stage in rows["stages"] for dataset in (*stage.input_ids(), stage.target_id)}
         upstream = nx.DiGraph((edge.upstream, edge.downstream) for edge in rows["dataset_lineage"])
-        datasets |= {ancestor for dataset in datasets if dataset in upstream for ancestor in nx.ancestors(upstream, dataset)}
-        named = {"sources": datasets, "targets": datasets,
-                 "validation_rules": {stage.validation_set_id for stage in rows["stages"]} - {None}}
+        datasets |= {
+            ancestor
+            for dataset in datasets
+            if dataset in upstream
+            for ancestor in nx.ancestors(upstream, dataset)
+        }
+        named = {
+            "sources": datasets,
+            "targets": datasets,
+            "validation_rules": {stage.validation_set_id for stage in rows["stages"]} - {None},
+        }
         for table_name, ids in named.items():
             [key] = LOADABLE[table_name].key_fields
-            rows[table_name] = self.read_table(table_name, LOADABLE_TABLES[table_name].c[key].in_(sorted(ids)))
+            rows[table_name] = self.read_table(
+                table_name, LOADABLE_TABLES[table_name].c[key].in_(sorted(ids))
+            )
         return rows
 
     def table_rows(self, table_name: str) -> list[dict[str, Any]]:
         if table_name not in metadata.tables:
-            raise KeyError(f"unknown catalog table {table_name!r}; tables: {', '.join(sorted(metadata.tables))}")
+            raise KeyError(
+                f"unknown catalog table {table_name!r}; tables: {', '.join(sorted(metadata.tables))}"
+            )
         with self.engine.connect() as connection:
             return [dict(r) for r in connection.execute(select(metadata.tables[table_name])).mappings()]
 
     def processed_objects(self, source_id: str) -> dict[str, str]:
         """Bookmark of a source: object url → etag of every object already ingested."""
         query = select(ingestion_bookmarks.c.object_key, ingestion_bookmarks.c.etag).where(
-            ingestion_bookmarks.c.source_id == source_id)
+            ingestion_bookmarks.c.source_id == source_id
+        )
         with self.engine.connect() as connection:
             return dict(connection.execute(query).all())
 
-    def record_bookmarks(self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str) -> None:
+    def record_bookmarks(
+        self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str
+    ) -> None:
         """Mark objects (url, etag, size) as ingested; an object re-ingested after a change is re-marked."""
-        records = [dict(source_id=source_id, object_key=url, etag=etag, size_bytes=size, batch_id=batch_id)
-                   for url, etag, size in objects]
+        records = [
+            dict(source_id=source_id, object_key=url, etag=etag, size_bytes=size, batch_id=batch_id)
+            for url, etag, size in objects
+        ]
         if not records:
             return
         with self.engine.begin() as connection:
-            connection.execute(delete(ingestion_bookmarks).where(
-                ingestion_bookmarks.c.source_id == source_id,
-                ingestion_bookmarks.c.object_key.in_([r["object_key"] for r in records])))
+            connection.execute(
+                delete(ingestion_bookmarks).where(
+                    ingestion_bookmarks.c.source_id == source_id,
+                    ingestion_bookmarks.c.object_key.in_([r["object_key"] for r in records]),
+                )
+            )
             connection.execute(insert(ingestion_bookmarks), records)
 
     def record_audit(self, **entry: Any) -> None:
@@ -259,7 +306,9 @@ def _read_table(connection: Connection, table_name: str, where=None) -> list[Row
 def _model(table_name: str, record: Mapping[str, Any]) -> Row:
     model = LOADABLE[table_name]
     try:
-        return model.model_validate({k: v for k, v in record.items() if k in model.model_fields and v is not None})
+        return model.model_validate(
+            {k: v for k, v in record.items() if k in model.model_fields and v is not None}
+        )
     except ValidationError as error:
         # Field names and pydantic's messages only: a value read from the catalog may be hostile or secret.
         key = ", ".join(f"{field}={record.get(field)!r}" for field in model.key_fields)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlglot
@@ -41,7 +41,9 @@ def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[
     rules = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
     made = {
         "inputs": stage.input_ids(),
-        "transform": {"sql": stage.transform_sql, "dialect": stage.sql_dialect} if stage.transform_sql else None,
+        "transform": {"sql": stage.transform_sql, "dialect": stage.sql_dialect}
+        if stage.transform_sql
+        else None,
         "rules": [rule.model_dump(mode="json") for rule in rules.check_def] if rules else None,
         "output": target.model_dump(mode="json", include=_OUTPUT_FIELDS),
     }
@@ -78,7 +80,9 @@ def output_columns(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> d
         # An unnamed expression or a star leaves the SQL's columns unknown.
         if names and all(name and name != "*" for name in names):
             return dict.fromkeys(names)
-    lineage = [row for row in snapshot.tables["column_lineage"].values() if row.downstream == target.target_id]
+    lineage = [
+        row for row in snapshot.tables["column_lineage"].values() if row.downstream == target.target_id
+    ]
     return dict.fromkeys(sorted({row.downstream_column for row in lineage}))
 
 
@@ -99,9 +103,17 @@ class LineageVersion:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> LineageVersion:
         # Versions written before migration 0004 know only their inputs and SQL.
-        return cls(row["dataset"], row["version"], row["fingerprint"], row.get("via"), list(row["inputs"]),
-                   dict(row.get("columns") or {}), dict(row.get("definition") or {}), row["transform_sql"],
-                   row["created_at"])
+        return cls(
+            row["dataset"],
+            row["version"],
+            row["fingerprint"],
+            row.get("via"),
+            list(row["inputs"]),
+            dict(row.get("columns") or {}),
+            dict(row.get("definition") or {}),
+            row["transform_sql"],
+            row["created_at"],
+        )
 
 
 def version_diff(previous: LineageVersion | None, current: LineageVersion) -> dict[str, list[str]]:
@@ -111,12 +123,23 @@ def version_diff(previous: LineageVersion | None, current: LineageVersion) -> di
     before_inputs = previous.inputs if previous else []
     before_columns = previous.columns if previous else {}
     after_columns = current.columns
-    retyped = [f"{name}: {before_columns[name]} → {after_columns[name]}" for name in after_columns
-               if name in before_columns and None not in (before_columns[name], after_columns[name])
-               and before_columns[name] != after_columns[name]]
-    changed = [] if previous is None or not previous.definition else [
-        part for part in _PARTS if _without_columns(previous.definition.get(part)) !=
-        _without_columns(current.definition.get(part))]
+    retyped = [
+        f"{name}: {before_columns[name]} → {after_columns[name]}"
+        for name in after_columns
+        if name in before_columns
+        and None not in (before_columns[name], after_columns[name])
+        and before_columns[name] != after_columns[name]
+    ]
+    changed = (
+        []
+        if previous is None or not previous.definition
+        else [
+            part
+            for part in _PARTS
+            if _without_columns(previous.definition.get(part))
+            != _without_columns(current.definition.get(part))
+        ]
+    )
     return {
         "inputs_added": [i for i in current.inputs if i not in before_inputs],
         "inputs_removed": [i for i in before_inputs if i not in current.inputs],
@@ -140,15 +163,16 @@ def stored_versions(connection: Connection, dataset: str | None = None) -> list[
     return [LineageVersion.from_row(dict(row)) for row in connection.execute(query).mappings()]
 
 
-def record_lineage_versions(connection: Connection, snapshot: CatalogSnapshot,
-                            now: datetime | None = None) -> list[LineageVersion]:
+def record_lineage_versions(
+    connection: Connection, snapshot: CatalogSnapshot, now: datetime | None = None
+) -> list[LineageVersion]:
     """Record, in the caller's transaction, a new version of every dataset whose definition in `snapshot`
     differs from its latest recorded version (or that has none yet). Idempotent; returns the versions recorded.
 
     Two processes recording the same change at once both compute the same version number; the second insert
     is skipped, not an error.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     latest = {v.dataset: v for v in stored_versions(connection)}
     new = []
     for stage in snapshot.stages():
@@ -160,12 +184,23 @@ def record_lineage_versions(connection: Connection, snapshot: CatalogSnapshot,
         before = latest.get(stage.target_id)
         if before is not None and before.fingerprint == identity:
             continue
-        new.append(LineageVersion(
-            stage.target_id, before.version + 1 if before else 1, identity, f"{stage.pipeline_id}.{stage.stage_name}",
-            stage.input_ids(), output_columns(stage, target, snapshot), made, stage.transform_sql, now))
+        new.append(
+            LineageVersion(
+                stage.target_id,
+                before.version + 1 if before else 1,
+                identity,
+                f"{stage.pipeline_id}.{stage.stage_name}",
+                stage.input_ids(),
+                output_columns(stage, target, snapshot),
+                made,
+                stage.transform_sql,
+                now,
+            )
+        )
     if new:
         statement = conflict_insert(connection, lineage_versions).on_conflict_do_nothing(
-            index_elements=["dataset", "version"])
+            index_elements=["dataset", "version"]
+        )
         connection.execute(statement, [v.__dict__ for v in new])
     return new
 
@@ -174,11 +209,18 @@ def history_report(versions: list[LineageVersion]) -> list[dict[str, Any]]:
     """The versions of one dataset as `medallion lineage history --json` prints them, each with its diff."""
     report, previous = [], None
     for version in versions:
-        report.append({
-            "version": version.version, "created_at": version.created_at.isoformat(),
-            "code_version": version.fingerprint, "via": version.via, "inputs": version.inputs,
-            "columns": version.columns, **version_diff(previous, version), "transform_sql": version.transform_sql,
-        })
+        report.append(
+            {
+                "version": version.version,
+                "created_at": version.created_at.isoformat(),
+                "code_version": version.fingerprint,
+                "via": version.via,
+                "inputs": version.inputs,
+                "columns": version.columns,
+                **version_diff(previous, version),
+                "transform_sql": version.transform_sql,
+            }
+        )
         previous = version
     return report
 
@@ -187,8 +229,11 @@ def describe_changes(entry: dict[str, Any]) -> str:
     """A version's diff in one line, e.g. `+silver_weather; columns +rain_mm ~revenue: double → decimal(18,2);
     transform changed`."""
     inputs = [*(f"+{i}" for i in entry["inputs_added"]), *(f"-{i}" for i in entry["inputs_removed"])]
-    columns = [*(f"+{c}" for c in entry["columns_added"]), *(f"-{c}" for c in entry["columns_removed"]),
-               *(f"~{c}" for c in entry["columns_retyped"])]
+    columns = [
+        *(f"+{c}" for c in entry["columns_added"]),
+        *(f"-{c}" for c in entry["columns_removed"]),
+        *(f"~{c}" for c in entry["columns_retyped"]),
+    ]
     parts = [" ".join(inputs)] if inputs else []
     if columns:
         parts.append("columns " + " ".join(columns))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-from medallion_assets import config
 from medallion_assets.redaction import echo
 
 EXIT_FAILED = 1

@@ -20,17 +20,29 @@ def actions(as_json) -> None:
     """List every registered healing action, its parameters and defaults."""
     from medallion_assets.control.healing import ACTIONS
 
-    listed = [{"name": action.name, "description": action.description,
-               "scope": "run (healing sensor)" if action.run_level else "step",
-               "params": {name: {"type": getattr(f.annotation, "__name__", str(f.annotation)), "default": f.default,
-                                 "description": f.description or ""}
-                          for name, f in action.params.model_fields.items()}}
-              for action in sorted(ACTIONS.values(), key=lambda a: a.name)]
+    listed = [
+        {
+            "name": action.name,
+            "description": action.description,
+            "scope": "run (healing sensor)" if action.run_level else "step",
+            "params": {
+                name: {
+                    "type": getattr(f.annotation, "__name__", str(f.annotation)),
+                    "default": f.default,
+                    "description": f.description or "",
+                }
+                for name, f in action.params.model_fields.items()
+            },
+        }
+        for action in sorted(ACTIONS.values(), key=lambda a: a.name)
+    ]
     if as_json:
         echo(json.dumps(listed, indent=2))
         return
     for action in listed:
         echo(f"{action['name']}  [{action['scope']}]  {action['description']}")
         for name, param in action["params"].items():
-            echo(f"    {name}: {param['type']} = {param['default']!r}"
-                       + (f"  ({param['description']})" if param["description"] else ""))
+            echo(
+                f"    {name}: {param['type']} = {param['default']!r}"
+                + (f"  ({param['description']})" if param["description"] else "")
+            )

@@ -25,8 +25,11 @@ def _home() -> Path:
 
 
 @instance.command("init")
-@click.option("--postgres", is_flag=True,
-              help="Dagster's storage on PostgreSQL (deploy/postgres.yaml; connection from DAGSTER_PG_* variables)")
+@click.option(
+    "--postgres",
+    is_flag=True,
+    help="Dagster's storage on PostgreSQL (deploy/postgres.yaml; connection from DAGSTER_PG_* variables)",
+)
 def instance_init(postgres) -> None:
     """Write $DAGSTER_HOME/dagster.yaml: the shipped dagster.yaml, with PostgreSQL storage if asked."""
     from medallion_assets.instance import instance_config, write_instance_config
@@ -47,5 +50,7 @@ def instance_check() -> None:
         sys.exit(EXIT_UNAVAILABLE)
     with dagster_instance:
         storage = type(dagster_instance.run_storage).__name__
-        click.echo(f"instance ok: run storage {storage}; runs "
-                   + ("queued for dagster-daemon" if has_daemon(dagster_instance) else "launched directly"))
+        click.echo(
+            f"instance ok: run storage {storage}; runs "
+            + ("queued for dagster-daemon" if has_daemon(dagster_instance) else "launched directly")
+        )

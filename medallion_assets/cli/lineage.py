@@ -42,7 +42,9 @@ def show(dataset, direction, depth, columns, as_json) -> None:
     _, _, graph = _catalog()
     walks = {"upstream": upstream, "downstream": downstream}
     try:
-        found = {name: walk(graph, dataset, depth) for name, walk in walks.items() if direction in (None, name)}
+        found = {
+            name: walk(graph, dataset, depth) for name, walk in walks.items() if direction in (None, name)
+        }
     except UnknownDataset as error:
         refuse(str(error))
     report = {"dataset": dataset, **{name: [e._asdict() for e in edges] for name, edges in found.items()}}
@@ -55,12 +57,16 @@ def show(dataset, direction, depth, columns, as_json) -> None:
     for name, edges in found.items():
         echo(f"{name} of {dataset}:" + ("" if edges else " none"))
         for e in edges:
-            echo(f"  {e.depth}  {e.upstream} → {e.downstream}  via {e.via} ({e.kind}, {e.line}, cost {e.cost:g})")
+            echo(
+                f"  {e.depth}  {e.upstream} → {e.downstream}  via {e.via} ({e.kind}, {e.line}, cost {e.cost:g})"
+            )
     if columns:
         echo("columns:" + ("" if report["columns"] else " none recorded"))
         for row in report["columns"]:
-            echo(f"  {row['downstream']}.{row['downstream_column']} ← {row['upstream']}.{row['upstream_column']}"
-                       f" ({row['transformation']})")
+            echo(
+                f"  {row['downstream']}.{row['downstream_column']} ← {row['upstream']}.{row['upstream_column']}"
+                f" ({row['transformation']})"
+            )
 
 
 @lineage.command("history")
@@ -84,8 +90,10 @@ def history(dataset, as_json) -> None:
         echo(f"no lineage versions recorded for {dataset}")
     for entry in report:
         changes = describe_changes(entry) if entry["version"] > 1 else ""
-        echo(f"v{entry['version']}  {entry['created_at']}  {entry['code_version']}  "
-                   f"inputs: {', '.join(entry['inputs'])}" + (f"  ({changes})" if changes else ""))
+        echo(
+            f"v{entry['version']}  {entry['created_at']}  {entry['code_version']}  "
+            f"inputs: {', '.join(entry['inputs'])}" + (f"  ({changes})" if changes else "")
+        )
 
 
 @lineage.command("refresh")
@@ -95,7 +103,9 @@ def refresh() -> None:
 
     store, snapshot, _ = _catalog()
     changed = refresh_recovery_paths(store, snapshot)
-    echo(f"recovery paths: {len(changed)} dataset(s) updated" + (f": {', '.join(changed)}" if changed else ""))
+    echo(
+        f"recovery paths: {len(changed)} dataset(s) updated" + (f": {', '.join(changed)}" if changed else "")
+    )
 
 
 @lineage.command("ingest")
@@ -119,10 +129,16 @@ def ingest(file) -> None:
 
 @lineage.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
-@click.option("--port", default=5000, show_default=True, help="port to listen on (Marquez's API port by default)")
-@click.option("--token", envvar="MEDALLION_LINEAGE_TOKEN", default=None,
-              help="bearer token every request must carry; required unless --host is a loopback address "
-                   "(prefer the environment variable MEDALLION_LINEAGE_TOKEN: a command line is visible to all users)")
+@click.option(
+    "--port", default=5000, show_default=True, help="port to listen on (Marquez's API port by default)"
+)
+@click.option(
+    "--token",
+    envvar="MEDALLION_LINEAGE_TOKEN",
+    default=None,
+    help="bearer token every request must carry; required unless --host is a loopback address "
+    "(prefer the environment variable MEDALLION_LINEAGE_TOKEN: a command line is visible to all users)",
+)
 def serve(host, port, token) -> None:
     """Receive OpenLineage events over HTTP at POST /api/v1/lineage, as Marquez does, and add their lineage to the
     catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
@@ -130,7 +146,9 @@ def serve(host, port, token) -> None:
     from medallion_assets.openlineage.server import ENDPOINT, LineageServer
 
     try:
-        server = LineageServer((host, port), catalog_store(), config.lake_url(), config.warehouse_url(), token=token)
+        server = LineageServer(
+            (host, port), catalog_store(), config.lake_url(), config.warehouse_url(), token=token
+        )
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     echo(f"OpenLineage endpoint on http://{host}:{server.server_port}{ENDPOINT} (Ctrl+C stops it)")

@@ -13,7 +13,11 @@ import click
 
 from medallion_assets import config
 from medallion_assets.cli.common import (
-    EXIT_FAILED, EXIT_HALTED, EXIT_INVALID, EXIT_UNAVAILABLE, catalog_store,
+    EXIT_FAILED,
+    EXIT_HALTED,
+    EXIT_INVALID,
+    EXIT_UNAVAILABLE,
+    catalog_store,
 )
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
@@ -57,8 +61,8 @@ def catalog_init() -> None:
 
 def _validated(snapshot, paths):
     from medallion_assets.catalog.loader import CatalogInvalid
-    from medallion_assets.loading import validate_files
     from medallion_assets.catalog.models import DeprecatedName
+    from medallion_assets.loading import validate_files
 
     try:
         with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
@@ -66,7 +70,9 @@ def _validated(snapshot, paths):
     except (CatalogInvalid, FileNotFoundError) as error:
         echo(str(error), err=True)
         sys.exit(EXIT_INVALID)
-    for warning in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
+    for (
+        warning
+    ) in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
         if issubclass(warning.category, DeprecatedName):
             echo(f"warning: {warning.message}", err=True)
         else:
@@ -103,8 +109,11 @@ def _load(store, paths) -> str:
     written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
     flags = add_missing_flags(store)
     changed = refresh_recovery_paths(store, store.snapshot())
-    return ("loaded: " + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
-            + f"; {len(flags)} kill switch row(s) added; recovery paths refreshed for {len(changed)} dataset(s)")
+    return (
+        "loaded: "
+        + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
+        + f"; {len(flags)} kill switch row(s) added; recovery paths refreshed for {len(changed)} dataset(s)"
+    )
 
 
 @catalog.command("show")
@@ -169,10 +178,16 @@ def audit(pipeline_id, run_id, as_json) -> None:
         echo(json.dumps(entries, default=str, indent=2))
         return
     for e in entries:
-        counts = (f" read={e['rows_read']} written={e['rows_written']} quarantined={e['rows_quarantined']}"
-                  if e["rows_read"] is not None else "")
-        echo(f"{e['created_at']}  {e['pipeline_id']}.{e['stage_name']}  {e['event']}:{e['status']}{counts}"
-                   + _decision(e["event"], e["details"] or {}) + (f"  {e['error']}" if e["error"] else ""))
+        counts = (
+            f" read={e['rows_read']} written={e['rows_written']} quarantined={e['rows_quarantined']}"
+            if e["rows_read"] is not None
+            else ""
+        )
+        echo(
+            f"{e['created_at']}  {e['pipeline_id']}.{e['stage_name']}  {e['event']}:{e['status']}{counts}"
+            + _decision(e["event"], e["details"] or {})
+            + (f"  {e['error']}" if e["error"] else "")
+        )
 
 
 def _decision(event: str, details: dict) -> str:
@@ -207,12 +222,18 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     store = catalog_store()
     snapshot = store.snapshot()
     if pipeline_id not in snapshot.pipelines:
-        echo(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True)
+        echo(
+            f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}", err=True
+        )
         sys.exit(EXIT_INVALID)
     try:
         dagster_instance = instance()
         workspace = config.workspace_file()
-        if config.is_embedded_dagster_home() and has_daemon(dagster_instance) and not daemon_running(dagster_instance):
+        if (
+            config.is_embedded_dagster_home()
+            and has_daemon(dagster_instance)
+            and not daemon_running(dagster_instance)
+        ):
             workspace = None  # the demo's instance while `medallion ui` is not running: in process, as before
         report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace)
     except DeploymentError as error:
@@ -224,9 +245,11 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         echo(f"{report.pipeline}: {report.status}")
         for asset in report.assets:
             checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
-            echo(f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
-                       f"quarantined={asset.rows_quarantined}  {checks}"
-                       + (f"  ({asset.reason})" if asset.reason else ""))
+            echo(
+                f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
+                f"quarantined={asset.rows_quarantined}  {checks}"
+                + (f"  ({asset.reason})" if asset.reason else "")
+            )
     return report.status
 
 
@@ -259,8 +282,14 @@ def _dagster_home() -> Path:
 
 
 @main.command("workspace")
-@click.option("--to", "path", default="workspace.yaml", show_default=True, type=click.Path(path_type=Path),
-              help="the workspace file to write")
+@click.option(
+    "--to",
+    "path",
+    default="workspace.yaml",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="the workspace file to write",
+)
 def workspace(path) -> None:
     """Write a Dagster workspace with one code location per catalog domain (pipelines.domain)."""
     from medallion_assets.locations import write_workspace
@@ -276,14 +305,34 @@ def ui(port) -> None:
     import yaml
 
     workspace = _dagster_home() / "workspace.yaml"
-    workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": {
-        "module_name": "medallion_assets.definitions", "attribute": "defs", "working_directory": os.getcwd(),
-        "location_name": "medallion"}}]}))
+    workspace.write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {
+                        "python_module": {
+                            "module_name": "medallion_assets.definitions",
+                            "attribute": "defs",
+                            "working_directory": os.getcwd(),
+                            "location_name": "medallion",
+                        }
+                    }
+                ]
+            }
+        )
+    )
     # dagster dev starts the webserver and the daemon by name: they are beside this interpreter, on PATH or not.
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "MEDALLION_HOME": str(config.home()),
-           "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
-    sys.exit(run_process_group([sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env))
+    env = {
+        **os.environ,
+        "MEDALLION_HOME": str(config.home()),
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
+    }
+    sys.exit(
+        run_process_group(
+            [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env
+        )
+    )
 
 
 @main.command("demo")
@@ -302,7 +351,10 @@ def demo(rows) -> None:
     echo(_load(store, [SEED]))
     _dagster_home()
     with serve_folder(raw):
-        statuses = {pipeline_id: _run(pipeline_id, as_json=False) for pipeline_id in sorted(store.snapshot().pipelines)}
+        statuses = {
+            pipeline_id: _run(pipeline_id, as_json=False)
+            for pipeline_id in sorted(store.snapshot().pipelines)
+        }
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
         for target in store.snapshot().targets.values():
@@ -316,6 +368,18 @@ def demo(rows) -> None:
         sys.exit(EXIT_FAILED)
 
 
-SUBCOMMANDS = (lineage, paths, onboard, healing, profile, simulate, throttle, metrics, status, notify, instance)
+SUBCOMMANDS = (
+    lineage,
+    paths,
+    onboard,
+    healing,
+    profile,
+    simulate,
+    throttle,
+    metrics,
+    status,
+    notify,
+    instance,
+)
 for command in SUBCOMMANDS:
     main.add_command(command)

@@ -22,7 +22,9 @@ def status(as_json) -> None:
 
 
 @click.command("metrics")
-@click.option("--port", default=9464, show_default=True, help="port of the /metrics endpoint (0: any free port)")
+@click.option(
+    "--port", default=9464, show_default=True, help="port of the /metrics endpoint (0: any free port)"
+)
 @click.option("--address", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--once", is_flag=True, help="print the metrics once, in Prometheus text format, and exit")
 def metrics(port, address, once) -> None:
@@ -74,17 +76,28 @@ def notify_test(notification_id) -> None:
     rows = {row.notification_id: row for row in store.read_table("notifications")}
     row = rows.get(notification_id)
     if row is None:
-        echo(f"unknown notification {notification_id!r}; notifications: {', '.join(sorted(rows)) or 'none'}",
-                   err=True)
+        echo(
+            f"unknown notification {notification_id!r}; notifications: {', '.join(sorted(rows)) or 'none'}",
+            err=True,
+        )
         sys.exit(EXIT_INVALID)
-    message = Message(event="test", key="test", summary=f"test message for {notification_id} from medallion notify test")
+    message = Message(
+        event="test", key="test", summary=f"test message for {notification_id} from medallion notify test"
+    )
     try:
         send(row, message)
     except DeliveryFailed as error:
-        store.record_audit(event="notification", status="failed", error=str(error),
-                           details={"notification_id": notification_id, "about": "test"})
+        store.record_audit(
+            event="notification",
+            status="failed",
+            error=str(error),
+            details={"notification_id": notification_id, "about": "test"},
+        )
         echo(f"{notification_id} ({row.channel}): not delivered: {error}", err=True)
         sys.exit(EXIT_FAILED)
-    store.record_audit(event="notification", status="delivered",
-                       details={"notification_id": notification_id, "about": "test"})
+    store.record_audit(
+        event="notification",
+        status="delivered",
+        details={"notification_id": notification_id, "about": "test"},
+    )
     echo(f"{notification_id} ({row.channel}): delivered")

@@ -21,21 +21,33 @@ def _layer_overrides(specs: tuple[str, ...]) -> dict[str, str]:
     for spec in specs:
         table, separator, layer = spec.partition("=")
         if not separator or not table or layer not in LAYER_CHOICES:
-            raise click.BadParameter(f"{spec!r} must be TABLE=LAYER with LAYER one of {', '.join(LAYER_CHOICES)}",
-                                     param_hint="--layer")
+            raise click.BadParameter(
+                f"{spec!r} must be TABLE=LAYER with LAYER one of {', '.join(LAYER_CHOICES)}",
+                param_hint="--layer",
+            )
         overrides[table] = layer
     return overrides
 
 
 @click.command("onboard")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--dialect", default=DEFAULT_DIALECT, show_default=True, help="SQL dialect of the files (sqlglot's name)")
+@click.option(
+    "--dialect", default=DEFAULT_DIALECT, show_default=True, help="SQL dialect of the files (sqlglot's name)"
+)
 @click.option("--pipeline", "pipeline_id", help="pipeline for new stages; default: the first file's name")
-@click.option("--layer", "layers", multiple=True, metavar="TABLE=LAYER",
-              help="set a table's layer (bronze, silver, gold) instead of letting onboarding decide; repeatable")
-@click.option("--dry-run", is_flag=True, help="print the rows it would add, change or remove, as a diff; write nothing")
-@click.option("--json", "as_json", is_flag=True,
-              help="print each statement's target, sources, layer and column lineage")
+@click.option(
+    "--layer",
+    "layers",
+    multiple=True,
+    metavar="TABLE=LAYER",
+    help="set a table's layer (bronze, silver, gold) instead of letting onboarding decide; repeatable",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="print the rows it would add, change or remove, as a diff; write nothing"
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="print each statement's target, sources, layer and column lineage"
+)
 def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
     """Read SQL FILES (CREATE TABLE AS, INSERT, MERGE, CREATE VIEW, UPDATE, DELETE, COPY, CREATE EXTERNAL TABLE,
     ALTER TABLE … APPEND, UNLOAD…) and fill the catalog: sources, targets, stages in the medallion layers with
@@ -61,8 +73,14 @@ def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
         except InvalidIdentifier as error:
             raise click.BadParameter(str(error), param_hint="--pipeline") from None
     try:
-        report = run_onboarding(list(files), catalog_store(), dialect=dialect, pipeline_id=pipeline_id,
-                                layer_overrides=_layer_overrides(layers), dry_run=dry_run)
+        report = run_onboarding(
+            list(files),
+            catalog_store(),
+            dialect=dialect,
+            pipeline_id=pipeline_id,
+            layer_overrides=_layer_overrides(layers),
+            dry_run=dry_run,
+        )
     except CatalogInvalid as error:
         echo(str(error), err=True)
         sys.exit(EXIT_INVALID)
@@ -81,14 +99,18 @@ def _print(report: OnboardingReport, dry_run: bool) -> None:
             echo(f"{where}  {statement.kind}  FAILED  {statement.error}", err=True)
             continue
         if statement.status in ("skipped", "schema"):
-            echo(f"{where}  {statement.kind}  {statement.status}" + (
-                f"  {statement.target}" if statement.target else "") + (
-                f": {statement.reason}" if statement.reason else ""))
+            echo(
+                f"{where}  {statement.kind}  {statement.status}"
+                + (f"  {statement.target}" if statement.target else "")
+                + (f": {statement.reason}" if statement.reason else "")
+            )
             continue
         layer = f"  [{statement.layer}: {statement.layer_reason}]" if statement.layer else ""
         stage = f"  stage {statement.stage}" if statement.stage else ""
-        echo(f"{where}  {statement.kind}  {statement.target} ← {', '.join(statement.sources) or '(no tables)'}"
-                   f"{layer}{stage}")
+        echo(
+            f"{where}  {statement.kind}  {statement.target} ← {', '.join(statement.sources) or '(no tables)'}"
+            f"{layer}{stage}"
+        )
         for warning in statement.warnings:
             echo(f"{where}  warning: {warning}", err=True)
     counts = {action: sum(1 for c in report.changes if c.action == action) for action in "+~-"}

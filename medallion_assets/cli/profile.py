@@ -34,13 +34,19 @@ def profile_set(profile_id, pipeline_id) -> None:
         subject = f"pipeline {pipeline_id}"
     else:
         existing = {row.profile_id: row for row in snapshot.tables["profiles"].values()}
-        rows = [existing.get(p, Profile(profile_id=p)).model_copy(update={"is_default": p == profile_id})
-                for p in PROFILES]
+        rows = [
+            existing.get(p, Profile(profile_id=p)).model_copy(update={"is_default": p == profile_id})
+            for p in PROFILES
+        ]
         store.upsert({"profiles": rows})
         subject = "default"
     who = getpass.getuser()
-    store.record_audit(pipeline_id=pipeline_id, event="profile", status="set",
-                       details={"profile": profile_id, "scope": subject, "by": who})
+    store.record_audit(
+        pipeline_id=pipeline_id,
+        event="profile",
+        status="set",
+        details={"profile": profile_id, "scope": subject, "by": who},
+    )
     echo(f"{subject} profile set to {profile_id} by {who}; the launcher applies it on its next tick")
 
 
@@ -56,13 +62,20 @@ def profile_show() -> None:
         echo(f"  {name}: " + ", ".join(f"{k}={v:g}" for k, v in settings.items()))
     for pipeline_id, pipeline in sorted(snapshot.pipelines.items()):
         source = "override" if pipeline_id in policy.pipeline_profiles else "default"
-        echo(f"{pipeline_id:<28} {policy.profile_of(pipeline_id):<9} ({source})  "
-                   f"criticality={pipeline.criticality} cost={pipeline.expected_cost:g}")
+        echo(
+            f"{pipeline_id:<28} {policy.profile_of(pipeline_id):<9} ({source})  "
+            f"criticality={pipeline.criticality} cost={pipeline.expected_cost:g}"
+        )
 
 
 @click.command("simulate")
-@click.option("--scenario", "scenario_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="scenario YAML or JSON (see medallion_assets/control/simulator.py)")
+@click.option(
+    "--scenario",
+    "scenario_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="scenario YAML or JSON (see medallion_assets/control/simulator.py)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print results as JSON")
 def simulate(scenario_path, as_json) -> None:
     """Simulate a scenario under its own profiles, and under a FIFO baseline (plain cron schedules)."""
@@ -77,14 +90,19 @@ def simulate(scenario_path, as_json) -> None:
     if as_json:
         echo(results_json(results))
         return
-    echo(f"{'policy':<20}{'runs':>6}{'avg min':>9}{'p95 min':>9}{'crit avg':>10}{'violations':>12}{'cost':>10}")
+    echo(
+        f"{'policy':<20}{'runs':>6}{'avg min':>9}{'p95 min':>9}{'crit avg':>10}{'violations':>12}{'cost':>10}"
+    )
     for r in results:
         critical = "-" if r.critical_avg_latency_min is None else f"{r.critical_avg_latency_min:g}"
-        echo(f"{r.policy:<20}{r.runs:>6}{r.avg_latency_min:>9g}{r.p95_latency_min:>9g}{critical:>10}"
-                   f"{r.violations:>12}{r.total_cost:>10g}")
+        echo(
+            f"{r.policy:<20}{r.runs:>6}{r.avg_latency_min:>9g}{r.p95_latency_min:>9g}{critical:>10}"
+            f"{r.violations:>12}{r.total_cost:>10g}"
+        )
     for r in results:
         echo(f"\n{r.policy}: system  peak/limit  max starts per minute  violations")
         for pool, stats in r.systems.items():
-            echo(f"  {pool:<28}{stats.peak_concurrency:>3}/{stats.limit:<6}{stats.peak_launches_per_minute:>8}"
-                       f"{stats.violations:>14}")
-
+            echo(
+                f"  {pool:<28}{stats.peak_concurrency:>3}/{stats.limit:<6}{stats.peak_launches_per_minute:>8}"
+                f"{stats.violations:>14}"
+            )

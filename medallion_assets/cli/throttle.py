@@ -19,8 +19,10 @@ def _instance():
     from dagster import DagsterInstance
 
     if not os.environ.get("DAGSTER_HOME"):
-        refuse("DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME at it "
-               "(with Medallion's dagster.yaml) and run again")
+        refuse(
+            "DAGSTER_HOME is not set: pool limits live in a Dagster instance; point DAGSTER_HOME at it "
+            "(with Medallion's dagster.yaml) and run again"
+        )
     return DagsterInstance.get()
 
 
@@ -33,7 +35,9 @@ def throttle() -> None:
 @click.argument("system_kind", metavar="source|target", type=click.Choice(KINDS))
 @click.argument("system_id", metavar="ID")
 @click.option("--metric", required=True, type=click.Choice(METRICS))
-@click.option("--limit", "limit", required=True, type=int, help="steps at once, rows per minute or bytes per hour")
+@click.option(
+    "--limit", "limit", required=True, type=int, help="steps at once, rows per minute or bytes per hour"
+)
 def set_throttle(system_kind, system_id, metric, limit) -> None:
     """Limit a source or target system (ID as `medallion throttle show` lists it)."""
     from medallion_assets.catalog.models import Throttle
@@ -41,16 +45,22 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
     from medallion_assets.naming import pool_name
 
     if limit <= 0:
-        refuse(f"--limit must be greater than 0, not {limit} (to stop a system, use "
-               f"`medallion disable {system_kind} {system_id}`)")
+        refuse(
+            f"--limit must be greater than 0, not {limit} (to stop a system, use "
+            f"`medallion disable {system_kind} {system_id}`)"
+        )
     store = catalog_store()
     row = Throttle(system_kind=system_kind, system_id=system_id, metric=metric, limit_value=limit)
     problem = throttle_problem(store.snapshot(), row)
     if problem:
         refuse(problem[1])
     store.upsert({"throttles": [row]})
-    applies = (f"pool {pool_name(system_kind, system_id)}: the medallion_control sensor applies it on its next tick "
-               "(or run `medallion throttle sync`)" if metric == "concurrency" else "applies from the next batch")
+    applies = (
+        f"pool {pool_name(system_kind, system_id)}: the medallion_control sensor applies it on its next tick "
+        "(or run `medallion throttle sync`)"
+        if metric == "concurrency"
+        else "applies from the next batch"
+    )
     echo(f"{system_kind} {system_id}: {metric} limited to {limit}; {applies}")
 
 
@@ -59,7 +69,10 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
 def show(as_json) -> None:
     """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets' tokens."""
     from medallion_assets.control.throttles import (
-        DEFAULT_CONCURRENCY_LIMIT, RATE_WINDOWS_SEC, bucket_levels, known_systems,
+        DEFAULT_CONCURRENCY_LIMIT,
+        RATE_WINDOWS_SEC,
+        bucket_levels,
+        known_systems,
     )
     from medallion_assets.naming import pool_name
 
@@ -75,30 +88,50 @@ def show(as_json) -> None:
         for system in systems:
             pool = pool_name(kind, system)
             limit = throttles.get((kind, system, "concurrency"))
-            row = {"kind": kind, "system": system, "metric": "concurrency",
-                   "limit": int(limit or DEFAULT_CONCURRENCY_LIMIT), "default": limit is None, "pool": pool}
+            row = {
+                "kind": kind,
+                "system": system,
+                "metric": "concurrency",
+                "limit": int(limit or DEFAULT_CONCURRENCY_LIMIT),
+                "default": limit is None,
+                "pool": pool,
+            }
             if storage is not None:
                 info = storage.get_concurrency_info(pool)
-                row.update(pool_limit=info.limit, slots_in_use=len(info.claimed_slots),
-                           steps_waiting=info.pending_step_count)
+                row.update(
+                    pool_limit=info.limit,
+                    slots_in_use=len(info.claimed_slots),
+                    steps_waiting=info.pending_step_count,
+                )
             rows.append(row)
             for metric in RATE_WINDOWS_SEC:
                 if (kind, system, metric) in throttles:
-                    rows.append({"kind": kind, "system": system, "metric": metric,
-                                 "limit": throttles[kind, system, metric], "default": False,
-                                 "tokens": levels.get((kind, system, metric))})
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "system": system,
+                            "metric": metric,
+                            "limit": throttles[kind, system, metric],
+                            "default": False,
+                            "tokens": levels.get((kind, system, metric)),
+                        }
+                    )
     if as_json:
         echo(json.dumps(rows, indent=2))
         return
     for row in rows:
         limit = f"{row['limit']:g}" + (" (default)" if row["default"] else "")
         if row["metric"] != "concurrency":
-            state = "bucket full (untouched)" if row["tokens"] is None else f"bucket {row['tokens']:.0f} tokens"
+            state = (
+                "bucket full (untouched)" if row["tokens"] is None else f"bucket {row['tokens']:.0f} tokens"
+            )
         elif storage is None:
             state = f"pool {row['pool']} (set DAGSTER_HOME to see its slots)"
         else:
-            state = (f"pool {row['pool']}: limit {row['pool_limit']} on the instance, {row['slots_in_use']} in use, "
-                     f"{row['steps_waiting']} waiting")
+            state = (
+                f"pool {row['pool']}: limit {row['pool_limit']} on the instance, {row['slots_in_use']} in use, "
+                f"{row['steps_waiting']} waiting"
+            )
         echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {limit:<14} {state}")
 
 

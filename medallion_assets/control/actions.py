@@ -7,7 +7,7 @@ with the reason, which fails the step at once.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,10 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
 from medallion_assets.control.remedies import HealingContext, Remedy, healing_action
-from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift, causes
+from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
-from medallion_assets.errors import SourceNotFound
 from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
 
 
@@ -29,7 +28,9 @@ class Params(BaseModel):
 class WaitParams(Params):
     deadline_sec: float = Field(default=600, gt=0, le=86_400, description="give up after waiting this long")
     first_wait_sec: float = Field(default=5, gt=0, le=3_600)
-    max_wait_sec: float = Field(default=60, gt=0, le=3_600, description="longest single wait (backoff doubles)")
+    max_wait_sec: float = Field(
+        default=60, gt=0, le=3_600, description="longest single wait (backoff doubles)"
+    )
 
 
 def _wait_until(params: WaitParams, ready, what: str) -> Remedy:
@@ -41,8 +42,11 @@ def _wait_until(params: WaitParams, ready, what: str) -> Remedy:
         if problem is None:
             return Remedy("retry", f"{what} after {waited:.1f} s")
         if waited + wait > params.deadline_sec:
-            return Remedy("give_up", f"still waiting for {what} after {waited:.1f} s "
-                                     f"(deadline {params.deadline_sec:g} s): {problem}")
+            return Remedy(
+                "give_up",
+                f"still waiting for {what} after {waited:.1f} s "
+                f"(deadline {params.deadline_sec:g} s): {problem}",
+            )
         time.sleep(wait)
         wait = min(wait * 2, params.max_wait_sec)
 
@@ -81,8 +85,12 @@ def quarantine_object(context: HealingContext) -> Remedy:
     (info,) = list_objects(corrupt.url, corrupt.source_id)
     parts = urlsplit(corrupt.url)
     try:
-        kept = path_under(quarantine_path(context.lake_root, context.fault.stage.target_id), "objects",
-                          parts.netloc, parts.path.removeprefix("/"))
+        kept = path_under(
+            quarantine_path(context.lake_root, context.fault.stage.target_id),
+            "objects",
+            parts.netloc,
+            parts.path.removeprefix("/"),
+        )
     except UnsafePath as error:
         return Remedy("give_up", f"{corrupt.url} cannot be kept in quarantine: {error}")
     write_bytes(kept, read_bytes(corrupt.url))
@@ -130,7 +138,9 @@ def recreate_staging(context: HealingContext) -> Remedy:
     if target.kind != "warehouse":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
     with _warehouse(context.warehouse_url) as warehouse:
-        dropped = warehouse.drop_staging(target.location, [t.location for t in targets.values() if t.location])
+        dropped = warehouse.drop_staging(
+            target.location, [t.location for t in targets.values() if t.location]
+        )
     return Remedy("retry", f"dropped leftover staging table {dropped}")
 
 
@@ -156,8 +166,11 @@ def evolve_schema(context: HealingContext) -> Remedy:
     drift = _find(context.fault.error, SourceSchemaDrift)
     if drift is None:
         # The warehouse table lacks columns the batch has: the retried load adds them.
-        return Remedy("retry", "the next load adds the new columns to the warehouse table",
-                      {"evolve_warehouse_schema": True})
+        return Remedy(
+            "retry",
+            "the next load adds the new columns to the warehouse table",
+            {"evolve_warehouse_schema": True},
+        )
     snapshot = context.store.snapshot()
     source = snapshot.sources[drift.source_id]
     sources = [source.model_copy(update={"columns": {**source.columns, **drift.new_columns}})]
@@ -166,7 +179,9 @@ def evolve_schema(context: HealingContext) -> Remedy:
     for target_id in {t for b in bronze for t in _pass_through_targets(snapshot, b)}:
         target = snapshot.targets[target_id]
         if target.columns is not None:
-            added = {name: type_name for name, type_name in drift.new_columns.items() if name not in target.columns}
+            added = {
+                name: type_name for name, type_name in drift.new_columns.items() if name not in target.columns
+            }
             targets.append(target.model_copy(update={"columns": {**target.columns, **added}}))
     context.store.upsert({"sources": sources, "targets": targets})
     evolved = ", ".join([source.source_id, *sorted(t.target_id for t in targets)])
@@ -174,7 +189,9 @@ def evolve_schema(context: HealingContext) -> Remedy:
 
 
 class BatchParams(Params):
-    partitions: int = Field(default=16, ge=2, le=10_000, description="partitions of the first retry; doubles after")
+    partitions: int = Field(
+        default=16, ge=2, le=10_000, description="partitions of the first retry; doubles after"
+    )
 
 
 @healing_action("load_in_batches", BatchParams)
@@ -185,7 +202,9 @@ def load_in_batches(context: HealingContext) -> Remedy:
 
 
 class BreakerParams(Params):
-    failures: int = Field(default=3, ge=1, le=1_000, description="failed attempts within the window that trip it")
+    failures: int = Field(
+        default=3, ge=1, le=1_000, description="failed attempts within the window that trip it"
+    )
     window_minutes: float = Field(default=60, gt=0, le=10_080)
 
 
@@ -193,19 +212,26 @@ class BreakerParams(Params):
 def trip_circuit_breaker(context: HealingContext) -> Remedy:
     """Circuit breaker: after too many failures, the pipeline's kill switch is set so it stops hammering its source."""
     stage, params = context.fault.stage, context.params
-    since = datetime.now(timezone.utc) - timedelta(minutes=params.window_minutes)
-    failures = [e for e in context.store.audit_entries(pipeline_id=stage.pipeline_id, event="stage", status="failed")
-                if _aware(e["created_at"]) >= since]
+    since = datetime.now(UTC) - timedelta(minutes=params.window_minutes)
+    failures = [
+        e
+        for e in context.store.audit_entries(pipeline_id=stage.pipeline_id, event="stage", status="failed")
+        if _aware(e["created_at"]) >= since
+    ]
     if len(failures) < params.failures:
-        return Remedy("retry", f"{len(failures)} of {params.failures} failures in {params.window_minutes:g} min")
-    reason = (f"circuit breaker {context.rule.healing_id}: {len(failures)} failures in {params.window_minutes:g} min, "
-              f"last {context.fault.message}")
+        return Remedy(
+            "retry", f"{len(failures)} of {params.failures} failures in {params.window_minutes:g} min"
+        )
+    reason = (
+        f"circuit breaker {context.rule.healing_id}: {len(failures)} failures in {params.window_minutes:g} min, "
+        f"last {context.fault.message}"
+    )
     set_flag(context.store, "pipeline", stage.pipeline_id, False, reason, who="medallion-healing")
     return Remedy("give_up", f"pipeline {stage.pipeline_id} disabled: {reason}")
 
 
 def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class RerunParams(Params):

@@ -27,7 +27,11 @@ def classify(entry: dict) -> str | None:
     if event == "check" and status == "failed":
         return "check_failed"
     if event == "healing" and status == "give_up":
-        return "circuit_breaker_tripped" if details.get("action") == "trip_circuit_breaker" else "healing_gave_up"
+        return (
+            "circuit_breaker_tripped"
+            if details.get("action") == "trip_circuit_breaker"
+            else "healing_gave_up"
+        )
     if event == "volume_anomaly":
         return "volume_anomaly"
     return None
@@ -39,7 +43,9 @@ def owner_of(snapshot: CatalogSnapshot, pipeline_id: str | None, dataset: str | 
     return (target.owner if target else "") or (pipeline.owner if pipeline else "")
 
 
-def audit_messages(store: CatalogStore, snapshot: CatalogSnapshot, after_id: int) -> tuple[list[Message], int]:
+def audit_messages(
+    store: CatalogStore, snapshot: CatalogSnapshot, after_id: int
+) -> tuple[list[Message], int]:
     """Messages for the audit entries after `after_id`, and the last id read (the sensor's cursor)."""
     query = select(audit_log).where(audit_log.c.audit_id > after_id).order_by(audit_log.c.audit_id)
     with store.engine.connect() as connection:
@@ -52,14 +58,27 @@ def audit_messages(store: CatalogStore, snapshot: CatalogSnapshot, after_id: int
         where = ".".join(part for part in (entry["pipeline_id"], entry["stage_name"]) if part)
         # A drop in volume flows down the pipeline, and every stage's check shows it; people hear once per run,
         # of the first stage it reached.
-        key = (f"volume:{entry['run_id']}:{entry['pipeline_id']}" if event == "volume_anomaly"
-               else f"audit:{entry['audit_id']}")
-        messages.append(Message(
-            event=event, key=key, summary=f"{where}: {entry['error'] or entry['status']}",
-            pipeline_id=entry["pipeline_id"], dataset=entry["dataset"],
-            owner=owner_of(snapshot, entry["pipeline_id"], entry["dataset"]),
-            details={"run_id": entry["run_id"], "stage": entry["stage_name"], "status": entry["status"],
-                     "at": str(entry["created_at"])}))
+        key = (
+            f"volume:{entry['run_id']}:{entry['pipeline_id']}"
+            if event == "volume_anomaly"
+            else f"audit:{entry['audit_id']}"
+        )
+        messages.append(
+            Message(
+                event=event,
+                key=key,
+                summary=f"{where}: {entry['error'] or entry['status']}",
+                pipeline_id=entry["pipeline_id"],
+                dataset=entry["dataset"],
+                owner=owner_of(snapshot, entry["pipeline_id"], entry["dataset"]),
+                details={
+                    "run_id": entry["run_id"],
+                    "stage": entry["stage_name"],
+                    "status": entry["status"],
+                    "at": str(entry["created_at"]),
+                },
+            )
+        )
     return messages, entries[-1]["audit_id"] if entries else after_id
 
 
@@ -68,9 +87,20 @@ def last_audit_id(store: CatalogStore) -> int:
         return connection.execute(select(func.coalesce(func.max(audit_log.c.audit_id), 0))).scalar_one()
 
 
-def sla_messages(store: CatalogStore, snapshot: CatalogSnapshot, now: datetime | None = None) -> list[Message]:
+def sla_messages(
+    store: CatalogStore, snapshot: CatalogSnapshot, now: datetime | None = None
+) -> list[Message]:
     """One message per SLA miss: its episode (the deadline missed, or the update it is stale since) keys it."""
-    return [Message(event="sla_missed", key=f"sla:{f.dataset}:{f.episode}", summary=f"{f.dataset}: {f.explanation}",
-                    pipeline_id=f.pipeline_id, dataset=f.dataset, owner=f.owner,
-                    details={"sla": f.sla.model_dump(exclude_none=True), "lag_sec": f.lag_sec})
-            for f in freshness(snapshot, store, now) if f.state == "stale"]
+    return [
+        Message(
+            event="sla_missed",
+            key=f"sla:{f.dataset}:{f.episode}",
+            summary=f"{f.dataset}: {f.explanation}",
+            pipeline_id=f.pipeline_id,
+            dataset=f.dataset,
+            owner=f.owner,
+            details={"sla": f.sla.model_dump(exclude_none=True), "lag_sec": f.lag_sec},
+        )
+        for f in freshness(snapshot, store, now)
+        if f.state == "stale"
+    ]

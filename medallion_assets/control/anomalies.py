@@ -36,11 +36,15 @@ class VolumeVerdict:
 
     def explanation(self, band: VolumeBand) -> str:
         if self.status == "insufficient_history":
-            return (f"{self.metric}={self.value}: only {self.history_runs} earlier successful run(s), "
-                    f"{band.min_runs} needed for a band; no verdict yet")
+            return (
+                f"{self.metric}={self.value}: only {self.history_runs} earlier successful run(s), "
+                f"{band.min_runs} needed for a band; no verdict yet"
+            )
         where = "outside" if self.status == "anomaly" else "within"
-        return (f"{self.metric}={self.value} is {where} [{self.low:g}, {self.high:g}] = median {self.median:g} ± "
-                f"{band.k:g}·MAD {self.mad:g} of the last {self.history_runs} successful runs")
+        return (
+            f"{self.metric}={self.value} is {where} [{self.low:g}, {self.high:g}] = median {self.median:g} ± "
+            f"{band.k:g}·MAD {self.mad:g} of the last {self.history_runs} successful runs"
+        )
 
 
 def judge_volume(metric: str, value: int, history: list[int], band: VolumeBand) -> VolumeVerdict:
@@ -56,20 +60,30 @@ def judge_volume(metric: str, value: int, history: list[int], band: VolumeBand) 
 
 def stage_history(store: CatalogStore, pipeline_id: str, stage_name: str, runs: int) -> list[dict]:
     """Rows read and written by the stage's last `runs` successful executions, newest first."""
-    query = (select(audit_log.c.rows_read, audit_log.c.rows_written)
-             .where(audit_log.c.pipeline_id == pipeline_id, audit_log.c.stage_name == stage_name,
-                    audit_log.c.event == "stage", audit_log.c.status == "success")
-             .order_by(audit_log.c.audit_id.desc()).limit(runs))
+    query = (
+        select(audit_log.c.rows_read, audit_log.c.rows_written)
+        .where(
+            audit_log.c.pipeline_id == pipeline_id,
+            audit_log.c.stage_name == stage_name,
+            audit_log.c.event == "stage",
+            audit_log.c.status == "success",
+        )
+        .order_by(audit_log.c.audit_id.desc())
+        .limit(runs)
+    )
     with store.engine.connect() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
 
 
-def volume_verdicts(store: CatalogStore, pipeline_id: str, stage_name: str, counts: dict[str, int],
-                    band: VolumeBand) -> list[VolumeVerdict]:
+def volume_verdicts(
+    store: CatalogStore, pipeline_id: str, stage_name: str, counts: dict[str, int], band: VolumeBand
+) -> list[VolumeVerdict]:
     """This run's counts (not yet in the audit log) against the band of the runs before it."""
     history = stage_history(store, pipeline_id, stage_name, band.runs)
-    return [judge_volume(metric, counts[metric], [h[metric] for h in history if h[metric] is not None], band)
-            for metric in METRICS]
+    return [
+        judge_volume(metric, counts[metric], [h[metric] for h in history if h[metric] is not None], band)
+        for metric in METRICS
+    ]
 
 
 def dq_rate(rows_read: int, rows_rejected: int) -> float | None:

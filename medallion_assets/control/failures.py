@@ -85,13 +85,14 @@ def current_policy(store: CatalogStore, stage: Stage) -> RetryPolicy | None:
 
 def retry_delay(policy: RetryPolicy, retry_number: int, rng: random.Random = random.Random()) -> float:
     """Seconds before attempt `retry_number + 1`: fixed or doubling backoff, ± jitter, capped by max delay."""
-    base = policy.backoff_sec * (2 ** retry_number if policy.backoff == "exponential" else 1)
+    base = policy.backoff_sec * (2**retry_number if policy.backoff == "exponential" else 1)
     delay = max(0.0, base + rng.uniform(-policy.jitter_sec, policy.jitter_sec))
     return min(delay, policy.max_delay_sec) if policy.max_delay_sec is not None else delay
 
 
-def retry_or_fail(store: CatalogStore, stage: Stage, error: Exception, retry_number: int,
-                  remedy: Remedy | None = None) -> Exception:
+def retry_or_fail(
+    store: CatalogStore, stage: Stage, error: Exception, retry_number: int, remedy: Remedy | None = None
+) -> Exception:
     """What to raise after `error` (and the healing `remedy`, if a rule matched): RetryRequested while the
     policy allows, else a final Failure."""
     attempts = f"attempt {retry_number + 1}"
@@ -105,15 +106,31 @@ def retry_or_fail(store: CatalogStore, stage: Stage, error: Exception, retry_num
         limit = f"of {policy.max_retries + 1}" if policy else "(no retry policy)"
         return Failure(f"{failed} ({attempts} {limit}; retries spent)", allow_retries=False)
     delay = retry_delay(policy, retry_number)
-    store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
-                       event="retry", status="scheduled", error=failed,
-                       details={"attempt": retry_number + 1, "delay_sec": round(delay, 3), "retry_id": policy.retry_id,
-                                **({"healed": remedy.detail} if remedy else {})})
+    store.record_audit(
+        pipeline_id=stage.pipeline_id,
+        stage_name=stage.stage_name,
+        dataset=stage.target_id,
+        event="retry",
+        status="scheduled",
+        error=failed,
+        details={
+            "attempt": retry_number + 1,
+            "delay_sec": round(delay, 3),
+            "retry_id": policy.retry_id,
+            **({"healed": remedy.detail} if remedy else {}),
+        },
+    )
     return RetryRequested(max_retries=policy.max_retries, seconds_to_wait=delay)
 
 
-def after_failure(store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str,
-                  run_tags: Mapping[str, str], add_run_tags: Callable[[dict[str, str]], None]) -> Exception:
+def after_failure(
+    store: CatalogStore,
+    fault: Fault,
+    lake_root: str,
+    warehouse_url: str,
+    run_tags: Mapping[str, str],
+    add_run_tags: Callable[[dict[str, str]], None],
+) -> Exception:
     """The step's part of the lifecycle: heal the fault if a rule matches (never a fault no attempt can fix),
     leave what the remedy asks of the next attempts in the run's tags, then decide on the next attempt.
 
@@ -129,8 +146,9 @@ def adjustment_tags(run_tags: Mapping[str, str], stage: Stage, remedy: Remedy) -
     and, once healing has acted, that later steps read the catalog as healing left it."""
     tags = {CATALOG_HEALED_TAG: "true"}
     if remedy.outcome == "retry" and remedy.overrides:
-        tags[_adjustments_tag(stage)] = json.dumps({**adjustments(run_tags, stage), **remedy.overrides},
-                                                   sort_keys=True)
+        tags[_adjustments_tag(stage)] = json.dumps(
+            {**adjustments(run_tags, stage), **remedy.overrides}, sort_keys=True
+        )
     return tags
 
 

@@ -36,8 +36,10 @@ def known_ids(snapshot: CatalogSnapshot, kind: str) -> list[str]:
         "stage": [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()],
         "dataset": list(snapshot.targets),
         "source": [*snapshot.sources, *{s.system_id() for s in snapshot.sources.values()}],
-        "target": [*snapshot.targets, *{t.system or "warehouse" for t in snapshot.targets.values()
-                                        if t.kind == "warehouse"}],
+        "target": [
+            *snapshot.targets,
+            *{t.system or "warehouse" for t in snapshot.targets.values() if t.kind == "warehouse"},
+        ],
     }[kind]
     return sorted(set(ids))
 
@@ -53,8 +55,11 @@ def check_entity(snapshot: CatalogSnapshot, kind: str, entity_id: str) -> None:
 def stage_entities(snapshot: CatalogSnapshot, stage: Stage) -> list[tuple[str, str]]:
     """Every (kind, id) whose flag stops this stage."""
     target = snapshot.targets[stage.target_id]
-    entities = [("pipeline", stage.pipeline_id), ("stage", f"{stage.pipeline_id}.{stage.stage_name}"),
-                ("dataset", stage.target_id)]
+    entities = [
+        ("pipeline", stage.pipeline_id),
+        ("stage", f"{stage.pipeline_id}.{stage.stage_name}"),
+        ("dataset", stage.target_id),
+    ]
     for input_id in stage.input_ids():
         source = snapshot.sources.get(input_id)
         if source:
@@ -90,20 +95,29 @@ def disabled_reason(snapshot: CatalogSnapshot, state: ControlState, stage: Stage
         return f"stage {stage.pipeline_id}.{stage.stage_name} is disabled in the stages table"
     entities = set(stage_entities(snapshot, stage))
     for flag in state.flags:
-        if flag.flag_name == "enabled" and not flag.flag_value and (
-                flag.entity_type == "global" or (flag.entity_type, flag.entity_id) in entities):
+        if (
+            flag.flag_name == "enabled"
+            and not flag.flag_value
+            and (flag.entity_type == "global" or (flag.entity_type, flag.entity_id) in entities)
+        ):
             subject = "everything" if flag.entity_type == "global" else f"{flag.entity_type} {flag.entity_id}"
             by = f" by {flag.updated_by}" if flag.updated_by else ""
             return f"{subject} disabled{by}: {flag.reason or 'no reason given'}"
     return None
 
 
-def set_flag(store: CatalogStore, kind: str, entity_id: str, enabled: bool, reason: str = "",
-             who: str | None = None) -> ControlFlag:
+def set_flag(
+    store: CatalogStore, kind: str, entity_id: str, enabled: bool, reason: str = "", who: str | None = None
+) -> ControlFlag:
     """Flip a kill switch; the database trigger records the change in control_flag_history."""
     check_entity(store.snapshot(), kind, entity_id)
-    flag = ControlFlag(entity_type=kind, entity_id="*" if kind == "global" else entity_id, flag_value=enabled,
-                       reason=reason, updated_by=who or getpass.getuser())
+    flag = ControlFlag(
+        entity_type=kind,
+        entity_id="*" if kind == "global" else entity_id,
+        flag_value=enabled,
+        reason=reason,
+        updated_by=who or getpass.getuser(),
+    )
     store.upsert({"control_flags": [flag]})
     return flag
 
@@ -112,12 +126,21 @@ def add_missing_flags(store: CatalogStore, who: str = "catalog load") -> list[Co
     """Give every pipeline, stage and source an enabled kill switch row of its own, leaving existing rows alone,
     so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows added."""
     snapshot = store.snapshot()
-    existing = {(flag.entity_type, flag.entity_id) for flag in store.read_table("control_flags")
-                if flag.flag_name == "enabled"}
-    added = [ControlFlag(entity_type=kind, entity_id=entity_id, flag_value=True, updated_by=who)
-             for kind, ids in (("pipeline", snapshot.pipelines), ("source", snapshot.sources),
-                               ("stage", [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()]))
-             for entity_id in ids if (kind, entity_id) not in existing]
+    existing = {
+        (flag.entity_type, flag.entity_id)
+        for flag in store.read_table("control_flags")
+        if flag.flag_name == "enabled"
+    }
+    added = [
+        ControlFlag(entity_type=kind, entity_id=entity_id, flag_value=True, updated_by=who)
+        for kind, ids in (
+            ("pipeline", snapshot.pipelines),
+            ("source", snapshot.sources),
+            ("stage", [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()]),
+        )
+        for entity_id in ids
+        if (kind, entity_id) not in existing
+    ]
     if added:
         store.upsert({"control_flags": added})
     return added

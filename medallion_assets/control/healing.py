@@ -28,25 +28,35 @@ def rule_problems(rule: HealingAction) -> list[str]:
 
 
 def _specificity(rule: HealingAction) -> int:
-    return sum(value is not None for value in (rule.error_code, rule.message_pattern, rule.layer,
-                                               rule.pipeline_id, rule.stage_name))
+    return sum(
+        value is not None
+        for value in (rule.error_code, rule.message_pattern, rule.layer, rule.pipeline_id, rule.stage_name)
+    )
 
 
-def matching_rule(rules: Iterable[HealingAction], fault: Fault, run_level: bool = False) -> HealingAction | None:
+def matching_rule(
+    rules: Iterable[HealingAction], fault: Fault, run_level: bool = False
+) -> HealingAction | None:
     """The most specific enabled rule whose signature and scope match the fault (ties: by healing_id)."""
     codes, message = fault.codes, fault.message
     candidates = [
-        rule for rule in rules
-        if rule.enabled and rule.action in ACTIONS and ACTIONS[rule.action].run_level == run_level
+        rule
+        for rule in rules
+        if rule.enabled
+        and rule.action in ACTIONS
+        and ACTIONS[rule.action].run_level == run_level
         and (rule.error_code is None or rule.error_code in codes)
         and (rule.message_pattern is None or compiled(rule.message_pattern).search(message))
-        and rule.layer in (None, fault.layer) and rule.pipeline_id in (None, fault.stage.pipeline_id)
+        and rule.layer in (None, fault.layer)
+        and rule.pipeline_id in (None, fault.stage.pipeline_id)
         and rule.stage_name in (None, fault.stage.stage_name)
     ]
     return min(candidates, key=lambda rule: (-_specificity(rule), rule.healing_id), default=None)
 
 
-def heal(store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str, run_level: bool = False) -> Remedy | None:
+def heal(
+    store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str, run_level: bool = False
+) -> Remedy | None:
     """Run the action of the rule matching `fault` (an in-step or a run-level one), the rules read fresh from
     the catalog; audit what happened.
 
@@ -58,14 +68,29 @@ def heal(store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str, 
         return None
     action = ACTIONS[rule.action]
     try:
-        remedy = action.run(HealingContext(fault, rule, action.params.model_validate(rule.params), store,
-                                           lake_root, warehouse_url))
+        remedy = action.run(
+            HealingContext(
+                fault, rule, action.params.model_validate(rule.params), store, lake_root, warehouse_url
+            )
+        )
     except Exception as error:  # noqa: BLE001 — reported as the remedy's outcome, with the error
         remedy = Remedy("give_up", f"action {rule.action} failed: {type(error).__name__}: {error}")
-    store.record_audit(run_id=fault.run_id, pipeline_id=fault.stage.pipeline_id, stage_name=fault.stage.stage_name,
-                       dataset=fault.stage.target_id, event="healing", status=remedy.outcome, error=fault.message,
-                       details={"rule": rule.healing_id, "action": rule.action, "params": rule.params,
-                                "attempt": fault.attempt, "outcome": remedy.outcome, "detail": remedy.detail,
-                                "overrides": remedy.overrides})
+    store.record_audit(
+        run_id=fault.run_id,
+        pipeline_id=fault.stage.pipeline_id,
+        stage_name=fault.stage.stage_name,
+        dataset=fault.stage.target_id,
+        event="healing",
+        status=remedy.outcome,
+        error=fault.message,
+        details={
+            "rule": rule.healing_id,
+            "action": rule.action,
+            "params": rule.params,
+            "attempt": fault.attempt,
+            "outcome": remedy.outcome,
+            "detail": remedy.detail,
+            "overrides": remedy.overrides,
+        },
+    )
     return remedy
-

@@ -8,7 +8,7 @@ nothing. Each scrape costs a handful of grouped queries.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from prometheus_client import CollectorRegistry, start_http_server
@@ -34,36 +34,61 @@ class MedallionCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         stage_rows = (audit_log.c.pipeline_id, audit_log.c.stage_name)
-        executions = CounterMetricFamily("medallion_stage_executions", "Stage executions by outcome (success, "
-                                         "failed, halted)", labels=[*STAGE, "status"])
-        duration = CounterMetricFamily("medallion_stage_duration_seconds", "Time spent in stage executions",
-                                       labels=list(STAGE))
-        rows = CounterMetricFamily("medallion_stage_rows", "Rows read, written and quarantined",
-                                   labels=[*STAGE, "kind"])
-        waits = CounterMetricFamily("medallion_throttle_waits", "Waits for a throttle's rate bucket", labels=list(STAGE))
-        waited = CounterMetricFamily("medallion_throttle_wait_seconds", "Time waited for throttles", labels=list(STAGE))
+        executions = CounterMetricFamily(
+            "medallion_stage_executions",
+            "Stage executions by outcome (success, failed, halted)",
+            labels=[*STAGE, "status"],
+        )
+        duration = CounterMetricFamily(
+            "medallion_stage_duration_seconds", "Time spent in stage executions", labels=list(STAGE)
+        )
+        rows = CounterMetricFamily(
+            "medallion_stage_rows", "Rows read, written and quarantined", labels=[*STAGE, "kind"]
+        )
+        waits = CounterMetricFamily(
+            "medallion_throttle_waits", "Waits for a throttle's rate bucket", labels=list(STAGE)
+        )
+        waited = CounterMetricFamily(
+            "medallion_throttle_wait_seconds", "Time waited for throttles", labels=list(STAGE)
+        )
         with self.store.engine.connect() as connection:
             for pipeline, stage, status, count, seconds, read, written, quarantined in connection.execute(
-                    select(*stage_rows, audit_log.c.status, func.count(), func.sum(audit_log.c.duration_sec),
-                           func.sum(audit_log.c.rows_read), func.sum(audit_log.c.rows_written),
-                           func.sum(audit_log.c.rows_quarantined))
-                    .where(audit_log.c.event == "stage").group_by(*stage_rows, audit_log.c.status)):
+                select(
+                    *stage_rows,
+                    audit_log.c.status,
+                    func.count(),
+                    func.sum(audit_log.c.duration_sec),
+                    func.sum(audit_log.c.rows_read),
+                    func.sum(audit_log.c.rows_written),
+                    func.sum(audit_log.c.rows_quarantined),
+                )
+                .where(audit_log.c.event == "stage")
+                .group_by(*stage_rows, audit_log.c.status)
+            ):
                 executions.add_metric([pipeline, stage, status], count)
                 duration.add_metric([pipeline, stage], seconds or 0)
                 for kind, value in (("read", read), ("written", written), ("quarantined", quarantined)):
                     rows.add_metric([pipeline, stage, kind], value or 0)
             for pipeline, stage, count, seconds in connection.execute(
-                    select(*stage_rows, func.count(), func.sum(audit_log.c.duration_sec))
-                    .where(audit_log.c.event == "throttle").group_by(*stage_rows)):
+                select(*stage_rows, func.count(), func.sum(audit_log.c.duration_sec))
+                .where(audit_log.c.event == "throttle")
+                .group_by(*stage_rows)
+            ):
                 waits.add_metric([pipeline or "", stage or ""], count)
                 waited.add_metric([pipeline or "", stage or ""], seconds or 0)
-            deliveries = connection.execute(select(notification_deliveries.c.status, func.count())
-                                            .group_by(notification_deliveries.c.status)).all()
+            deliveries = connection.execute(
+                select(notification_deliveries.c.status, func.count()).group_by(
+                    notification_deliveries.c.status
+                )
+            ).all()
         yield from (executions, duration, rows, waits, waited)
         yield self._dq_rates()
         yield from self._freshness()
-        notifications = GaugeMetricFamily("medallion_notification_deliveries", "Notification deliveries by status "
-                                          "(pending, delivered, gave_up)", labels=["status"])
+        notifications = GaugeMetricFamily(
+            "medallion_notification_deliveries",
+            "Notification deliveries by status (pending, delivered, gave_up)",
+            labels=["status"],
+        )
         for status, count in deliveries:
             notifications.add_metric([status], count)
         yield notifications
@@ -72,25 +97,41 @@ class MedallionCollector(Collector):
 
     def _dq_rates(self) -> Metric:
         """The DQ rate of each stage's latest successful execution that measured one."""
-        latest = (select(audit_log.c.pipeline_id, audit_log.c.stage_name, func.max(audit_log.c.audit_id).label("id"))
-                  .where(audit_log.c.event == "stage", audit_log.c.status == "success")
-                  .group_by(audit_log.c.pipeline_id, audit_log.c.stage_name).subquery())
-        gauge = GaugeMetricFamily("medallion_stage_dq_rate", "Share of rows read that no rule rejected, last run",
-                                  labels=list(STAGE))
+        latest = (
+            select(
+                audit_log.c.pipeline_id, audit_log.c.stage_name, func.max(audit_log.c.audit_id).label("id")
+            )
+            .where(audit_log.c.event == "stage", audit_log.c.status == "success")
+            .group_by(audit_log.c.pipeline_id, audit_log.c.stage_name)
+            .subquery()
+        )
+        gauge = GaugeMetricFamily(
+            "medallion_stage_dq_rate",
+            "Share of rows read that no rule rejected, last run",
+            labels=list(STAGE),
+        )
         with self.store.engine.connect() as connection:
             for pipeline, stage, details in connection.execute(
-                    select(audit_log.c.pipeline_id, audit_log.c.stage_name, audit_log.c.details)
-                    .join(latest, audit_log.c.audit_id == latest.c.id)):
+                select(audit_log.c.pipeline_id, audit_log.c.stage_name, audit_log.c.details).join(
+                    latest, audit_log.c.audit_id == latest.c.id
+                )
+            ):
                 if (details or {}).get("dq_rate") is not None:
                     gauge.add_metric([pipeline, stage], details["dq_rate"])
         return gauge
 
     def _freshness(self) -> Iterator[Metric]:
-        lag = GaugeMetricFamily("medallion_dataset_freshness_lag_seconds", "Seconds since the dataset's last "
-                                "successful write (datasets with an SLA)", labels=["pipeline", "dataset"])
-        state = GaugeMetricFamily("medallion_dataset_sla_state", "1 for the dataset's freshness state against "
-                                  "its SLA", labels=["pipeline", "dataset", "state"])
-        for verdict in freshness(self.store.snapshot(), self.store, datetime.now(timezone.utc)):
+        lag = GaugeMetricFamily(
+            "medallion_dataset_freshness_lag_seconds",
+            "Seconds since the dataset's last successful write (datasets with an SLA)",
+            labels=["pipeline", "dataset"],
+        )
+        state = GaugeMetricFamily(
+            "medallion_dataset_sla_state",
+            "1 for the dataset's freshness state against its SLA",
+            labels=["pipeline", "dataset", "state"],
+        )
+        for verdict in freshness(self.store.snapshot(), self.store, datetime.now(UTC)):
             if verdict.lag_sec is not None:
                 lag.add_metric([verdict.pipeline_id, verdict.dataset], verdict.lag_sec)
             for name in SLA_STATES:
@@ -98,7 +139,9 @@ class MedallionCollector(Collector):
         yield from (lag, state)
 
     def _queue_depth(self) -> Metric:
-        gauge = GaugeMetricFamily("medallion_queue_depth", "Runs waiting in Dagster's queue", labels=["pipeline"])
+        gauge = GaugeMetricFamily(
+            "medallion_queue_depth", "Runs waiting in Dagster's queue", labels=["pipeline"]
+        )
         depth: dict[str, int] = {}
         for run in self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
             pipeline = run.tags.get(PIPELINE_TAG, "")

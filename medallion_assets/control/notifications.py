@@ -69,8 +69,10 @@ class Params(BaseModel):
 def _env_name(value: str) -> str:
     if not ENV_NAME.match(value):
         # The value is not repeated: whoever got this wrong may have pasted the secret itself.
-        raise ValueError("must be the name of an environment variable (A-Z, 0-9, _) that holds the secret, "
-                         "never the secret")
+        raise ValueError(
+            "must be the name of an environment variable (A-Z, 0-9, _) that holds the secret, "
+            "never the secret"
+        )
     return value
 
 
@@ -116,12 +118,19 @@ class SnsParams(Params):
 def send_sns(params: SnsParams, message: Message) -> None:
     """Amazon SNS: the message as JSON to a topic (credentials and endpoint from boto3's usual configuration)."""
     # The outbox retries, with backoff, on later ticks: botocore's own retries would only hold the tick up.
-    client = boto3.client("sns", region_name=params.region or params.topic_arn.split(":")[3],
-                          config=Config(connect_timeout=SEND_TIMEOUT_SEC, read_timeout=SEND_TIMEOUT_SEC,
-                                        retries={"total_max_attempts": 1}))
+    client = boto3.client(
+        "sns",
+        region_name=params.region or params.topic_arn.split(":")[3],
+        config=Config(
+            connect_timeout=SEND_TIMEOUT_SEC, read_timeout=SEND_TIMEOUT_SEC, retries={"total_max_attempts": 1}
+        ),
+    )
     try:
-        client.publish(TopicArn=params.topic_arn, Subject=_subject(message)[:100],
-                       Message=json.dumps(message.as_dict(), default=str))
+        client.publish(
+            TopicArn=params.topic_arn,
+            Subject=_subject(message)[:100],
+            Message=json.dumps(message.as_dict(), default=str),
+        )
     except Exception as error:  # noqa: BLE001 — botocore's errors name the topic, never a credential
         raise DeliveryFailed(f"SNS publish failed: {type(error).__name__}: {error}") from None
 
@@ -134,10 +143,13 @@ class WebhookParams(Params):
 @notification_channel("webhook", WebhookParams)
 def send_webhook(params: WebhookParams, message: Message) -> None:
     """A webhook (Slack-compatible): POST {"text": …, "medallion": {the event}} as JSON."""
-    body = json.dumps({"text": _slack_escaped(_subject(message) + "\n" + message.summary),
-                       "medallion": message.as_dict()}, default=str).encode()
-    request = urllib.request.Request(_secret(params.url_env), data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {"text": _slack_escaped(_subject(message) + "\n" + message.summary), "medallion": message.as_dict()},
+        default=str,
+    ).encode()
+    request = urllib.request.Request(
+        _secret(params.url_env), data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=SEND_TIMEOUT_SEC) as response:
             response.read()
@@ -145,7 +157,9 @@ def send_webhook(params: WebhookParams, message: Message) -> None:
         raise DeliveryFailed(f"webhook answered HTTP {error.code}") from None
     except (urllib.error.URLError, OSError) as error:
         # The URL (and its token) stays out of the message: only the kind of failure is kept.
-        raise DeliveryFailed(f"webhook unreachable: {type(getattr(error, 'reason', error)).__name__}") from None
+        raise DeliveryFailed(
+            f"webhook unreachable: {type(getattr(error, 'reason', error)).__name__}"
+        ) from None
 
 
 def _slack_escaped(text: str) -> str:
@@ -158,7 +172,9 @@ class EmailParams(Params):
     port: int = Field(default=587, ge=1, le=65_535)
     starttls: bool = True
     username: str | None = None
-    password_env: str | None = Field(default=None, description="environment variable holding the SMTP password")
+    password_env: str | None = Field(
+        default=None, description="environment variable holding the SMTP password"
+    )
     sender: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
     recipients: list[str] = Field(min_length=1)
     _check_env = field_validator("password_env")(lambda cls, value: value and _env_name(value))
@@ -176,7 +192,11 @@ class EmailParams(Params):
 def send_email(params: EmailParams, message: Message) -> None:
     """Email through SMTP (STARTTLS and login when configured), one message to every recipient."""
     email = EmailMessage()
-    email["Subject"], email["From"], email["To"] = _subject(message), params.sender, ", ".join(params.recipients)
+    email["Subject"], email["From"], email["To"] = (
+        _subject(message),
+        params.sender,
+        ", ".join(params.recipients),
+    )
     email.set_content(message.summary + "\n\n" + json.dumps(message.as_dict(), default=str, indent=2))
     try:
         with smtplib.SMTP(params.host, params.port, timeout=SEND_TIMEOUT_SEC) as smtp:
@@ -204,7 +224,9 @@ def check_notifications(snapshot: CatalogSnapshot) -> list[tuple[str, Notificati
     problems = []
     for row in snapshot.tables["notifications"].values():
         for message in notification_problems(row):
-            problems.append(("notifications", row, "channel" if message.startswith("unknown") else "params", message))
+            problems.append(
+                ("notifications", row, "channel" if message.startswith("unknown") else "params", message)
+            )
         if row.scope == "pipeline" and row.scope_id not in snapshot.pipelines:
             problems.append(("notifications", row, "scope_id", f"unknown pipeline {row.scope_id!r}"))
     return problems
@@ -212,13 +234,22 @@ def check_notifications(snapshot: CatalogSnapshot) -> list[tuple[str, Notificati
 
 def recipients(rows: Iterable[Notification], message: Message) -> list[Notification]:
     """The enabled rows that want this event in this scope."""
-    return [row for row in rows if row.enabled and message.event in row.events and (
-        row.scope == "global" or (row.scope == "pipeline" and row.scope_id == message.pipeline_id)
-        or (row.scope == "owner" and row.scope_id == message.owner))]
+    return [
+        row
+        for row in rows
+        if row.enabled
+        and message.event in row.events
+        and (
+            row.scope == "global"
+            or (row.scope == "pipeline" and row.scope_id == message.pipeline_id)
+            or (row.scope == "owner" and row.scope_id == message.owner)
+        )
+    ]
 
 
-def enqueue(store: CatalogStore, rows: list[Notification], messages: Iterable[Message],
-            now: float | None = None) -> int:
+def enqueue(
+    store: CatalogStore, rows: list[Notification], messages: Iterable[Message], now: float | None = None
+) -> int:
     """Put each message in the outbox once per recipient row; an event seen before is not queued again."""
     now = time.time() if now is None else now
     wanted: dict[str, tuple[Notification, Message]] = {}
@@ -228,26 +259,52 @@ def enqueue(store: CatalogStore, rows: list[Notification], messages: Iterable[Me
     if not wanted:
         return 0
     with store.engine.begin() as connection:
-        known = set(connection.execute(select(notification_deliveries.c.dedup_key).where(
-            notification_deliveries.c.dedup_key.in_(list(wanted)))).scalars())
-        fresh = [dict(dedup_key=key, notification_id=row.notification_id, event=message.event,
-                      message=message.as_dict(), status="pending", attempts=0, next_attempt_at=now)
-                 for key, (row, message) in wanted.items() if key not in known]
+        known = set(
+            connection.execute(
+                select(notification_deliveries.c.dedup_key).where(
+                    notification_deliveries.c.dedup_key.in_(list(wanted))
+                )
+            ).scalars()
+        )
+        fresh = [
+            dict(
+                dedup_key=key,
+                notification_id=row.notification_id,
+                event=message.event,
+                message=message.as_dict(),
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+            )
+            for key, (row, message) in wanted.items()
+            if key not in known
+        ]
         if fresh:
             connection.execute(insert(notification_deliveries), fresh)
     return len(fresh)
 
 
-def deliver_due(store: CatalogStore, now: float | None = None, budget_sec: float = TICK_BUDGET_SEC) -> dict[str, int]:
+def deliver_due(
+    store: CatalogStore, now: float | None = None, budget_sec: float = TICK_BUDGET_SEC
+) -> dict[str, int]:
     """Try the pending deliveries that are due, oldest first, for at most `budget_sec`; returns how many were
     delivered, failed (to retry) or gave up."""
     now = time.time() if now is None else now
     started = time.monotonic()
     rows = {row.notification_id: row for row in store.read_table("notifications")}
     with store.engine.connect() as connection:
-        due = connection.execute(select(notification_deliveries).where(
-            notification_deliveries.c.status == "pending", notification_deliveries.c.next_attempt_at <= now)
-            .order_by(notification_deliveries.c.created_at, notification_deliveries.c.dedup_key)).mappings().all()
+        due = (
+            connection.execute(
+                select(notification_deliveries)
+                .where(
+                    notification_deliveries.c.status == "pending",
+                    notification_deliveries.c.next_attempt_at <= now,
+                )
+                .order_by(notification_deliveries.c.created_at, notification_deliveries.c.dedup_key)
+            )
+            .mappings()
+            .all()
+        )
     counts = {"delivered": 0, "failed": 0, "gave_up": 0}
     # A row whose channel failed once in this tick is not tried again until the next: a channel that hangs
     # costs one timeout per tick, whatever its backlog, and never holds up the other rows.
@@ -262,13 +319,18 @@ def deliver_due(store: CatalogStore, now: float | None = None, budget_sec: float
         attempts = delivery["attempts"] + 1
         try:
             if row is None:
-                raise DeliveryFailed(f"notification {delivery['notification_id']!r} is no longer in the catalog")
+                raise DeliveryFailed(
+                    f"notification {delivery['notification_id']!r} is no longer in the catalog"
+                )
             send(row, message)
         except DeliveryFailed as error:
             failing.add(delivery["notification_id"])
             gave_up = row is None or attempts >= row.max_attempts
-            status, wait, problem = ("gave_up" if gave_up else "failed",
-                                     0 if gave_up else row.backoff_sec * 2 ** (attempts - 1), str(error))
+            status, wait, problem = (
+                "gave_up" if gave_up else "failed",
+                0 if gave_up else row.backoff_sec * 2 ** (attempts - 1),
+                str(error),
+            )
         else:
             status, wait, problem = "delivered", 0, None
         _settle(store, delivery, message, status, attempts, now, wait, problem)
@@ -285,23 +347,47 @@ def send(row: Notification, message: Message) -> None:
     channel.send(channel.params.model_validate(row.params), message)
 
 
-def _settle(store: CatalogStore, delivery: dict, message: Message, status: str, attempts: int, now: float,
-            wait: float, error: str | None) -> None:
+def _settle(
+    store: CatalogStore,
+    delivery: dict,
+    message: Message,
+    status: str,
+    attempts: int,
+    now: float,
+    wait: float,
+    error: str | None,
+) -> None:
     """Record an attempt on the delivery and in the audit log, in one transaction."""
     outbox_status = {"failed": "pending"}.get(status, status)
     with store.engine.begin() as connection:
-        connection.execute(update(notification_deliveries)
-                           .where(notification_deliveries.c.dedup_key == delivery["dedup_key"])
-                           .values(status=outbox_status, attempts=attempts, next_attempt_at=now + wait,
-                                   last_error=error))
-        connection.execute(insert(audit_log).values(
-            pipeline_id=message.pipeline_id, dataset=message.dataset, event="notification", status=status,
-            error=error, details={"notification_id": delivery["notification_id"], "about": message.event,
-                                  "dedup_key": delivery["dedup_key"], "attempt": attempts,
-                                  "retry_in_sec": wait}))
+        connection.execute(
+            update(notification_deliveries)
+            .where(notification_deliveries.c.dedup_key == delivery["dedup_key"])
+            .values(status=outbox_status, attempts=attempts, next_attempt_at=now + wait, last_error=error)
+        )
+        connection.execute(
+            insert(audit_log).values(
+                pipeline_id=message.pipeline_id,
+                dataset=message.dataset,
+                event="notification",
+                status=status,
+                error=error,
+                details={
+                    "notification_id": delivery["notification_id"],
+                    "about": message.event,
+                    "dedup_key": delivery["dedup_key"],
+                    "attempt": attempts,
+                    "retry_in_sec": wait,
+                },
+            )
+        )
 
 
 def deliveries(store: CatalogStore) -> list[dict]:
     with store.engine.connect() as connection:
-        return [dict(r) for r in connection.execute(
-            select(notification_deliveries).order_by(notification_deliveries.c.created_at)).mappings()]
+        return [
+            dict(r)
+            for r in connection.execute(
+                select(notification_deliveries).order_by(notification_deliveries.c.created_at)
+            ).mappings()
+        ]

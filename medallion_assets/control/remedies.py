@@ -37,7 +37,9 @@ class Fault:
     error: BaseException | None = None
 
     @classmethod
-    def of(cls, error: BaseException, stage: Stage, layer: str, attempt: int, run_id: str | None = None) -> Fault:
+    def of(
+        cls, error: BaseException, stage: Stage, layer: str, attempt: int, run_id: str | None = None
+    ) -> Fault:
         codes = set()
         for cause in causes(error):
             codes |= {kind.__name__ for kind in type(cause).__mro__}

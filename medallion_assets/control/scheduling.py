@@ -93,8 +93,15 @@ class Decision:
 
     def details(self) -> dict:
         """What the audit log records for this decision."""
-        return {"profile": self.profile, "score": round(self.score, 3), "priority": self.priority,
-                "held": self.held, "reason": self.reason, "due": self.work.due_reason, "throttle": self.throttle}
+        return {
+            "profile": self.profile,
+            "score": round(self.score, 3),
+            "priority": self.priority,
+            "held": self.held,
+            "reason": self.reason,
+            "due": self.work.due_reason,
+            "throttle": self.throttle,
+        }
 
 
 @dataclass
@@ -110,7 +117,9 @@ class SchedulingPolicy:
 
     default_profile: str = FALLBACK_PROFILE
     pipeline_profiles: dict[str, str] = field(default_factory=dict)
-    settings: dict[str, dict[str, float]] = field(default_factory=lambda: {p: dict(DEFAULT_SETTINGS) for p in PROFILES})
+    settings: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {p: dict(DEFAULT_SETTINGS) for p in PROFILES}
+    )
     limits: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -119,10 +128,14 @@ class SchedulingPolicy:
         for row in snapshot.tables["profile_settings"].values():
             if row.setting in DEFAULT_SETTINGS and (row.value > 0 or row.setting not in POSITIVE_SETTINGS):
                 settings[row.profile_id][row.setting] = row.value
-        return cls(default_profile=default_profile(snapshot),
-                   pipeline_profiles={row.pipeline_id: row.profile_id
-                                      for row in snapshot.tables["pipeline_profiles"].values()},
-                   settings=settings, limits=concurrency_limits(snapshot))
+        return cls(
+            default_profile=default_profile(snapshot),
+            pipeline_profiles={
+                row.pipeline_id: row.profile_id for row in snapshot.tables["pipeline_profiles"].values()
+            },
+            settings=settings,
+            limits=concurrency_limits(snapshot),
+        )
 
     def profile_of(self, pipeline_id: str) -> str:
         return self.pipeline_profiles.get(pipeline_id, self.default_profile)
@@ -133,15 +146,22 @@ class SchedulingPolicy:
     def score(self, work: Work, now: float) -> float:
         setting = self.settings[self.profile_of(work.pipeline_id)]
         minutes_stale = max(0.0, now - work.due_since) / 60
-        return setting[f"weight_{work.criticality}"] * (1 + minutes_stale) / max(work.expected_cost,
-                                                                                setting["cost_floor"])
+        return (
+            setting[f"weight_{work.criticality}"]
+            * (1 + minutes_stale)
+            / max(work.expected_cost, setting["cost_floor"])
+        )
 
     def priority(self, work: Work, score: float) -> int:
         banded = min(MAX_SCORE_PRIORITY, round(score))
         return FOCUS_PRIORITY + banded if self.focus_critical(work) else banded
 
     def held(self, work: Work, critical_active: bool) -> bool:
-        return critical_active and self.profile_of(work.pipeline_id) == "focus" and work.criticality != "critical"
+        return (
+            critical_active
+            and self.profile_of(work.pipeline_id) == "focus"
+            and work.criticality != "critical"
+        )
 
     def focus_critical(self, work: Work) -> bool:
         return work.criticality == "critical" and self.profile_of(work.pipeline_id) == "focus"
@@ -159,10 +179,17 @@ def pipeline_pools(snapshot: CatalogSnapshot, pipeline_id: str) -> tuple[str, ..
     return tuple(sorted(pool for pool in pools if pool))
 
 
-def plan_tick(policy: SchedulingPolicy, now: float, waiting: Sequence[Work], queued: Sequence[QueuedRun] = (),
-              running: Sequence[Work] = ()) -> Plan:
+def plan_tick(
+    policy: SchedulingPolicy,
+    now: float,
+    waiting: Sequence[Work],
+    queued: Sequence[QueuedRun] = (),
+    running: Sequence[Work] = (),
+) -> Plan:
     """Decide one tick: which `waiting` work to launch (and why not the rest), which queued runs to re-tag."""
-    critical_active = any(w.criticality == "critical" for w in [*waiting, *running, *(q.work for q in queued)])
+    critical_active = any(
+        w.criticality == "critical" for w in [*waiting, *running, *(q.work for q in queued)]
+    )
     in_flight = Counter(pool for work in [*running, *(q.work for q in queued)] for pool in work.pools)
     plan = Plan()
 
@@ -170,10 +197,19 @@ def plan_tick(policy: SchedulingPolicy, now: float, waiting: Sequence[Work], que
         score = policy.score(run.work, now)
         profile, held = policy.profile_of(run.work.pipeline_id), policy.held(run.work, critical_active)
         if (profile, held) != (run.profile, run.held):
-            plan.retags.append(Decision(
-                "retag", run.work, profile, score, policy.priority(run.work, score), held,
-                f"re-tagged from {run.profile}{' (held)' if run.held else ''} to {profile}{' (held)' if held else ''}",
-                _throttle_state(policy, run.work, in_flight), run_id=run.run_id))
+            plan.retags.append(
+                Decision(
+                    "retag",
+                    run.work,
+                    profile,
+                    score,
+                    policy.priority(run.work, score),
+                    held,
+                    f"re-tagged from {run.profile}{' (held)' if run.held else ''} to {profile}{' (held)' if held else ''}",
+                    _throttle_state(policy, run.work, in_flight),
+                    run_id=run.run_id,
+                )
+            )
 
     scored = [(policy.score(work, now), work) for work in waiting]
     scored.sort(key=lambda item: (-policy.priority(item[1], item[0]), -item[0], item[1].due_since))
@@ -182,8 +218,9 @@ def plan_tick(policy: SchedulingPolicy, now: float, waiting: Sequence[Work], que
         profile, priority = policy.profile_of(work.pipeline_id), policy.priority(work, score)
         held = policy.held(work, critical_active)
         state = _throttle_state(policy, work, in_flight)
-        decide = partial(Decision, work=work, profile=profile, score=score, priority=priority, held=held,
-                         throttle=state)
+        decide = partial(
+            Decision, work=work, profile=profile, score=score, priority=priority, held=held, throttle=state
+        )
         if held:
             plan.waits.append(decide(action="hold", reason="focus: critical work is due, queued or running"))
             continue
@@ -195,8 +232,11 @@ def plan_tick(policy: SchedulingPolicy, now: float, waiting: Sequence[Work], que
         per_tick = policy.settings[profile]["launches_per_system_per_tick"]
         busy = [pool for pool in work.pools if launched[pool] >= per_tick]
         if busy and not policy.focus_critical(work):
-            plan.waits.append(decide(action="wait",
-                                     reason=f"stagger: {', '.join(busy)} took {per_tick:g} new run(s) this tick"))
+            plan.waits.append(
+                decide(
+                    action="wait", reason=f"stagger: {', '.join(busy)} took {per_tick:g} new run(s) this tick"
+                )
+            )
             continue
         why = "focus: critical first" if policy.focus_critical(work) else f"{profile}: by score"
         plan.launches.append(decide(action="launch", reason=f"{why}; systems within throttle"))
@@ -215,25 +255,33 @@ def profile_warnings(snapshot: CatalogSnapshot) -> list[str]:
     warnings = []
     defaults = sorted(row.profile_id for row in snapshot.tables["profiles"].values() if row.is_default)
     if not defaults:
-        warnings.append(f"no profile has is_default: pipelines without a pipeline_profiles row use {FALLBACK_PROFILE}")
+        warnings.append(
+            f"no profile has is_default: pipelines without a pipeline_profiles row use {FALLBACK_PROFILE}"
+        )
     elif len(defaults) > 1:
         warnings.append(f"profiles {', '.join(defaults)} all have is_default: {defaults[0]} is used")
     policy = SchedulingPolicy.from_snapshot(snapshot)
     enabled = [p for p in snapshot.pipelines.values() if p.enabled]
     under_focus = sorted(p.pipeline_id for p in enabled if policy.profile_of(p.pipeline_id) == "focus")
     if under_focus and not any(p.criticality == "critical" for p in enabled):
-        warnings.append(f"profile focus is in force for {', '.join(under_focus)} but no enabled pipeline is "
-                        "critical: nothing is held, focus schedules like balanced")
+        warnings.append(
+            f"profile focus is in force for {', '.join(under_focus)} but no enabled pipeline is "
+            "critical: nothing is held, focus schedules like balanced"
+        )
     for row in snapshot.tables["profile_settings"].values():
         where = f"profile_settings[{row.profile_id}, {row.setting}]"
         if row.setting not in DEFAULT_SETTINGS:
             warnings.append(f"{where}: unknown setting, ignored; known: {', '.join(DEFAULT_SETTINGS)}")
         elif row.value <= 0 and row.setting in POSITIVE_SETTINGS:
-            warnings.append(f"{where} = {row.value:g} must be positive: ignored, "
-                            f"the default {DEFAULT_SETTINGS[row.setting]:g} is used")
+            warnings.append(
+                f"{where} = {row.value:g} must be positive: ignored, "
+                f"the default {DEFAULT_SETTINGS[row.setting]:g} is used"
+            )
         elif row.value <= 0:
-            consequence = ("gold is always stale: its pipelines are due on every tick"
-                           if row.setting == "max_gold_age_minutes"
-                           else f"{row.setting.removeprefix('weight_')} pipelines score 0 or less and launch last")
+            consequence = (
+                "gold is always stale: its pipelines are due on every tick"
+                if row.setting == "max_gold_age_minutes"
+                else f"{row.setting.removeprefix('weight_')} pipelines score 0 or less and launch last"
+            )
             warnings.append(f"{where} = {row.value:g}: {consequence}")
     return warnings

@@ -34,7 +34,7 @@ import json
 import math
 from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -43,14 +43,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from medallion_assets.catalog.models import Identifier
 from medallion_assets.control.scheduling import (
-    DEFAULT_SETTINGS, FALLBACK_PROFILE, PROFILES, QueuedRun, SchedulingPolicy, Work, plan_tick,
+    DEFAULT_SETTINGS,
+    FALLBACK_PROFILE,
+    PROFILES,
+    QueuedRun,
+    SchedulingPolicy,
+    Work,
+    plan_tick,
 )
 from medallion_assets.naming import pool_name
 
 ProfileName = Literal["balanced", "focus"]
 POLICIES = ("fifo", "fifo_pools", "balanced", "focus", "scenario")
 # The epoch the scenario's minute 0 maps to, for cron schedules: a Monday at midnight UTC.
-SCENARIO_START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+SCENARIO_START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 EPSILON = 1e-9
 
 
@@ -70,7 +76,9 @@ class ScenarioPipeline(_Model):
     source: Identifier = Field(description="source system")
     target: Identifier = Field(description="target system")
     schedule: str | None = Field(default=None, description="cron: data arrives at every tick within `hours`")
-    arrivals_minutes: list[float] = Field(default_factory=list, description="further arrivals, minutes from start")
+    arrivals_minutes: list[float] = Field(
+        default_factory=list, description="further arrivals, minutes from start"
+    )
 
     def pools(self) -> tuple[str, ...]:
         return pool_name("source", self.source), pool_name("target", self.target)
@@ -96,10 +104,15 @@ class Scenario(_Model):
     def _consistent(self) -> Scenario:
         ids = [p.pipeline_id for p in self.pipelines]
         problems = [f"pipeline {i!r} appears twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
-        problems += [f"pipeline_profiles names unknown pipeline {i!r}" for i in self.pipeline_profiles if i not in ids]
-        problems += [f"profile_settings[{profile}] has unknown setting {name!r}; known: {', '.join(DEFAULT_SETTINGS)}"
-                     for profile, values in self.profile_settings.items() for name in values
-                     if name not in DEFAULT_SETTINGS]
+        problems += [
+            f"pipeline_profiles names unknown pipeline {i!r}" for i in self.pipeline_profiles if i not in ids
+        ]
+        problems += [
+            f"profile_settings[{profile}] has unknown setting {name!r}; known: {', '.join(DEFAULT_SETTINGS)}"
+            for profile, values in self.profile_settings.items()
+            for name in values
+            if name not in DEFAULT_SETTINGS
+        ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -114,7 +127,9 @@ class Scenario(_Model):
 
     def only(self, criticality: str) -> Scenario:
         """The same scenario with only the pipelines of one criticality (e.g. critical ones running alone)."""
-        return self.model_copy(update={"pipelines": [p for p in self.pipelines if p.criticality == criticality]})
+        return self.model_copy(
+            update={"pipelines": [p for p in self.pipelines if p.criticality == criticality]}
+        )
 
     def arrivals(self) -> list[tuple[float, str]]:
         """(seconds from start, pipeline id) of every data arrival, in time order."""
@@ -141,7 +156,9 @@ def load_scenario(path: str | Path) -> Scenario:
     except yaml.YAMLError as error:
         raise ScenarioInvalid(f"{path}: not YAML or JSON: {error}") from error
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in error.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in error.errors()
+        )
         raise ScenarioInvalid(f"{path}: {problems}") from error
 
 
@@ -161,7 +178,9 @@ class _Run:
 
 
 def _work(pipeline: ScenarioPipeline, due_since: float) -> Work:
-    return Work(pipeline.pipeline_id, pipeline.criticality, pipeline.expected_cost, pipeline.pools(), due_since)
+    return Work(
+        pipeline.pipeline_id, pipeline.criticality, pipeline.expected_cost, pipeline.pools(), due_since
+    )
 
 
 @dataclass
@@ -198,7 +217,11 @@ class _World:
     def __init__(self, scenario: Scenario, policy: str):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; policies: {', '.join(POLICIES)}")
-        self.scenario, self.fifo, self.pools_enforced = scenario, policy.startswith("fifo"), policy == "fifo_pools"
+        self.scenario, self.fifo, self.pools_enforced = (
+            scenario,
+            policy.startswith("fifo"),
+            policy == "fifo_pools",
+        )
         self.policy = scenario.policy(policy if policy in PROFILES else None)
         self.name = {"scenario": "scenario profiles", "fifo_pools": "fifo + pools"}.get(policy, policy)
         self.now = 0.0
@@ -221,9 +244,14 @@ class _World:
         arrivals = deque((at, by_id[pid]) for at, pid in self.scenario.arrivals())
         next_tick = 0.0
         while arrivals or self.pending or self.queue or self.running:
-            finish = min((r.remaining / speed for r in self.running if (speed := self._speed(r))), default=math.inf)
-            upcoming = min(arrivals[0][0] if arrivals else math.inf, finish + self.now,
-                           math.inf if self.fifo else next_tick)
+            finish = min(
+                (r.remaining / speed for r in self.running if (speed := self._speed(r))), default=math.inf
+            )
+            upcoming = min(
+                arrivals[0][0] if arrivals else math.inf,
+                finish + self.now,
+                math.inf if self.fifo else next_tick,
+            )
             self._advance(upcoming)
             while arrivals and arrivals[0][0] <= self.now + EPSILON:
                 self._arrive(arrivals.popleft()[1])
@@ -253,7 +281,9 @@ class _World:
 
     def _enqueue(self, pipeline: ScenarioPipeline, arrivals: list[float], **tags) -> None:
         self.run_count += 1
-        self.queue.append(_Run(self.run_count, pipeline, arrivals, remaining=pipeline.duration_minutes * 60, **tags))
+        self.queue.append(
+            _Run(self.run_count, pipeline, arrivals, remaining=pipeline.duration_minutes * 60, **tags)
+        )
 
     def _tick(self) -> None:
         in_flight = {r.pipeline.pipeline_id for r in [*self.queue, *self.running]}
@@ -263,8 +293,13 @@ class _World:
         plan = plan_tick(self.policy, self.now, waiting, queued, [r.work() for r in self.running])
         for decision in plan.launches:
             pipeline_id = decision.work.pipeline_id
-            self._enqueue(by_id[pipeline_id], self.pending.pop(pipeline_id), priority=decision.priority,
-                          profile=decision.profile, held=decision.held)
+            self._enqueue(
+                by_id[pipeline_id],
+                self.pending.pop(pipeline_id),
+                priority=decision.priority,
+                profile=decision.profile,
+                held=decision.held,
+            )
         for decision in plan.retags:
             # As the sensor does: cancel and requeue, so the run goes to the back of its priority.
             run = next(r for r in self.queue if str(r.run_id) == decision.run_id)
@@ -274,7 +309,7 @@ class _World:
 
     def _dequeue(self) -> None:
         free = self.scenario.max_concurrent_runs - len(self.running)
-        ready = [r for r in sorted(self.queue, key=lambda r: -r.priority) if not r.held][:max(free, 0)]
+        ready = [r for r in sorted(self.queue, key=lambda r: -r.priority) if not r.held][: max(free, 0)]
         for run in ready:
             self.queue.remove(run)
             self.running.append(run)
@@ -294,7 +329,9 @@ class _World:
 
     def _pools_free(self, run: _Run) -> bool:
         """Under pools, a dequeued run's work waits, holding its run slot, until each of its systems has room."""
-        return not self.pools_enforced or all(self.on_system[p] < self.limits[p] for p in run.pipeline.pools())
+        return not self.pools_enforced or all(
+            self.on_system[p] < self.limits[p] for p in run.pipeline.pools()
+        )
 
     def _complete(self, run: _Run) -> None:
         self.running.remove(run)
@@ -311,12 +348,25 @@ class _World:
     def _result(self) -> SimulationResult:
         every = [latency / 60 for _, latency in self.latencies]
         critical = [latency / 60 for p, latency in self.latencies if p.criticality == "critical"]
-        systems = {pool: SystemStats(limit, self.peak[pool], _peak_per_minute(self.starts[pool]),
-                                     self.violations[pool]) for pool, limit in self.limits.items()}
+        systems = {
+            pool: SystemStats(
+                limit, self.peak[pool], _peak_per_minute(self.starts[pool]), self.violations[pool]
+            )
+            for pool, limit in self.limits.items()
+        }
         return SimulationResult(
-            self.name, self.run_count, _mean(every), _p95(every), _mean(critical) if critical else None,
-            _p95(critical) if critical else None, sum(self.violations.values()), round(self.cost, 2),
-            round(self.now / 60, 2), systems, self.load)
+            self.name,
+            self.run_count,
+            _mean(every),
+            _p95(every),
+            _mean(critical) if critical else None,
+            _p95(critical) if critical else None,
+            sum(self.violations.values()),
+            round(self.cost, 2),
+            round(self.now / 60, 2),
+            systems,
+            self.load,
+        )
 
 
 def _mean(values: list[float]) -> float:
@@ -349,4 +399,3 @@ def simulate(scenario: Scenario, policy: str = "scenario") -> SimulationResult:
 
 def results_json(results: list[SimulationResult]) -> str:
     return json.dumps([r.summary() for r in results], indent=2)
-

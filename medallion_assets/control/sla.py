@@ -8,7 +8,7 @@ dataset never written by its daily deadline has missed it (Dagster says "unknown
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
@@ -57,7 +57,9 @@ def judge(sla: Sla, last_update: datetime | None, now: datetime) -> tuple[State,
     if sla.expected_by:
         deadline = last_deadline(sla, now)
         window_start = deadline - timedelta(minutes=sla.window_minutes)
-        expected = f"expected between {window_start:%Y-%m-%d %H:%M} and {deadline:%Y-%m-%d %H:%M} {sla.timezone}"
+        expected = (
+            f"expected between {window_start:%Y-%m-%d %H:%M} and {deadline:%Y-%m-%d %H:%M} {sla.timezone}"
+        )
         if last_update is None or last_update < window_start:
             seen = f"last update {last_update:%Y-%m-%d %H:%M:%S} UTC" if last_update else "never updated"
             return "stale", f"{expected}; {seen}", f"deadline {deadline.isoformat()}"
@@ -66,8 +68,11 @@ def judge(sla: Sla, last_update: datetime | None, now: datetime) -> tuple[State,
         return "unknown", "never updated: staleness is judged from the first update", None
     minutes = lag / 60
     if minutes >= sla.max_stale_minutes:
-        return ("stale", f"{minutes:.0f} min since the last update; at most {sla.max_stale_minutes} allowed",
-                f"stale since {last_update.isoformat()}")
+        return (
+            "stale",
+            f"{minutes:.0f} min since the last update; at most {sla.max_stale_minutes} allowed",
+            f"stale since {last_update.isoformat()}",
+        )
     if sla.warn_stale_minutes and minutes >= sla.warn_stale_minutes:
         return "late", f"{minutes:.0f} min since the last update; warns after {sla.warn_stale_minutes}", None
     return "fresh", f"{minutes:.0f} min since the last update (at most {sla.max_stale_minutes})", None
@@ -75,15 +80,18 @@ def judge(sla: Sla, last_update: datetime | None, now: datetime) -> tuple[State,
 
 def last_updates(store: CatalogStore) -> dict[str, datetime]:
     """Dataset → when a stage last wrote it successfully: one grouped query, whatever the history's size."""
-    query = (select(audit_log.c.dataset, func.max(audit_log.c.created_at))
-             .where(audit_log.c.event == "stage", audit_log.c.status == "success").group_by(audit_log.c.dataset))
+    query = (
+        select(audit_log.c.dataset, func.max(audit_log.c.created_at))
+        .where(audit_log.c.event == "stage", audit_log.c.status == "success")
+        .group_by(audit_log.c.dataset)
+    )
     with store.engine.connect() as connection:
         return {dataset: _aware(moment) for dataset, moment in connection.execute(query)}
 
 
 def freshness(snapshot: CatalogSnapshot, store: CatalogStore, now: datetime | None = None) -> list[Freshness]:
     """Every dataset with an SLA, judged now."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     updates = last_updates(store)
     verdicts = []
     for stage in snapshot.stages():
@@ -93,11 +101,22 @@ def freshness(snapshot: CatalogSnapshot, store: CatalogStore, now: datetime | No
         last = updates.get(stage.target_id)
         state, explanation, episode = judge(sla, last, now)
         owner = snapshot.targets[stage.target_id].owner or snapshot.pipelines[stage.pipeline_id].owner
-        verdicts.append(Freshness(stage.pipeline_id, stage.target_id, owner, sla, state, last,
-                                  (now - last).total_seconds() if last else None, explanation, episode))
+        verdicts.append(
+            Freshness(
+                stage.pipeline_id,
+                stage.target_id,
+                owner,
+                sla,
+                state,
+                last,
+                (now - last).total_seconds() if last else None,
+                explanation,
+                episode,
+            )
+        )
     return verdicts
 
 
 def _aware(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes; they are UTC (the database's CURRENT_TIMESTAMP)."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -3,7 +3,7 @@ the kill switches in force and the scheduling profile — read from the catalog 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 
@@ -19,8 +19,11 @@ RUN_EVENTS = ("stage", "volume_anomaly")
 
 def _last_runs(store: CatalogStore) -> dict[str, list[dict]]:
     """Pipeline → the audit entries (stages and anomalies) of its most recent run."""
-    query = (select(audit_log).where(audit_log.c.event.in_(RUN_EVENTS), audit_log.c.run_id.is_not(None))
-             .order_by(audit_log.c.audit_id))
+    query = (
+        select(audit_log)
+        .where(audit_log.c.event.in_(RUN_EVENTS), audit_log.c.run_id.is_not(None))
+        .order_by(audit_log.c.audit_id)
+    )
     latest: dict[str, list[dict]] = {}
     with store.engine.connect() as connection:
         for entry in connection.execute(query).mappings():
@@ -38,29 +41,45 @@ def _run_summary(entries: list[dict]) -> dict | None:
     statuses = {e["status"] for e in stages}
     status = "failed" if "failed" in statuses else "halted" if "halted" in statuses else "success"
     rates = {e["stage_name"]: (e["details"] or {}).get("dq_rate") for e in stages if e["status"] == "success"}
-    return {"run_id": stages[-1]["run_id"], "status": status, "at": str(stages[-1]["created_at"]),
-            "dq_rate": {stage: rate for stage, rate in rates.items() if rate is not None},
-            "errors": [f"{e['stage_name']}: {e['error']}" for e in stages if e["error"]],
-            "anomalies": [f"{e['stage_name']}: {e['error']}" for e in entries if e["event"] == "volume_anomaly"]}
+    return {
+        "run_id": stages[-1]["run_id"],
+        "status": status,
+        "at": str(stages[-1]["created_at"]),
+        "dq_rate": {stage: rate for stage, rate in rates.items() if rate is not None},
+        "errors": [f"{e['stage_name']}: {e['error']}" for e in stages if e["error"]],
+        "anomalies": [f"{e['stage_name']}: {e['error']}" for e in entries if e["event"] == "volume_anomaly"],
+    }
 
 
-def pipeline_status(store: CatalogStore, snapshot: CatalogSnapshot | None = None,
-                    now: datetime | None = None) -> dict:
+def pipeline_status(
+    store: CatalogStore, snapshot: CatalogSnapshot | None = None, now: datetime | None = None
+) -> dict:
     """The report `medallion status` prints, as plain data."""
     snapshot = snapshot or store.snapshot()
-    now = now or datetime.now(timezone.utc)
-    policy, state, runs = SchedulingPolicy.from_snapshot(snapshot), read_control_state(store), _last_runs(store)
+    now = now or datetime.now(UTC)
+    policy, state, runs = (
+        SchedulingPolicy.from_snapshot(snapshot),
+        read_control_state(store),
+        _last_runs(store),
+    )
     verdicts: dict[str, list] = {}
     for verdict in freshness(snapshot, store, now):
         verdicts.setdefault(verdict.pipeline_id, []).append(
-            {"dataset": verdict.dataset, "state": verdict.state, "lag_sec": verdict.lag_sec,
-             "explanation": verdict.explanation})
+            {
+                "dataset": verdict.dataset,
+                "state": verdict.state,
+                "lag_sec": verdict.lag_sec,
+                "explanation": verdict.explanation,
+            }
+        )
     pipelines = {}
     for pipeline_id in sorted(snapshot.pipelines):
         reasons = {disabled_reason(snapshot, state, stage) for stage in snapshot.stages(pipeline_id)} - {None}
         pipelines[pipeline_id] = {
-            "last_run": _run_summary(runs.get(pipeline_id, [])), "freshness": verdicts.get(pipeline_id, []),
-            "kill_switches": sorted(reasons), "profile": policy.profile_of(pipeline_id),
+            "last_run": _run_summary(runs.get(pipeline_id, [])),
+            "freshness": verdicts.get(pipeline_id, []),
+            "kill_switches": sorted(reasons),
+            "profile": policy.profile_of(pipeline_id),
         }
     return {"at": now.isoformat(), "default_profile": policy.default_profile, "pipelines": pipelines}
 
@@ -71,7 +90,8 @@ def render(report: dict) -> list[str]:
     for pipeline_id, p in report["pipelines"].items():
         run = p["last_run"]
         head = f"{pipeline_id}  [{p['profile']}]  last run: " + (
-            f"{run['status']} {run['at']} ({run['run_id']})" if run else "never")
+            f"{run['status']} {run['at']} ({run['run_id']})" if run else "never"
+        )
         lines.append(head)
         for reason in p["kill_switches"]:
             lines.append(f"  KILL SWITCH  {reason}")

@@ -17,7 +17,7 @@ Dagster-free: the engine takes tokens through this module; a Dagster instance is
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,16 +58,20 @@ def stage_pool(stage: Stage, snapshot: CatalogSnapshot) -> str | None:
 
 def known_systems(snapshot: CatalogSnapshot) -> dict[str, list[str]]:
     """Systems a throttle may name: every source's system, and every warehouse target's."""
-    return {"source": sorted({s.system_id() for s in snapshot.sources.values()}),
-            "target": sorted({target_system(t) for t in snapshot.targets.values() if t.kind == "warehouse"})}
+    return {
+        "source": sorted({s.system_id() for s in snapshot.sources.values()}),
+        "target": sorted({target_system(t) for t in snapshot.targets.values() if t.kind == "warehouse"}),
+    }
 
 
 def throttle_problem(snapshot: CatalogSnapshot, throttle: Throttle) -> tuple[str, str] | None:
     """(field, why) a throttle row cannot apply, or None. (A limit of zero or less is refused by the model.)"""
     known = known_systems(snapshot)[throttle.system_kind]
     if throttle.system_id not in known:
-        return "system_id", (f"unknown {throttle.system_kind} system {throttle.system_id!r}; "
-                             f"known {throttle.system_kind} systems: {', '.join(known) or '(none)'}")
+        return "system_id", (
+            f"unknown {throttle.system_kind} system {throttle.system_id!r}; "
+            f"known {throttle.system_kind} systems: {', '.join(known) or '(none)'}"
+        )
     if throttle.metric == "concurrency" and throttle.limit_value != int(throttle.limit_value):
         return "limit_value", f"a concurrency limit is a whole number of steps, not {throttle.limit_value:g}"
     return None
@@ -75,14 +79,20 @@ def throttle_problem(snapshot: CatalogSnapshot, throttle: Throttle) -> tuple[str
 
 def check_throttles(snapshot: CatalogSnapshot) -> list[tuple[str, Row, str, str]]:
     """(table, row, field, message) for every throttle row that cannot apply, for the catalog loader."""
-    return [("throttles", throttle, *problem) for throttle in snapshot.tables["throttles"].values()
-            if (problem := throttle_problem(snapshot, throttle))]
+    return [
+        ("throttles", throttle, *problem)
+        for throttle in snapshot.tables["throttles"].values()
+        if (problem := throttle_problem(snapshot, throttle))
+    ]
 
 
 def concurrency_limits(snapshot: CatalogSnapshot) -> dict[str, int]:
     """Pool name → limit: every pool the catalog's stages use (default limit) and every concurrency row."""
-    limits = {pool: DEFAULT_CONCURRENCY_LIMIT
-              for pool in (stage_pool(stage, snapshot) for stage in snapshot.stages()) if pool}
+    limits = {
+        pool: DEFAULT_CONCURRENCY_LIMIT
+        for pool in (stage_pool(stage, snapshot) for stage in snapshot.stages())
+        if pool
+    }
     for throttle in snapshot.tables["throttles"].values():
         if throttle.metric == "concurrency":
             limits[pool_name(throttle.system_kind, throttle.system_id)] = int(throttle.limit_value)
@@ -120,26 +130,43 @@ class Grant:
 
 def rate_limits(store: CatalogStore, system_kind: str, system_id: str) -> dict[str, float]:
     """Metric → limit of a system's rate throttles, read now, so a row update applies to the next batch."""
-    return {t.metric: t.limit_value for t in store.read_table("throttles")
-            if (t.system_kind, t.system_id) == (system_kind, system_id) and t.metric in RATE_WINDOWS_SEC}
+    return {
+        t.metric: t.limit_value
+        for t in store.read_table("throttles")
+        if (t.system_kind, t.system_id) == (system_kind, system_id) and t.metric in RATE_WINDOWS_SEC
+    }
 
 
-def throttle(store: CatalogStore, system_kind: str, system_id: str, amounts: dict[str, float],
-             **audit) -> list[Grant]:
+def throttle(
+    store: CatalogStore, system_kind: str, system_id: str, amounts: dict[str, float], **audit
+) -> list[Grant]:
     """Take `amounts` (metric → rows or bytes) from the system's rate buckets, waiting while they are empty.
 
     Metrics without a throttle row pass freely. Every wait is recorded in audit_log (event "throttle"),
     with `audit` (pipeline_id, stage_name, dataset) naming who waited.
     """
     limited = rate_limits(store, system_kind, system_id)
-    grants = [take(store, system_kind, system_id, metric, amount)
-              for metric, amount in amounts.items() if amount > 0 and metric in limited]
+    grants = [
+        take(store, system_kind, system_id, metric, amount)
+        for metric, amount in amounts.items()
+        if amount > 0 and metric in limited
+    ]
     for grant in grants:
         if grant.waited_sec > 0:
-            store.record_audit(**audit, event="throttle", status="waited", duration_sec=grant.waited_sec,
-                               details={"system_kind": system_kind, "system_id": system_id, "metric": grant.metric,
-                                        "amount": grant.amount, "limit": grant.limit,
-                                        "tokens_left": grant.tokens_left})
+            store.record_audit(
+                **audit,
+                event="throttle",
+                status="waited",
+                duration_sec=grant.waited_sec,
+                details={
+                    "system_kind": system_kind,
+                    "system_id": system_id,
+                    "metric": grant.metric,
+                    "amount": grant.amount,
+                    "limit": grant.limit,
+                    "tokens_left": grant.tokens_left,
+                },
+            )
     return grants
 
 
@@ -151,8 +178,13 @@ def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str
     from medallion_assets.storage.warehouse import StagedParquet
 
     def take_for(batch: pa.Table | pa.RecordBatch | StagedParquet) -> None:
-        throttle(store, system_kind, system_id, {"rows_per_minute": batch.num_rows, "bytes_per_hour": batch.nbytes},
-                 **audit)
+        throttle(
+            store,
+            system_kind,
+            system_id,
+            {"rows_per_minute": batch.num_rows, "bytes_per_hour": batch.nbytes},
+            **audit,
+        )
 
     if isinstance(data, pa.Table | StagedParquet):
         take_for(data)
@@ -162,6 +194,7 @@ def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str
         for batch in data:
             take_for(batch)
             yield batch
+
     if isinstance(data, pa.RecordBatchReader):  # a reader keeps its schema, which an empty stream still needs
         return pa.RecordBatchReader.from_batches(data.schema, batches())
     return batches()
@@ -189,11 +222,15 @@ def take(store: CatalogStore, system_kind: str, system_id: str, metric: str, amo
             refilled = bucket.tokens + elapsed * literal(rate)
             available = case((refilled > literal(limit), literal(limit)), else_=refilled)
             granted = connection.execute(
-                update(throttle_buckets).where(key, available >= literal(min(amount, limit)))
+                update(throttle_buckets)
+                .where(key, available >= literal(min(amount, limit)))
                 .values(tokens=available - literal(amount), refilled_at=bucket.refilled_at + elapsed)
-                .returning(bucket.tokens, bucket.refilled_at)).first()
+                .returning(bucket.tokens, bucket.refilled_at)
+            ).first()
             if granted is None:
-                tokens, refilled_at = connection.execute(select(bucket.tokens, bucket.refilled_at).where(key)).one()
+                tokens, refilled_at = connection.execute(
+                    select(bucket.tokens, bucket.refilled_at).where(key)
+                ).one()
         if granted is not None:
             return Grant(metric, amount, limit, granted.refilled_at, granted.tokens, waited)
         have = _level(tokens, refilled_at, limit, metric, now)
@@ -207,11 +244,20 @@ def _level(tokens: float, refilled_at: float, limit: float, metric: str, now: fl
     return min(limit, tokens + max(0.0, now - refilled_at) * limit / RATE_WINDOWS_SEC[metric])
 
 
-def _create_full_bucket(connection, system_kind: str, system_id: str, metric: str, limit: float,
-                        now: float) -> None:
-    connection.execute(conflict_insert(connection, throttle_buckets).values(
-        system_kind=system_kind, system_id=system_id, metric=metric, tokens=limit, refilled_at=now,
-    ).on_conflict_do_nothing())
+def _create_full_bucket(
+    connection, system_kind: str, system_id: str, metric: str, limit: float, now: float
+) -> None:
+    connection.execute(
+        conflict_insert(connection, throttle_buckets)
+        .values(
+            system_kind=system_kind,
+            system_id=system_id,
+            metric=metric,
+            tokens=limit,
+            refilled_at=now,
+        )
+        .on_conflict_do_nothing()
+    )
 
 
 def bucket_levels(store: CatalogStore) -> dict[tuple[str, str, str], float]:
@@ -220,8 +266,11 @@ def bucket_levels(store: CatalogStore) -> dict[tuple[str, str, str], float]:
     now = time.time()
     with store.engine.connect() as connection:
         buckets = connection.execute(select(throttle_buckets)).all()
-    return {(b.system_kind, b.system_id, b.metric): _level(b.tokens, b.refilled_at, limit, b.metric, now)
-            for b in buckets if (limit := limits.get((b.system_kind, b.system_id, b.metric))) is not None}
+    return {
+        (b.system_kind, b.system_id, b.metric): _level(b.tokens, b.refilled_at, limit, b.metric, now)
+        for b in buckets
+        if (limit := limits.get((b.system_kind, b.system_id, b.metric))) is not None
+    }
 
 
 @dataclass(frozen=True)

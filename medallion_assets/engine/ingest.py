@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -55,8 +55,10 @@ def bronze_schema(source: Source) -> str:
 
 def _objects(spark: SparkSession, objects: list[ObjectInfo]) -> DataFrame:
     """One row per object, spread so that each task reads its own objects."""
-    frame = spark.createDataFrame([(index, info.url, info.etag) for index, info in enumerate(objects)],
-                                  "index int, url string, etag string")
+    frame = spark.createDataFrame(
+        [(index, info.url, info.etag) for index, info in enumerate(objects)],
+        "index int, url string, etag string",
+    )
     return frame.repartition(min(len(objects), MAX_TASKS))
 
 
@@ -68,8 +70,9 @@ def _with_source_file(rows: DataFrame, objects: DataFrame) -> DataFrame:
 
 def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> None:
     """Read the head of every new object on the executors; raise for the first that cannot be ingested as is."""
-    probe = raw_reader.findings_task(source.file_format, source.compression, source.columns, source.options,
-                                     configured_endpoint())
+    probe = raw_reader.findings_task(
+        source.file_format, source.compression, source.columns, source.options, configured_endpoint()
+    )
     found = sorted(objects.mapInArrow(probe, raw_reader.FINDINGS_SCHEMA).collect(), key=lambda row: row.url)
     for finding in found:
         if finding.kind == "corrupt":
@@ -77,27 +80,40 @@ def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> Non
         if finding.kind == "breaking":
             raise BreakingSourceSchemaChange(f"source {source.source_id}: {finding.detail}")
     if found:  # every object's new fields at once, so that one healing covers them all
-        new_columns = {name: kind for finding in reversed(found)
-                       for name, kind in json.loads(finding.new_columns).items()}
+        new_columns = {
+            name: kind
+            for finding in reversed(found)
+            for name, kind in json.loads(finding.new_columns).items()
+        }
         raise SourceSchemaDrift(source.source_id, found[0].url, new_columns)
 
 
 def _parse_text(source: Source, objects: DataFrame) -> DataFrame:
     """Parse the objects' lines; rows that fail carry the raw line in _corrupt_record, and why in _reason."""
     skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
-    lines = _with_source_file(objects.mapInArrow(
-        raw_reader.lines_task(source.compression, skip_header, configured_endpoint()), raw_reader.LINES_SCHEMA),
-        objects)
+    lines = _with_source_file(
+        objects.mapInArrow(
+            raw_reader.lines_task(source.compression, skip_header, configured_endpoint()),
+            raw_reader.LINES_SCHEMA,
+        ),
+        objects,
+    )
     schema = spark_schema(source.columns) + f", {CORRUPT} string"
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT,
-               **{k: str(v) for k, v in source.options.items() if k != "header"}}
+    options = {
+        "mode": "PERMISSIVE",
+        "columnNameOfCorruptRecord": CORRUPT,
+        **{k: str(v) for k, v in source.options.items() if k != "header"},
+    }
     parse = F.from_json if source.file_format == "jsonl" else F.from_csv
-    parsed = lines.select("_source_file", "_source_line", "value", "_unreadable",
-                          parse("value", schema, options).alias("r"))
+    parsed = lines.select(
+        "_source_file", "_source_line", "value", "_unreadable", parse("value", schema, options).alias("r")
+    )
     # A line that is valid JSON but not an object (123, [1]) parses to a null struct: also corrupt.
     corrupt = F.col("_unreadable").isNotNull() | F.col("r").isNull() | F.col(f"r.{CORRUPT}").isNotNull()
     return parsed.select(
-        "_source_file", "_source_line", *[F.col("r")[name].alias(name) for name in source.columns],
+        "_source_file",
+        "_source_line",
+        *[F.col("r")[name].alias(name) for name in source.columns],
         F.when(corrupt, F.col("value")).alias(CORRUPT),
         F.coalesce("_unreadable", F.lit(REJECTION_REASON[source.file_format])).alias("_reason"),
     )
@@ -109,8 +125,10 @@ def _read_parquet(spark: SparkSession, source: Source, objects: DataFrame) -> Da
     arrow_schema = to_arrow_schema(spark.createDataFrame([], declared).schema)
     rows = objects.mapInArrow(raw_reader.parquet_task(arrow_schema, configured_endpoint()), declared)
     return _with_source_file(rows, objects).select(
-        "_source_file", *[name for name in rows.columns if name != "_object"],
-        F.lit(REJECTION_REASON["parquet"]).alias("_reason"))
+        "_source_file",
+        *[name for name in rows.columns if name != "_object"],
+        F.lit(REJECTION_REASON["parquet"]).alias("_reason"),
+    )
 
 
 def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject | None:
@@ -122,8 +140,14 @@ def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject 
     return CorruptSourceObject(source.source_id, reported["url"], reported["reason"])
 
 
-def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronze_path: str,
-           quarantine_path: str, batch_id: str) -> IngestResult:
+def ingest(
+    spark: SparkSession,
+    source: Source,
+    objects: list[ObjectInfo],
+    bronze_path: str,
+    quarantine_path: str,
+    batch_id: str,
+) -> IngestResult:
     """Ingest `objects` (the ones not yet bookmarked) as one batch, a partition `medallion_batch=<batch_id>`.
 
     The partition name has no leading underscore: pyarrow, DuckDB and Spark treat such folders as hidden.
@@ -135,23 +159,30 @@ def ingest(spark: SparkSession, source: Source, objects: list[ObjectInfo], bronz
         return IngestResult(batch_id, [], 0, 0, 0)
     listed = _objects(spark, objects)
     _check_heads(spark, source, listed)
-    records = _read_parquet(spark, source, listed) if source.file_format == "parquet" else \
-        _parse_text(source, listed)
-    ingested_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    records = (
+        _read_parquet(spark, source, listed)
+        if source.file_format == "parquet"
+        else _parse_text(source, listed)
+    )
+    ingested_at = datetime.now(UTC).replace(tzinfo=None)
     # Cached: the quarantine's write, if there is anything to quarantine, reads the parsed records again.
     records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()
     try:
         is_corrupt = F.col(CORRUPT).isNotNull()
         # The bronze write counts every record and the corrupt ones as it goes: no pass only to count.
         counts = Observation()
-        counted = records.observe(counts, F.count(F.lit(1)).alias("rows"),
-                                  F.count(F.when(is_corrupt, 1)).alias("corrupt"))
+        counted = records.observe(
+            counts, F.count(F.lit(1)).alias("rows"), F.count(F.when(is_corrupt, 1)).alias("corrupt")
+        )
         good = counted.where(~is_corrupt).drop(CORRUPT, "_reason")
         good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
         rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
         if quarantined:
             records.where(is_corrupt).select(
-                "_source_file", "_source_line", F.col("_reason").alias("reason"), F.col(CORRUPT).alias("raw"),
+                "_source_file",
+                "_source_line",
+                F.col("_reason").alias("reason"),
+                F.col(CORRUPT).alias("raw"),
                 "_ingested_at",
             ).write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
     except Exception as error:

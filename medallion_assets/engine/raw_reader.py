@@ -72,7 +72,7 @@ class _Body(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = b"" if self._ended else self._body.read(len(buffer))
         self._ended = not data
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
@@ -89,8 +89,9 @@ def unreadable(url: str, reason: str) -> RuntimeError:
     return RuntimeError(f"{UNREADABLE_MARKER} {json.dumps({'url': url, 'reason': reason})}")
 
 
-def numbered_lines(index: int, url: str, etag: str, compression: str, skip_header: bool,
-                   endpoint_url: str | None) -> Iterator[pa.RecordBatch]:
+def numbered_lines(
+    index: int, url: str, etag: str, compression: str, skip_header: bool, endpoint_url: str | None
+) -> Iterator[pa.RecordBatch]:
     """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES.
 
     A line that is not UTF-8 keeps its number and is marked `_unreadable`, so it is quarantined with that
@@ -130,7 +131,8 @@ def _lines_batch(index: int, data: bytes, first_line: int, skip_header: bool) ->
         bad = pa.array([problem for _, problem in decoded], pa.string())
     batch = pa.RecordBatch.from_arrays(
         [pa.array(np.full(len(lines), index, dtype=np.int32)), numbers, text.cast(pa.string()), bad],
-        names=["_object", "_source_line", "value", "_unreadable"])
+        names=["_object", "_source_line", "value", "_unreadable"],
+    )
     keep = pc.not_equal(pc.utf8_trim_whitespace(batch["value"]), "")
     if skip_header:
         keep = pc.and_(keep, pc.greater(numbers, 1))
@@ -144,8 +146,9 @@ def _decoded_line(line: bytes) -> tuple[str, str | None]:
         return line.decode("utf-8", errors="replace"), f"not UTF-8 text (byte {error.start} of the line)"
 
 
-def parquet_rows(index: int, url: str, etag: str, arrow_schema: pa.Schema,
-                 endpoint_url: str | None) -> Iterator[pa.RecordBatch]:
+def parquet_rows(
+    index: int, url: str, etag: str, arrow_schema: pa.Schema, endpoint_url: str | None
+) -> Iterator[pa.RecordBatch]:
     """The object's rows cast to the declared schema, each with its 1-based row number as `_source_line`."""
     with open_object(url, etag, endpoint_url) as raw:
         parquet = pq.ParquetFile(io.BytesIO(raw.read()))
@@ -153,16 +156,25 @@ def parquet_rows(index: int, url: str, etag: str, arrow_schema: pa.Schema,
     declared = list(arrow_schema)[2:-1]  # between the file and line columns and the (empty) corrupt record
     for batch in parquet.iter_batches(columns=[field.name for field in declared]):
         rows = batch.num_rows
-        columns = [pa.array(np.full(rows, index, dtype=np.int32)),
-                   pa.array(np.arange(first, first + rows, dtype=np.int64))]
+        columns = [
+            pa.array(np.full(rows, index, dtype=np.int32)),
+            pa.array(np.arange(first, first + rows, dtype=np.int64)),
+        ]
         columns += [batch.column(field.name).cast(field.type) for field in declared]
         columns.append(pa.nulls(rows, pa.string()))
         first += rows
         yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
 
-def findings(url: str, etag: str, file_format: str, compression: str, columns: dict[str, str],
-             options: dict[str, Any], endpoint_url: str | None) -> dict[str, str] | None:
+def findings(
+    url: str,
+    etag: str,
+    file_format: str,
+    compression: str,
+    columns: dict[str, str],
+    options: dict[str, Any],
+    endpoint_url: str | None,
+) -> dict[str, str] | None:
     """What the head of one object says before anything is ingested: unreadable (`corrupt`), declared fields
     gone (`breaking`), undeclared fields (`drift`, with their inferred types), or nothing (None)."""
     try:
@@ -182,7 +194,7 @@ def findings(url: str, etag: str, file_format: str, compression: str, columns: d
     except (OSError, pa.ArrowInvalid) as error:
         return {"kind": "corrupt", "detail": f"cannot decompress ({error})"}
     # The head may end inside a line (and a character): judge only its complete lines.
-    complete = head[:head.rfind(b"\n") + 1] if len(head) == HEAD_BYTES else head
+    complete = head[: head.rfind(b"\n") + 1] if len(head) == HEAD_BYTES else head
     try:
         text = complete.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -193,16 +205,20 @@ def findings(url: str, etag: str, file_format: str, compression: str, columns: d
     return _drift(_json_fields(lines, columns))
 
 
-def _csv_findings(url: str, lines: list[str], columns: dict[str, str],
-                  options: dict[str, Any]) -> dict[str, str] | None:
+def _csv_findings(
+    url: str, lines: list[str], columns: dict[str, str], options: dict[str, Any]
+) -> dict[str, str] | None:
     if not (lines and options.get("header", True)):
         return None
     delimiter = str(options.get("sep", options.get("delimiter", ",")))
     header = [name.strip().strip('"') for name in lines[0].split(delimiter)]
     missing = [name for name in columns if name not in header]
     if missing:
-        return {"kind": "breaking", "detail": f"{url}:1 header lacks declared column(s) {', '.join(missing)}; "
-                                              f"header is {', '.join(header)}"}
+        return {
+            "kind": "breaking",
+            "detail": f"{url}:1 header lacks declared column(s) {', '.join(missing)}; "
+            f"header is {', '.join(header)}",
+        }
     return _drift({name: "string" for name in header if name not in columns})
 
 
@@ -228,9 +244,15 @@ def column_type(arrow_type: pa.DataType) -> str:
     """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual is read as string."""
     if pa.types.is_decimal(arrow_type):
         return f"decimal({arrow_type.precision},{arrow_type.scale})"
-    for test, name in ((pa.types.is_boolean, "boolean"), (pa.types.is_int32, "int"), (pa.types.is_integer, "bigint"),
-                       (pa.types.is_float32, "float"), (pa.types.is_floating, "double"), (pa.types.is_date, "date"),
-                       (pa.types.is_timestamp, "timestamp")):
+    for test, name in (
+        (pa.types.is_boolean, "boolean"),
+        (pa.types.is_int32, "int"),
+        (pa.types.is_integer, "bigint"),
+        (pa.types.is_float32, "float"),
+        (pa.types.is_floating, "double"),
+        (pa.types.is_date, "date"),
+        (pa.types.is_timestamp, "timestamp"),
+    ):
         if test(arrow_type):
             return name
     return "string"
@@ -243,6 +265,7 @@ def lines_task(compression: str, skip_header: bool, endpoint_url: str | None):
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
                 yield from numbered_lines(index, url, etag, compression, skip_header, endpoint_url)
+
     return read
 
 
@@ -251,11 +274,17 @@ def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None):
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
                 yield from parquet_rows(index, url, etag, arrow_schema, endpoint_url)
+
     return read
 
 
-def findings_task(file_format: str, compression: str, columns: dict[str, str], options: dict[str, Any],
-                  endpoint_url: str | None):
+def findings_task(
+    file_format: str,
+    compression: str,
+    columns: dict[str, str],
+    options: dict[str, Any],
+    endpoint_url: str | None,
+):
     def probe(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             found = []
@@ -263,12 +292,17 @@ def findings_task(file_format: str, compression: str, columns: dict[str, str], o
                 finding = findings(url, etag, file_format, compression, columns, options, endpoint_url)
                 if finding:
                     found.append({"url": url, "new_columns": None, **finding})
-            yield pa.RecordBatch.from_pylist(found, schema=pa.schema(
-                [(name, pa.string()) for name in ("url", "kind", "detail", "new_columns")]))
+            yield pa.RecordBatch.from_pylist(
+                found,
+                schema=pa.schema([(name, pa.string()) for name in ("url", "kind", "detail", "new_columns")]),
+            )
+
     return probe
 
 
 def paths_seen(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Whether each `path` exists where the task runs (is the lake a folder the executors share?)."""
     for batch in batches:
-        yield pa.RecordBatch.from_pydict({"seen": [os.path.exists(path) for path in batch["path"].to_pylist()]})
+        yield pa.RecordBatch.from_pydict(
+            {"seen": [os.path.exists(path) for path in batch["path"].to_pylist()]}
+        )

@@ -76,11 +76,14 @@ def prepare_session() -> None:
         return
     parsed = urlparse(remote)
     try:
-        socket.create_connection((parsed.hostname or "localhost", parsed.port or CONNECT_PORT),
-                                 timeout=CONNECT_TIMEOUT_SEC).close()
+        socket.create_connection(
+            (parsed.hostname or "localhost", parsed.port or CONNECT_PORT), timeout=CONNECT_TIMEOUT_SEC
+        ).close()
     except OSError as error:
-        raise SparkUnreachable(f"SPARK_REMOTE={_shown(remote)}: no Spark Connect server answers "
-                               f"({error.strerror or error}); start one or unset SPARK_REMOTE") from None
+        raise SparkUnreachable(
+            f"SPARK_REMOTE={_shown(remote)}: no Spark Connect server answers "
+            f"({error.strerror or error}); start one or unset SPARK_REMOTE"
+        ) from None
 
 
 def is_single_machine() -> bool:
@@ -106,11 +109,16 @@ def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
     finally:
         marker.unlink(missing_ok=True)
     if not seen:
-        where = f"SPARK_REMOTE={_shown(config.spark_remote())}" if config.spark_remote() else \
-            f"SPARK_MASTER={config.spark_master()}"
-        raise SparkUnreachable(f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
-                               f"executors ({where}) cannot see; use storage every node shares "
-                               "(s3a://…, hdfs://…, or a shared mount)")
+        where = (
+            f"SPARK_REMOTE={_shown(config.spark_remote())}"
+            if config.spark_remote()
+            else f"SPARK_MASTER={config.spark_master()}"
+        )
+        raise SparkUnreachable(
+            f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
+            f"executors ({where}) cannot see; use storage every node shares "
+            "(s3a://…, hdfs://…, or a shared mount)"
+        )
     _visible_lakes.add((lake_root, engine))
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from itertools import islice
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import reduce
+from itertools import islice
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -22,14 +22,13 @@ from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.engine import staging_writer
 from medallion_assets.engine.ingest import bronze_schema, ingest
+from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
-from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.errors import StageHalted
 from medallion_assets.naming import INGESTION_COLUMNS, lake_path, quarantine_path
 from medallion_assets.storage.objects import configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse
-
 
 # Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
 _ROWS_PER_BATCH = 50_000
@@ -134,14 +133,25 @@ class StageRunner:
         new = [o for o in objects if processed.get(o.url) != o.etag]
         audit = dict(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id)
         self.throttle.take_from_source(source, {"bytes_per_hour": sum(o.size for o in new)}, **audit)
-        batch_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        result = ingest(self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id)
+        batch_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        result = ingest(
+            self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id
+        )
         self.store.record_bookmarks(source.source_id, [(o.url, o.etag, o.size) for o in new], batch_id)
         # Rows are known once parsed: they count against the source now and hold back its next batch.
         self.throttle.take_from_source(source, {"rows_per_minute": result.rows_read}, **audit)
-        return StageOutcome(result.rows_read, result.rows_written, result.rows_quarantined,
-                            details={"batch_id": batch_id, "source": source.source_id, "objects_new": len(new),
-                                     "objects_seen": len(objects)}, read=[source.source_id])
+        return StageOutcome(
+            result.rows_read,
+            result.rows_written,
+            result.rows_quarantined,
+            details={
+                "batch_id": batch_id,
+                "source": source.source_id,
+                "objects_new": len(new),
+                "objects_seen": len(objects),
+            },
+            read=[source.source_id],
+        )
 
     def readable_inputs(self, stage: Stage) -> tuple[dict[str, DataFrame], list[str]]:
         """The inputs of a silver or gold stage, and the datasets actually read for them.
@@ -173,22 +183,38 @@ class StageRunner:
             return self.read_dataset(dataset)
         producer = self.snapshot.stage_producing(dataset)
         target = self.snapshot.targets[dataset]
-        if producer is None or target.layer == "bronze":  # bronze is rebuilt only by ingesting its source again
+        if (
+            producer is None or target.layer == "bronze"
+        ):  # bronze is rebuilt only by ingesting its source again
             raise self.recovery.no_path(stage, down)
         inputs = {i: self._input_frame(producer, i, down, read) for i in producer.input_ids()}
-        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id,
-                                event="reroute", status="rebuilt", error=down[dataset],
-                                details={"dataset": dataset, "rebuilt_by": f"{producer.pipeline_id}.{producer.stage_name}",
-                                         "from": producer.input_ids()})
+        self.store.record_audit(
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            dataset=stage.target_id,
+            event="reroute",
+            status="rebuilt",
+            error=down[dataset],
+            details={
+                "dataset": dataset,
+                "rebuilt_by": f"{producer.pipeline_id}.{producer.stage_name}",
+                "from": producer.input_ids(),
+            },
+        )
         return self._shape(producer, target, inputs).frame.drop(*INGESTION_COLUMNS)
 
     def _shape(self, stage: Stage, target: Target, inputs: dict[str, DataFrame]) -> Shaped:
         """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,
         deduplication, and the rows drop or quarantine rules take out."""
-        source_frame = (run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect) if stage.transform_sql
-                        else inputs[stage.input_id])
+        source_frame = (
+            run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect)
+            if stage.transform_sql
+            else inputs[stage.input_id]
+        )
         frame, rows_in = counted(source_frame)
-        rejects: list[tuple[DataFrame, Observation]] = []  # each kind of rejected rows, with its observed count
+        rejects: list[
+            tuple[DataFrame, Observation]
+        ] = []  # each kind of rejected rows, with its observed count
         if target.columns:
             conformed = conform(frame, target.columns)
             frame = conformed.valid
@@ -201,7 +227,9 @@ class StageRunner:
             if rule.action == "quarantine":
                 rejected = frame.where(violation).select(
                     *[c for c in INGESTION_COLUMNS if c in frame.columns],
-                    F.lit(f"rule {rule.name} failed").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw"))
+                    F.lit(f"rule {rule.name} failed").alias("reason"),
+                    F.to_json(F.struct(*frame.columns)).alias("raw"),
+                )
                 frame, violations = counted(frame, violation)
                 rejects.append((rejected, violations))
             frame = frame.where(~violation)
@@ -213,7 +241,9 @@ class StageRunner:
         shaped = self._shape(stage, target, inputs)
         frame, rows_in_count, rejects = shaped.frame, shaped.rows_in, shaped.rejects
         # After deduplication, a unique rule on the keys holds by construction and needs no distinct count.
-        observed, judge = observe_rules(frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys)
+        observed, judge = observe_rules(
+            frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys
+        )
         observed, written_count = counted(observed)
         observed.write.mode("overwrite").parquet(output)
         quarantined = self._write_rejected(target.target_id, rejects)
@@ -223,10 +253,19 @@ class StageRunner:
         # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
         # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any) made
         # of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account for.
-        rows_read = (rows_in if not stage.transform_sql and len(inputs) == 1
-                     else sum(input_frame.count() for input_frame in inputs.values()))
-        return StageOutcome(rows_read, written, quarantined, rule_outcomes,
-                            details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined}, read=read)
+        rows_read = (
+            rows_in
+            if not stage.transform_sql and len(inputs) == 1
+            else sum(input_frame.count() for input_frame in inputs.values())
+        )
+        return StageOutcome(
+            rows_read,
+            written,
+            quarantined,
+            rule_outcomes,
+            details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined},
+            read=read,
+        )
 
     def _write_rejected(self, target_id: str, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).
@@ -249,14 +288,21 @@ class StageRunner:
 
     def _load(self, target: Target, written: DataFrame) -> LoadResult:
         if self.warehouse is None:
-            raise RuntimeError(f"target {target.target_id} loads into the warehouse, but no warehouse is configured")
+            raise RuntimeError(
+                f"target {target.target_id} loads into the warehouse, but no warehouse is configured"
+            )
         partitions = self.adjustments.load_partitions
         prefix = self.warehouse.staging_prefix(target.location)
         staged = staged_on_executors(written, prefix) if prefix else None
         data = staged or (written.toArrow() if partitions is None else arrow_batches(written, partitions))
         data = self.throttle.stream_to_target(data, target, dataset=target.target_id)
-        return self.warehouse.load(target.location, data, target.load_mode, target.keys,
-                                   evolve=self.adjustments.evolve_warehouse_schema)
+        return self.warehouse.load(
+            target.location,
+            data,
+            target.load_mode,
+            target.keys,
+            evolve=self.adjustments.evolve_warehouse_schema,
+        )
 
 
 def staged_on_executors(frame: DataFrame, prefix: str) -> StagedParquet | None:

@@ -23,13 +23,16 @@ def parts_task(prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None):
     The name comes from the partition, not the attempt, so a task that is retried replaces its own part
     instead of adding a second copy of its rows.
     """
+
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import boto3
         from pyspark import TaskContext
 
         buffer, rows = io.BytesIO(), 0
         # Redshift's TIMESTAMP holds microseconds, and COPY reads parquet timestamps at that unit.
-        with pq.ParquetWriter(buffer, arrow_schema, coerce_timestamps="us", allow_truncated_timestamps=True) as out:
+        with pq.ParquetWriter(
+            buffer, arrow_schema, coerce_timestamps="us", allow_truncated_timestamps=True
+        ) as out:
             for batch in batches:
                 out.write_batch(batch)
                 rows += batch.num_rows
@@ -38,6 +41,11 @@ def parts_task(prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None):
         bucket, _, key = prefix.removeprefix("s3://").partition("/")
         key = f"{key}part-{TaskContext.get().partitionId():05d}.parquet"
         body = buffer.getvalue()
-        boto3.session.Session().client("s3", endpoint_url=endpoint_url).put_object(Bucket=bucket, Key=key, Body=body)
-        yield pa.RecordBatch.from_pydict({"url": [f"s3://{bucket}/{key}"], "rows": [rows], "nbytes": [len(body)]})
+        boto3.session.Session().client("s3", endpoint_url=endpoint_url).put_object(
+            Bucket=bucket, Key=key, Body=body
+        )
+        yield pa.RecordBatch.from_pydict(
+            {"url": [f"s3://{bucket}/{key}"], "rows": [rows], "nbytes": [len(body)]}
+        )
+
     return write

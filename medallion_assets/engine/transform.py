@@ -50,8 +50,10 @@ def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dial
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     """Cast to the declared schema. A value that is present but does not cast rejects its row, with the reason."""
     failures = [
-        F.when(F.col(name).isNotNull() & F.col(name).try_cast(type_name).isNull(),
-               F.concat(F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")))
+        F.when(
+            F.col(name).isNotNull() & F.col(name).try_cast(type_name).isNull(),
+            F.concat(F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")),
+        )
         for name, type_name in columns.items()
     ]
     lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
@@ -59,9 +61,11 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     is_rejected = F.col("_reason") != ""
     observed, rejected_rows = counted(checked, is_rejected)
     valid = observed.where(~is_rejected).select(
-        *[F.col(name).try_cast(type_name).alias(name) for name, type_name in columns.items()], *lineage)
+        *[F.col(name).try_cast(type_name).alias(name) for name, type_name in columns.items()], *lineage
+    )
     rejected = checked.where(is_rejected).select(
-        *lineage, F.col("_reason").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw"))
+        *lineage, F.col("_reason").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")
+    )
     return Conformed(valid, rejected, rejected_rows)
 
 

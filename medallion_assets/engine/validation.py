@@ -9,11 +9,12 @@ computes its own metrics.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import and_, or_
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -26,7 +27,7 @@ from pyspark.sql.types import BooleanType, StructType
 from medallion_assets.catalog.models import Rule
 from medallion_assets.patterns import compiled
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Spark's simpleString spells a 64-bit integer "bigint"; catalogs written by hand often say "long".
 TYPE_SYNONYMS = {"long": "bigint"}
 
@@ -89,7 +90,7 @@ def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = 
     the expectation's `column` argument. Raises ValueError when a great_expectations rule names an unknown
     expectation or gives it invalid arguments, before any data is read.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     expectations = _expectations(rules)
     outcomes, runnable = _screen(df, rules)
     expectations = {index: expectation for index, expectation in expectations.items() if index in runnable}
@@ -119,7 +120,7 @@ def observe_rules(
     deduplicated on): a unique rule on those columns, or on more, holds by construction, so it is judged from
     the observed counts instead of a distinct count over `written`.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     _expectations(rules)  # an unknown expectation is an error now, not after the write
     outcomes, runnable = _screen(df, rules)
     observable = {index: rule for index, rule in runnable.items() if not reads_written_data(rule, unique_on)}
@@ -181,7 +182,9 @@ def _judge(rules: dict[int, Rule], values: dict, now: datetime) -> dict[int, Rul
         if name != "row_count":
             index, key = name.split(":", 1)
             own[int(index)][key] = value
-    return {index: _JUDGES[rule.type](rule, own[index], values["row_count"], now) for index, rule in rules.items()}
+    return {
+        index: _JUDGES[rule.type](rule, own[index], values["row_count"], now) for index, rule in rules.items()
+    }
 
 
 def _referenced_columns(rule: Rule) -> list[str]:
@@ -194,7 +197,10 @@ def _referenced_columns(rule: Rule) -> list[str]:
 def _missing_columns(rule: Rule, missing: list[str], present: list[str]) -> RuleOutcome:
     noun = "column" if len(missing) == 1 else "columns"
     return RuleOutcome(
-        rule, False, {"missing_columns": missing}, 0,
+        rule,
+        False,
+        {"missing_columns": missing},
+        0,
         f"{rule.name}: {noun} {', '.join(missing)} not found; the data has {', '.join(present) or 'no columns'}",
     )
 
@@ -204,13 +210,20 @@ def _schema_match(rule: Rule, schema: StructType) -> RuleOutcome:
     actual = {field.name: field.dataType.simpleString() for field in schema.fields}
     expected = {name: _type_name(type_name) for name, type_name in rule.expected.items()}
     missing = [name for name in expected if name not in actual]
-    mismatched = {name: actual[name] for name, type_name in expected.items()
-                  if name in actual and actual[name] != type_name}
+    mismatched = {
+        name: actual[name]
+        for name, type_name in expected.items()
+        if name in actual and actual[name] != type_name
+    }
     extra = [name for name in actual if name not in expected]
     problems = [f"{name} is missing" for name in missing]
-    problems += [f"{name} is {type_name}, expected {expected[name]}" for name, type_name in mismatched.items()]
+    problems += [
+        f"{name} is {type_name}, expected {expected[name]}" for name, type_name in mismatched.items()
+    ]
     plural = "s" if len(expected) != 1 else ""
-    message = "; ".join(problems) or f"{len(expected)} expected column{plural} present with the expected types"
+    message = (
+        "; ".join(problems) or f"{len(expected)} expected column{plural} present with the expected types"
+    )
     observed = {"missing": missing, "mismatched": mismatched, "extra": extra}
     return RuleOutcome(rule, not problems, observed, 0, f"{rule.name}: {message}")
 
@@ -305,12 +318,16 @@ def _judge_unique(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOut
 
 def _judge_freshness(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
     if values["newest_micros"] is None:
-        message = f"{rule.name}: {rule.column} has no values, expected one at most {rule.max_age_hours:g} hours old"
+        message = (
+            f"{rule.name}: {rule.column} has no values, expected one at most {rule.max_age_hours:g} hours old"
+        )
         return RuleOutcome(rule, False, {"newest": None, "age_hours": None}, 0, message)
     newest = EPOCH + timedelta(microseconds=values["newest_micros"])
     age_hours = (now.timestamp() - newest.timestamp()) / 3600
-    message = (f"{rule.name}: newest {rule.column} is {newest.isoformat()}, {age_hours:.1f} hours old, "
-               f"expected at most {rule.max_age_hours:g}")
+    message = (
+        f"{rule.name}: newest {rule.column} is {newest.isoformat()}, {age_hours:.1f} hours old, "
+        f"expected at most {rule.max_age_hours:g}"
+    )
     observed = {"newest": newest.isoformat(), "age_hours": age_hours}
     return RuleOutcome(rule, age_hours <= rule.max_age_hours, observed, 0, message)
 
@@ -327,7 +344,11 @@ _JUDGES: dict[str, Callable[[Rule, dict, int, datetime], RuleOutcome]] = {
 
 
 def _expectations(rules: Sequence[Rule]) -> dict[int, Any]:
-    return {index: _expectation(rule, index) for index, rule in enumerate(rules) if rule.type == "great_expectations"}
+    return {
+        index: _expectation(rule, index)
+        for index, rule in enumerate(rules)
+        if rule.type == "great_expectations"
+    }
 
 
 def _expectation(rule: Rule, index: int) -> Any:
@@ -335,7 +356,9 @@ def _expectation(rule: Rule, index: int) -> Any:
     import great_expectations as gx  # imported on first use: it is slow to import and most rule sets do without
 
     expectation_class = getattr(gx.expectations, rule.expectation, None)
-    if not (isinstance(expectation_class, type) and issubclass(expectation_class, gx.expectations.Expectation)):
+    if not (
+        isinstance(expectation_class, type) and issubclass(expectation_class, gx.expectations.Expectation)
+    ):
         raise ValueError(f"rule {rule.name}: unknown Great Expectations expectation {rule.expectation!r}")
     kwargs = {"column": rule.column, **rule.kwargs} if rule.column else dict(rule.kwargs)
     try:
@@ -344,7 +367,9 @@ def _expectation(rule: Rule, index: int) -> Any:
         raise ValueError(f"rule {rule.name}: invalid arguments for {rule.expectation}: {error}") from error
 
 
-def _run_expectations(df: DataFrame, rules: Sequence[Rule], expectations: dict[int, Any]) -> dict[int, RuleOutcome]:
+def _run_expectations(
+    df: DataFrame, rules: Sequence[Rule], expectations: dict[int, Any]
+) -> dict[int, RuleOutcome]:
     """Run the expectations as one suite on one batch, so Great Expectations can share metrics between them."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -377,10 +402,14 @@ def _expectation_outcome(rule: Rule, result: dict) -> RuleOutcome:
     else:
         verdict = "passed" if result["success"] else "failed"
         message = f"{verdict} with observed value {observed.get('observed_value')!r}"
-    return RuleOutcome(rule, bool(result["success"]), observed, 0, f"{rule.name}: {rule.expectation} {message}")
+    return RuleOutcome(
+        rule, bool(result["success"]), observed, 0, f"{rule.name}: {rule.expectation} {message}"
+    )
 
 
 def _exception_messages(info: dict) -> list[str]:
     # A result that raised keys its exception details by the metric that failed; one that did not is flat.
     details = [info] if "raised_exception" in info else list(info.values())
-    return list(dict.fromkeys(detail["exception_message"] for detail in details if detail.get("raised_exception")))
+    return list(
+        dict.fromkeys(detail["exception_message"] for detail in details if detail.get("raised_exception"))
+    )

@@ -44,13 +44,17 @@ class CatalogIds:
 
     def source_id(self, copy: CopyLoad) -> str:
         """The raw source's id: the catalog's source at the same S3 path, else `<table>_raw` made unique."""
-        existing = next((s for s in self.snapshot.sources.values()
-                         if s.s3_path.rstrip("/") == copy.s3_path.rstrip("/")), None)
+        existing = next(
+            (s for s in self.snapshot.sources.values() if s.s3_path.rstrip("/") == copy.s3_path.rstrip("/")),
+            None,
+        )
         if existing:
             return existing.source_id
         if copy.s3_path not in self.source_ids:
             schema, _, table = copy.target.rpartition(".")
-            self.source_ids[copy.s3_path] = self._free([f"{slug(table)}_raw", f"{slug(schema)}_{slug(table)}_raw"])
+            self.source_ids[copy.s3_path] = self._free(
+                [f"{slug(table)}_raw", f"{slug(schema)}_{slug(table)}_raw"]
+            )
         return self.source_ids[copy.s3_path]
 
     def upstream_id(self, lineage: StatementLineage, source: str) -> str:

@@ -18,7 +18,15 @@ from pydantic import ValidationError
 from sqlglot import exp
 
 from medallion_assets.catalog.models import (
-    ColumnLineage, DatasetLineage, Pipeline, Row, Rule, Source, Stage, Target, ValidationRuleSet,
+    ColumnLineage,
+    DatasetLineage,
+    Pipeline,
+    Row,
+    Rule,
+    Source,
+    Stage,
+    Target,
+    ValidationRuleSet,
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
@@ -26,19 +34,37 @@ from medallion_assets.onboarding.catalog_ids import CatalogIds
 from medallion_assets.onboarding.datasets import Dataset, Datasets
 from medallion_assets.onboarding.layers import LayerDecider, LayerDecision
 from medallion_assets.onboarding.lineage import (
-    AMBIGUOUS, IDENTITY, JOIN_KEY, UNKNOWN_TYPE, SqlAnalyzer, StatementLineage, stronger, union_all,
+    AMBIGUOUS,
+    IDENTITY,
+    JOIN_KEY,
+    UNKNOWN_TYPE,
+    SqlAnalyzer,
+    StatementLineage,
+    stronger,
+    union_all,
 )
 from medallion_assets.onboarding.parse import LOAD_KINDS, CopyLoad, canonical_table
 from medallion_assets.onboarding.stage_plans import StagePlanner
 
 _CATALOG_TYPES = {
-    exp.DataType.Type.TEXT: "string", exp.DataType.Type.VARCHAR: "string", exp.DataType.Type.CHAR: "string",
-    exp.DataType.Type.NVARCHAR: "string", exp.DataType.Type.NCHAR: "string", exp.DataType.Type.BPCHAR: "string",
-    exp.DataType.Type.INT: "int", exp.DataType.Type.SMALLINT: "int", exp.DataType.Type.TINYINT: "int",
-    exp.DataType.Type.BIGINT: "bigint", exp.DataType.Type.DOUBLE: "double", exp.DataType.Type.FLOAT: "float",
-    exp.DataType.Type.BOOLEAN: "boolean", exp.DataType.Type.DATE: "date",
-    exp.DataType.Type.TIMESTAMP: "timestamp", exp.DataType.Type.TIMESTAMPTZ: "timestamp",
-    exp.DataType.Type.TIMESTAMPNTZ: "timestamp", exp.DataType.Type.DATETIME: "timestamp",
+    exp.DataType.Type.TEXT: "string",
+    exp.DataType.Type.VARCHAR: "string",
+    exp.DataType.Type.CHAR: "string",
+    exp.DataType.Type.NVARCHAR: "string",
+    exp.DataType.Type.NCHAR: "string",
+    exp.DataType.Type.BPCHAR: "string",
+    exp.DataType.Type.INT: "int",
+    exp.DataType.Type.SMALLINT: "int",
+    exp.DataType.Type.TINYINT: "int",
+    exp.DataType.Type.BIGINT: "bigint",
+    exp.DataType.Type.DOUBLE: "double",
+    exp.DataType.Type.FLOAT: "float",
+    exp.DataType.Type.BOOLEAN: "boolean",
+    exp.DataType.Type.DATE: "date",
+    exp.DataType.Type.TIMESTAMP: "timestamp",
+    exp.DataType.Type.TIMESTAMPTZ: "timestamp",
+    exp.DataType.Type.TIMESTAMPNTZ: "timestamp",
+    exp.DataType.Type.DATETIME: "timestamp",
 }
 
 
@@ -93,8 +119,15 @@ class PlanBuilder:
     their answers into rows.
     """
 
-    def __init__(self, snapshot: CatalogSnapshot, analyzer: SqlAnalyzer, *, pipeline_id: str,
-                 layer_overrides: Mapping[str, str], dialect: str):
+    def __init__(
+        self,
+        snapshot: CatalogSnapshot,
+        analyzer: SqlAnalyzer,
+        *,
+        pipeline_id: str,
+        layer_overrides: Mapping[str, str],
+        dialect: str,
+    ):
         self.snapshot = snapshot
         self.analyzer = analyzer
         self.pipeline_id = check_identifier(pipeline_id, "pipeline id")
@@ -168,8 +201,11 @@ class PlanBuilder:
             mapped = catalog_type(type_text, self.dialect)
             if mapped is None:
                 if type_text.upper() != UNKNOWN_TYPE:
-                    self._warn(index, f"column {column} of type {type_text} has no catalog type: "
-                                      "the target declares no columns")
+                    self._warn(
+                        index,
+                        f"column {column} of type {type_text} has no catalog type: "
+                        "the target declares no columns",
+                    )
                 return None
             columns[column] = mapped
         return columns
@@ -184,11 +220,18 @@ class PlanBuilder:
                 updates["columns"] = columns
             return Target.model_validate({**dataset.existing.model_dump(), **updates})
         is_table = not dataset.name.startswith("s3://")
-        return Target.model_validate(dict(
-            target_id=self.ids.target_id(dataset.name), layer=decision.layer,
-            kind="warehouse" if decision.layer == "gold" and is_table else "lake", location=dataset.name,
-            columns=columns, description=f"onboarded from SQL ({lineage.kind} at {lineage.parsed.statement.where()}); "
-                                         f"layer: {decision.reason}", **merge))
+        return Target.model_validate(
+            dict(
+                target_id=self.ids.target_id(dataset.name),
+                layer=decision.layer,
+                kind="warehouse" if decision.layer == "gold" and is_table else "lake",
+                location=dataset.name,
+                columns=columns,
+                description=f"onboarded from SQL ({lineage.kind} at {lineage.parsed.statement.where()}); "
+                f"layer: {decision.reason}",
+                **merge,
+            )
+        )
 
     def _source(self, index: int) -> None:
         """The raw files a COPY reads, with the table's columns as their schema."""
@@ -196,27 +239,41 @@ class PlanBuilder:
         copy = lineage.parsed
         types = self.analyzer.column_types(copy.target) or {}
         columns = {c: catalog_type(types[c], self.dialect) if c in types else None for c in lineage.columns}
-        fields = dict(file_format=copy.file_format, options=copy.options, compression=copy.compression,
-                      columns={c: type_name or "string" for c, type_name in columns.items()})
+        fields = dict(
+            file_format=copy.file_format,
+            options=copy.options,
+            compression=copy.compression,
+            columns={c: type_name or "string" for c, type_name in columns.items()},
+        )
         existing = self.snapshot.sources.get(self.ids.source_id(copy))
         if existing:
             source = Source.model_validate({**existing.model_dump(), **fields})
         else:
-            source = Source(source_id=self.ids.source_id(copy), s3_path=copy.s3_path,
-                            description=f"raw files read by {copy.kind.replace('_', ' ').upper()} at "
-                                        f"{copy.statement.where()}", **fields)
+            source = Source(
+                source_id=self.ids.source_id(copy),
+                s3_path=copy.s3_path,
+                description=f"raw files read by {copy.kind.replace('_', ' ').upper()} at "
+                f"{copy.statement.where()}",
+                **fields,
+            )
         self._add("sources", source, index)
 
     def _external_target(self, dataset: Dataset) -> None:
         """A table the SQL reads but no statement or stage makes: a warehouse table, for lineage."""
         decision = self.layers.decide(dataset.name)
-        reader = next(i for i, lineage in enumerate(self.lineages)
-                      if lineage is not None and dataset.name in lineage.sources)
-        target = Target(target_id=self.ids.target_id(dataset.name), layer=decision.layer, kind="warehouse",
-                        location=dataset.name,
-                        columns=self._declared_columns(dataset.name, reader),
-                        description="external table read by onboarded SQL; no stage makes it. "
-                                    f"layer: {decision.reason}")
+        reader = next(
+            i
+            for i, lineage in enumerate(self.lineages)
+            if lineage is not None and dataset.name in lineage.sources
+        )
+        target = Target(
+            target_id=self.ids.target_id(dataset.name),
+            layer=decision.layer,
+            kind="warehouse",
+            location=dataset.name,
+            columns=self._declared_columns(dataset.name, reader),
+            description=f"external table read by onboarded SQL; no stage makes it. layer: {decision.reason}",
+        )
         self._add("targets", target, reader)
 
     def _stage(self, dataset: Dataset, target: Target, statements: list[int]) -> Stage:
@@ -226,17 +283,34 @@ class PlanBuilder:
         existing = self.stages.producers.get(target.target_id)
         rules = self._suggested_rules(target, lineages, statements[0])
         sql = None if lineages[0].kind in LOAD_KINDS else self._transform_sql(lineages)
-        fields = dict(input_id=inputs[0], inputs=inputs[1:], transform_sql=sql,
-                      sql_dialect=self.dialect if sql else "spark")
+        fields = dict(
+            input_id=inputs[0],
+            inputs=inputs[1:],
+            transform_sql=sql,
+            sql_dialect=self.dialect if sql else "spark",
+        )
         if existing:
-            stage = existing.model_copy(update={**fields, "validation_set_id": existing.validation_set_id or rules})
+            stage = existing.model_copy(
+                update={**fields, "validation_set_id": existing.validation_set_id or rules}
+            )
         else:
-            stage = Stage(pipeline_id=self.pipeline_id, stage_order=self.next_order, stage_name=target.target_id,
-                          target_id=target.target_id, validation_set_id=rules, **fields)
+            stage = Stage(
+                pipeline_id=self.pipeline_id,
+                stage_order=self.next_order,
+                stage_name=target.target_id,
+                target_id=target.target_id,
+                validation_set_id=rules,
+                **fields,
+            )
             self.next_order += 1
             if self.pipeline_id not in self.snapshot.pipelines:
-                self._add("pipelines", Pipeline(pipeline_id=self.pipeline_id,
-                                                description="onboarded from SQL by medallion onboard"), statements[0])
+                self._add(
+                    "pipelines",
+                    Pipeline(
+                        pipeline_id=self.pipeline_id, description="onboarded from SQL by medallion onboard"
+                    ),
+                    statements[0],
+                )
         self._add("stages", Stage.model_validate(stage.model_dump()), statements[0])
         return stage
 
@@ -257,16 +331,22 @@ class PlanBuilder:
         rules = [Rule(type="row_count", min=1, severity="warn")]
         not_null = [c for lineage in lineages for c in lineage.group_columns]
         for lineage in lineages:
-            join_keys = {(e.source, e.source_column) for e in lineage.edges or () if e.transformation == JOIN_KEY}
-            not_null += [e.target_column for e in lineage.edges or ()
-                         if e.transformation == IDENTITY and (e.source, e.source_column) in join_keys]
+            join_keys = {
+                (e.source, e.source_column) for e in lineage.edges or () if e.transformation == JOIN_KEY
+            }
+            not_null += [
+                e.target_column
+                for e in lineage.edges or ()
+                if e.transformation == IDENTITY and (e.source, e.source_column) in join_keys
+            ]
         rules += [Rule(type="not_null", column=c, severity="warn") for c in dict.fromkeys(not_null)]
         if target.load_mode == "merge":
             rules.append(Rule(type="unique", columns=target.keys, severity="warn"))
         rule_set = ValidationRuleSet(
             rule_set_id=f"{target.target_id}_suggested",
             description=f"SUGGESTED by medallion onboard for {lineages[0].target}: review, then keep, edit or detach",
-            check_def=rules)
+            check_def=rules,
+        )
         self._add("validation_rules", rule_set, index)
         return rule_set.rule_set_id
 
@@ -280,23 +360,38 @@ class PlanBuilder:
         for source in lineage.sources:
             upstream = self.ids.upstream_id(lineage, source)
             if upstream != target_id:
-                self._add("dataset_lineage", DatasetLineage(upstream=upstream, downstream=target_id, via=via,
-                                                            kind="stage" if stage else "sql"), index)
+                self._add(
+                    "dataset_lineage",
+                    DatasetLineage(
+                        upstream=upstream, downstream=target_id, via=via, kind="stage" if stage else "sql"
+                    ),
+                    index,
+                )
         for edge in lineage.edges or ():
             if edge.transformation == AMBIGUOUS:
                 continue  # the statement's report names the candidates; the catalog keeps known edges only
-            self._add("column_lineage", ColumnLineage(
-                downstream=target_id, downstream_column=edge.target_column,
-                upstream=self.ids.upstream_id(lineage, edge.source), upstream_column=edge.source_column,
-                transformation=edge.transformation), index)
+            self._add(
+                "column_lineage",
+                ColumnLineage(
+                    downstream=target_id,
+                    downstream_column=edge.target_column,
+                    upstream=self.ids.upstream_id(lineage, edge.source),
+                    upstream_column=edge.source_column,
+                    transformation=edge.transformation,
+                ),
+                index,
+            )
 
     def _removals(self) -> None:
         """Lineage rows of the onboarded datasets that the SQL no longer gives (its previous version's)."""
         made = {self.ids.target_id(d.name) for d in self.datasets if d.writers or d.changers}
         for table, kinds in (("column_lineage", None), ("dataset_lineage", ("stage", "sql"))):
             keep = self.plan.rows.get(table, {})
-            stale = [key for key, row in self.snapshot.tables[table].items()
-                     if row.downstream in made and key not in keep and (kinds is None or row.kind in kinds)]
+            stale = [
+                key
+                for key, row in self.snapshot.tables[table].items()
+                if row.downstream in made and key not in keep and (kinds is None or row.kind in kinds)
+            ]
             if stale:
                 self.plan.removals[table] = stale
 
@@ -305,4 +400,3 @@ def _validation_message(error: Exception) -> str:
     if isinstance(error, ValidationError):
         return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in error.errors())
     return str(error)
-

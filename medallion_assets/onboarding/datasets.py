@@ -52,7 +52,9 @@ class Datasets:
             if lineage is None:
                 continue
             dataset = self.dataset(lineage.target)
-            (dataset.writers if lineage.kind in (*DIRECT_KINDS, *LOAD_KINDS) else dataset.changers).append(index)
+            (dataset.writers if lineage.kind in (*DIRECT_KINDS, *LOAD_KINDS) else dataset.changers).append(
+                index
+            )
             for source in lineage.sources:
                 if not source.startswith("s3://"):
                     self.dataset(source)

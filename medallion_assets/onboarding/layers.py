@@ -12,8 +12,31 @@ LAYERS = ("bronze", "silver", "gold")
 # Schema names and table-name prefixes that say a layer, as teams commonly name them.
 LAYER_WORDS = {
     "bronze": ("bronze", "raw", "landing", "staging", "stage", "stg", "src", "ods"),
-    "silver": ("silver", "clean", "cleansed", "curated", "conformed", "core", "int", "intermediate", "refined"),
-    "gold": ("gold", "analytics", "mart", "marts", "reporting", "report", "agg", "dm", "bi", "fct", "fact", "dim"),
+    "silver": (
+        "silver",
+        "clean",
+        "cleansed",
+        "curated",
+        "conformed",
+        "core",
+        "int",
+        "intermediate",
+        "refined",
+    ),
+    "gold": (
+        "gold",
+        "analytics",
+        "mart",
+        "marts",
+        "reporting",
+        "report",
+        "agg",
+        "dm",
+        "bi",
+        "fct",
+        "fact",
+        "dim",
+    ),
 }
 
 
@@ -41,21 +64,29 @@ class LayerDecider:
 
     def _decide(self, dataset: Dataset) -> LayerDecision:
         override = self.overrides.get(dataset.name) or (
-            dataset.existing and self.overrides.get(canonical_name(dataset.existing.target_id)))
+            dataset.existing and self.overrides.get(canonical_name(dataset.existing.target_id))
+        )
         if override:
             return LayerDecision(override, f"set by --layer for {dataset.name}")
         if dataset.existing:
-            return LayerDecision(dataset.existing.layer,
-                                 f"already in the catalog as {dataset.existing.layer} ({dataset.existing.target_id})")
+            return LayerDecision(
+                dataset.existing.layer,
+                f"already in the catalog as {dataset.existing.layer} ({dataset.existing.target_id})",
+            )
         writers = [self.datasets.lineages[i] for i in dataset.writers]
         copy = next((w for w in writers if isinstance(w.parsed, CopyLoad)), None)
         if copy:
-            return LayerDecision("bronze", f"loaded from raw files by {copy.parsed.kind.replace('_', ' ').upper()} "
-                                           f"at {copy.parsed.statement.where()}")
+            return LayerDecision(
+                "bronze",
+                f"loaded from raw files by {copy.parsed.kind.replace('_', ' ').upper()} "
+                f"at {copy.parsed.statement.where()}",
+            )
         aggregating = next((w for w in writers if w.aggregates), None)
         if aggregating:
-            return LayerDecision("gold", f"aggregates (GROUP BY or aggregate functions) at "
-                                         f"{aggregating.parsed.statement.where()}")
+            return LayerDecision(
+                "gold",
+                f"aggregates (GROUP BY or aggregate functions) at {aggregating.parsed.statement.where()}",
+            )
         inputs = [s for w in writers for s in w.sources if not s.startswith("s3://")]
         decided = {source: self.decide(source) for source in inputs}
         for layer, verb in (("gold", "reads gold table"), ("bronze", "cleans bronze table")):
@@ -67,7 +98,9 @@ class LayerDecider:
             return convention
         if writers:
             return LayerDecision("silver", "transforms tables without aggregating: silver by default")
-        return LayerDecision("silver", "read but not made by the SQL, no naming convention: silver by default")
+        return LayerDecision(
+            "silver", "read but not made by the SQL, no naming convention: silver by default"
+        )
 
 
 def _layer_by_convention(name: str, allowed: tuple[str, ...]) -> LayerDecision | None:

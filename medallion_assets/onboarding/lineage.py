@@ -37,11 +37,23 @@ from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 from sqlglot.schema import MappingSchema
 
 from medallion_assets.onboarding.parse import (
-    DEFAULT_SCHEMA, CopyLoad, StatementError, Transformation, canonical_table, is_temporary_name, parse_sql,
+    DEFAULT_SCHEMA,
+    CopyLoad,
+    StatementError,
+    Transformation,
+    canonical_table,
+    is_temporary_name,
+    parse_sql,
     session_name,
 )
 
-IDENTITY, EXPRESSION, AGGREGATE, FILTER, JOIN_KEY = "identity", "expression", "aggregate", "filter", "join_key"
+IDENTITY, EXPRESSION, AGGREGATE, FILTER, JOIN_KEY = (
+    "identity",
+    "expression",
+    "aggregate",
+    "filter",
+    "join_key",
+)
 AMBIGUOUS = "ambiguous"
 WHOLE_TARGET = "*"
 # Strength orders kinds of the same family: direct (identity < expression < aggregate) and indirect; an
@@ -140,22 +152,29 @@ def aggregates(query: exp.Query) -> bool:
         return False
     if root is None:
         return False
-    skipped = {id(inner) for scope in root.traverse() if scope.scope_type == ScopeType.SUBQUERY
-               for inner in scope.traverse()}
+    skipped = {
+        id(inner)
+        for scope in root.traverse()
+        if scope.scope_type == ScopeType.SUBQUERY
+        for inner in scope.traverse()
+    }
     for scope in root.traverse():
         select = scope.expression
         if id(scope) in skipped or not isinstance(select, exp.Select):
             continue
         if select.args.get("group") or any(
-                _is_aggregate(node) and not isinstance(node.parent, exp.Window)
-                for projection in select.selects for node in _own_nodes(projection)):
+            _is_aggregate(node) and not isinstance(node.parent, exp.Window)
+            for projection in select.selects
+            for node in _own_nodes(projection)
+        ):
             return True
     return False
 
 
 def _is_star(projection: exp.Expr) -> bool:
     return isinstance(projection, exp.Star) or (
-        isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star))
+        isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+    )
 
 
 def _table_node(canonical: str) -> exp.Table:
@@ -172,10 +191,13 @@ def _name_outputs(query: exp.Query, names: Iterable[str]) -> exp.Query:
     while isinstance(select, exp.SetOperation):
         select = select.this
     if not any(_is_star(projection) for projection in select.expressions):
-        select.set("expressions", [
-            projection if projection.alias_or_name == name else exp.alias_(projection.unalias(), name)
-            for projection, name in zip(select.expressions, names)
-        ])
+        select.set(
+            "expressions",
+            [
+                projection if projection.alias_or_name == name else exp.alias_(projection.unalias(), name)
+                for projection, name in zip(select.expressions, names)
+            ],
+        )
     return query
 
 
@@ -226,13 +248,18 @@ class SqlAnalyzer:
     def analyze(self, transformation: Transformation) -> QueryLineage:
         """Lineage of one transformation; raises StatementError when its columns do not fit its target."""
         queries = [transformation.lineage_query]
-        if transformation.stage_query is not None and transformation.stage_query is not transformation.lineage_query:
+        if (
+            transformation.stage_query is not None
+            and transformation.stage_query is not transformation.lineage_query
+        ):
             queries.append(transformation.stage_query)
         tables = [table for query in queries for table in referenced_tables(query)]
         if transformation.kind in _BY_TARGET_COLUMNS and transformation.target_columns is None:
             tables.append(transformation.target)  # its columns name the query's outputs
         # Column names decide qualification and lineage; types decide neither.
-        fingerprint = repr([(table, list(self.column_types(table) or self.shown.get(table, ()))) for table in tables])
+        fingerprint = repr(
+            [(table, list(self.column_types(table) or self.shown.get(table, ()))) for table in tables]
+        )
         key = _digest(self.dialect, transformation.statement.text, fingerprint)
         lineage = self._analyses.get_recent(key)
         if lineage is None:
@@ -245,15 +272,23 @@ class SqlAnalyzer:
         types = self.column_types(copy.target)
         columns = copy.columns or tuple(types or ())
         if not columns:
-            carried = " (parquet files carry theirs, but a source declares its columns)" \
-                if copy.file_format == "parquet" else ""
-            raise StatementError(copy.statement.line, f"the columns of {copy.target} are unknown{carried}: list "
-                                 f"them in the COPY ({copy.target} (a, b, …) FROM …) or declare them with CREATE "
-                                 "TABLE before it")
+            carried = (
+                " (parquet files carry theirs, but a source declares its columns)"
+                if copy.file_format == "parquet"
+                else ""
+            )
+            raise StatementError(
+                copy.statement.line,
+                f"the columns of {copy.target} are unknown{carried}: list "
+                f"them in the COPY ({copy.target} (a, b, …) FROM …) or declare them with CREATE "
+                "TABLE before it",
+            )
         unknown = [c for c in columns if types is not None and c not in types]
         if unknown:
-            raise StatementError(copy.statement.line, f"COPY lists columns {', '.join(unknown)} that "
-                                                      f"{copy.target} does not have")
+            raise StatementError(
+                copy.statement.line,
+                f"COPY lists columns {', '.join(unknown)} that {copy.target} does not have",
+            )
         edges = tuple(ColumnEdge(c, copy.s3_path, c, IDENTITY) for c in columns)
         return QueryLineage((copy.s3_path,), tuple(columns), edges, False, (), None, copy.warnings)
 
@@ -268,7 +303,9 @@ class SqlAnalyzer:
         complete = {table: columns for table, columns in known.items() if columns}
         if len(complete) == len(tables):
             return self.schema, complete
-        shown = columns_shown(query, known.get, {table: self.shown[table] for table in tables if table in self.shown})
+        shown = columns_shown(
+            query, known.get, {table: self.shown[table] for table in tables if table in self.shown}
+        )
         for table, columns in shown.items():
             self.show(table, columns)
         mapping: dict[str, dict[str, dict[str, str]]] = {}
@@ -280,8 +317,14 @@ class SqlAnalyzer:
         return MappingSchema(mapping, dialect=self.dialect), complete
 
     def _qualify(self, query: exp.Query, schema: MappingSchema | None = None) -> exp.Query:
-        return qualify(query.copy(), dialect=self.dialect, schema=schema or self.schema, db=DEFAULT_SCHEMA,
-                       validate_qualify_columns=False, identify=False)
+        return qualify(
+            query.copy(),
+            dialect=self.dialect,
+            schema=schema or self.schema,
+            db=DEFAULT_SCHEMA,
+            validate_qualify_columns=False,
+            identify=False,
+        )
 
     def _lineage_query(self, transformation: Transformation) -> exp.Query:
         """The transformation's lineage query; ALTER TABLE … APPEND matches columns by name, so from a source of
@@ -325,7 +368,9 @@ class SqlAnalyzer:
         else:
             # A MERGE's stage query names its columns already: those of the INSERT clause.
             try:
-                stage = self._qualify(transformation.stage_query, self._schema_for(transformation.stage_query)[0])
+                stage = self._qualify(
+                    transformation.stage_query, self._schema_for(transformation.stage_query)[0]
+                )
             except SqlglotError:
                 stage = transformation.stage_query.copy()
         return QueryLineage(sources, columns, edges, aggregated, group_columns, stage, tuple(warnings))
@@ -337,19 +382,25 @@ class SqlAnalyzer:
         if transformation.target_columns is not None:
             columns = transformation.target_columns
         elif transformation.kind in ("insert", "insert_values") and declared:
-            columns = tuple(declared)[:len(query.selects)] if expanded else tuple(declared)
+            columns = tuple(declared)[: len(query.selects)] if expanded else tuple(declared)
         elif transformation.kind == "insert_values":
-            raise StatementError(transformation.statement.line, f"the columns of {transformation.target} are "
-                                 "unknown: list them (INSERT INTO t (a, b) VALUES …) or declare them with CREATE "
-                                 "TABLE before the INSERT")
+            raise StatementError(
+                transformation.statement.line,
+                f"the columns of {transformation.target} are "
+                "unknown: list them (INSERT INTO t (a, b) VALUES …) or declare them with CREATE "
+                "TABLE before the INSERT",
+            )
         elif expanded:
             columns = tuple(name.lower() for name in query.named_selects)
         else:
             columns = ()
         # A DELETE, or a MERGE that only deletes, feeds no column: its lineage query's one value is a placeholder.
         if expanded and columns and len(columns) != len(query.selects):
-            raise StatementError(transformation.statement.line, f"the query yields {len(query.selects)} "
-                                 f"columns for {len(columns)} columns of {transformation.target}")
+            raise StatementError(
+                transformation.statement.line,
+                f"the query yields {len(query.selects)} "
+                f"columns for {len(columns)} columns of {transformation.target}",
+            )
         return tuple(columns)
 
 
@@ -358,8 +409,11 @@ def _relations(scope: Scope) -> dict[str, exp.Table | Scope]:
     return {name: source for name, (_, source) in scope.selected_sources.items()}
 
 
-def columns_shown(query: exp.Query, known: Callable[[str], Mapping[str, str] | None],
-                  shown_before: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+def columns_shown(
+    query: exp.Query,
+    known: Callable[[str], Mapping[str, str] | None],
+    shown_before: Mapping[str, Iterable[str]],
+) -> dict[str, list[str]]:
     """Columns the query shows its tables of unknown columns (`known` gives None for them) to have, beside those
     earlier statements showed (`shown_before`).
 
@@ -466,9 +520,12 @@ def _ambiguity_warnings(edges: Iterable[ColumnEdge]) -> list[str]:
     for edge in edges:
         if edge.transformation == AMBIGUOUS:
             candidates.setdefault((edge.target_column, edge.source_column), []).append(edge.source)
-    return [f"target column {target}: {column} is ambiguous, it may be "
-            f"{' or '.join(f'{table}.{column}' for table in tables)} (their columns are unknown); qualify it with "
-            "its table" for (target, column), tables in candidates.items()]
+    return [
+        f"target column {target}: {column} is ambiguous, it may be "
+        f"{' or '.join(f'{table}.{column}' for table in tables)} (their columns are unknown); qualify it with "
+        "its table"
+        for (target, column), tables in candidates.items()
+    ]
 
 
 def _own_nodes(node: exp.Expr) -> Iterator[exp.Expr]:
@@ -523,8 +580,10 @@ class _Walker:
                 _merge(found, (column, table, source_column), kind)
         for (table, source_column), kind in self.indirect().items():
             _merge(found, (WHOLE_TARGET, table, source_column), kind)
-        return tuple(ColumnEdge(column, table, source_column, kind)
-                     for (column, table, source_column), kind in found.items())
+        return tuple(
+            ColumnEdge(column, table, source_column, kind)
+            for (column, table, source_column), kind in found.items()
+        )
 
     def projection(self, scope: Scope, index: int) -> dict[BaseColumn, str]:
         key = (id(scope), index)
@@ -549,7 +608,13 @@ class _Walker:
         for node in _own_nodes(expression):
             if not isinstance(node, (exp.Column, exp.Query)):
                 continue
-            kind = IDENTITY if node is expression else AGGREGATE if _under_aggregate(node, expression) else EXPRESSION
+            kind = (
+                IDENTITY
+                if node is expression
+                else AGGREGATE
+                if _under_aggregate(node, expression)
+                else EXPRESSION
+            )
             found = self._column(scope, node) if isinstance(node, exp.Column) else self._subquery_value(node)
             for base, inner in found.items():
                 _merge(result, base, stronger(kind, inner))
@@ -641,8 +706,11 @@ class _Walker:
         if not group:
             return ()
         keys = group.expressions
-        return tuple(column for projection, column in zip(select.selects, columns)
-                     if any(projection.unalias() == key for key in keys))
+        return tuple(
+            column
+            for projection, column in zip(select.selects, columns)
+            if any(projection.unalias() == key for key in keys)
+        )
 
 
 @dataclass
@@ -706,25 +774,34 @@ class TemporaryTables:
         read = [t for t in lineage.sources if self.is_temporary(t)]
         for name in read:
             if name not in self._tables:
-                warnings.append(f"temporary table {session_name(name)} is not created in this file: "
-                                "what it holds is unknown")
+                warnings.append(
+                    f"temporary table {session_name(name)} is not created in this file: "
+                    "what it holds is unknown"
+                )
                 self._tables[name] = _Temporary(columns=None)
-        sources = tuple(dict.fromkeys(
-            source for name in lineage.sources
-            for source in (self._tables[name].sources if name in read else (name,))))
+        sources = tuple(
+            dict.fromkeys(
+                source
+                for name in lineage.sources
+                for source in (self._tables[name].sources if name in read else (name,))
+            )
+        )
         edges = self._collapse_edges(lineage.edges, read, warnings)
         if parsed.kind in _SELF_EXCLUDED:
             sources = tuple(source for source in sources if source != parsed.target)
             edges = edges if edges is None else tuple(e for e in edges if e.source != parsed.target)
         stage = self._inline(lineage.stage, warnings) if lineage.stage is not None else None
         aggregated = lineage.aggregates or any(self._tables[name].aggregates for name in read)
-        return StatementLineage(parsed, sources, lineage.columns, edges, aggregated, lineage.group_columns, stage,
-                                warnings)
+        return StatementLineage(
+            parsed, sources, lineage.columns, edges, aggregated, lineage.group_columns, stage, warnings
+        )
 
     def _collapse_edges(self, edges, read: list[str], warnings: list[str]) -> tuple[ColumnEdge, ...] | None:
         if edges is None or any(self._tables[name].columns is None for name in read):
             if edges is not None:
-                warnings.append("column lineage unavailable through a temporary table whose columns are unknown")
+                warnings.append(
+                    "column lineage unavailable through a temporary table whose columns are unknown"
+                )
             return None
         found: dict[tuple[str, str, str], str] = {}
         for edge in edges:
@@ -732,9 +809,14 @@ class TemporaryTables:
                 _merge(found, (edge.target_column, edge.source, edge.source_column), edge.transformation)
                 continue
             indirect = edge.target_column == WHOLE_TARGET
-            for (table, column), kind in self._tables[edge.source].columns.get(edge.source_column, {}).items():
-                _merge(found, (edge.target_column, table, column),
-                       edge.transformation if indirect else stronger(edge.transformation, kind))
+            for (table, column), kind in (
+                self._tables[edge.source].columns.get(edge.source_column, {}).items()
+            ):
+                _merge(
+                    found,
+                    (edge.target_column, table, column),
+                    edge.transformation if indirect else stronger(edge.transformation, kind),
+                )
         for name in read:
             for (table, column), kind in self._tables[name].indirect.items():
                 _merge(found, (WHOLE_TARGET, table, column), kind)
@@ -751,7 +833,11 @@ class TemporaryTables:
             for column in result.columns:
                 table.columns.setdefault(column, {})
             for edge in result.edges:
-                into = table.indirect if edge.target_column == WHOLE_TARGET else table.columns[edge.target_column]
+                into = (
+                    table.indirect
+                    if edge.target_column == WHOLE_TARGET
+                    else table.columns[edge.target_column]
+                )
                 _merge(into, (edge.source, edge.source_column), edge.transformation)
         if result.stage is None:
             table.changed_in_place = True
@@ -763,11 +849,14 @@ class TemporaryTables:
         names: dict[str, str] = {}
         ctes: list[exp.CTE] = []
         taken = {cte.alias_or_name.lower() for cte in stage.find_all(exp.CTE)} | {
-            table.name.lower() for table in stage.find_all(exp.Table)}
+            table.name.lower() for table in stage.find_all(exp.Table)
+        }
 
         def define(query: exp.Query) -> exp.Query:
             for table in list(query.find_all(exp.Table)):
-                if not isinstance(table.this, exp.Identifier) or not self.is_temporary(canonical_table(table)):
+                if not isinstance(table.this, exp.Identifier) or not self.is_temporary(
+                    canonical_table(table)
+                ):
                     continue
                 name = canonical_table(table)
                 if name not in names:
@@ -782,14 +871,19 @@ class TemporaryTables:
                 table.set("db", None)
             return query
 
-        if not any(self.is_temporary(canonical_table(t)) for t in stage.find_all(exp.Table)
-                   if isinstance(t.this, exp.Identifier)):
+        if not any(
+            self.is_temporary(canonical_table(t))
+            for t in stage.find_all(exp.Table)
+            if isinstance(t.this, exp.Identifier)
+        ):
             return stage
         try:
             stage = define(stage.copy())
         except LineageUnavailable as unreplayable:
-            warnings.append(f"temporary table {session_name(str(unreplayable))} is changed in place or never "
-                            "filled: the stage cannot replay it, so the statement gives lineage only")
+            warnings.append(
+                f"temporary table {session_name(str(unreplayable))} is changed in place or never "
+                "filled: the stage cannot replay it, so the statement gives lineage only"
+            )
             return None
         if ctes:
             existing = stage.args.get("with_")
@@ -811,4 +905,3 @@ def _free_name(name: str, taken: set[str]) -> str:
         suffix += 1
         candidate = f"{name}_{suffix}"
     return candidate
-

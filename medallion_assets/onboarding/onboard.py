@@ -29,11 +29,24 @@ from medallion_assets.onboarding.catalog_ids import slug
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder
 from medallion_assets.onboarding.datasets import canonical_name
 from medallion_assets.onboarding.lineage import (
-    UNKNOWN_TYPE, WHOLE_TARGET, SqlAnalyzer, StatementLineage, TemporaryTables,
+    UNKNOWN_TYPE,
+    WHOLE_TARGET,
+    SqlAnalyzer,
+    StatementLineage,
+    TemporaryTables,
 )
 from medallion_assets.onboarding.parse import (
-    DIRECT_KINDS, LOAD_KINDS, CopyLoad, Failed, Parsed, Skipped, StatementError, TableSchema, Transformation,
-    parse_file, session_name,
+    DIRECT_KINDS,
+    LOAD_KINDS,
+    CopyLoad,
+    Failed,
+    Parsed,
+    Skipped,
+    StatementError,
+    TableSchema,
+    Transformation,
+    parse_file,
+    session_name,
 )
 
 DEFAULT_DIALECT = "redshift"
@@ -82,12 +95,27 @@ class RowChange:
         """The change as a diff: the row's fields for + and -, only the fields that differ for ~."""
         head = f"{self.action} {self.table}[{', '.join(map(str, self.key))}]"
         if self.action == "~":
-            return [head, *[line for name in self.after if self.before.get(name) != self.after[name]
-                            for line in (f"-   {name}: {_show(self.before.get(name))}",
-                                         f"+   {name}: {_show(self.after[name])}")]]
+            return [
+                head,
+                *[
+                    line
+                    for name in self.after
+                    if self.before.get(name) != self.after[name]
+                    for line in (
+                        f"-   {name}: {_show(self.before.get(name))}",
+                        f"+   {name}: {_show(self.after[name])}",
+                    )
+                ],
+            ]
         fields = self.after if self.action == "+" else self.before
-        return [head, *[f"{self.action}   {name}: {_show(value)}" for name, value in fields.items()
-                        if value not in (None, "", [], {})]]
+        return [
+            head,
+            *[
+                f"{self.action}   {name}: {_show(value)}"
+                for name, value in fields.items()
+                if value not in (None, "", [], {})
+            ],
+        ]
 
 
 @dataclass
@@ -167,9 +195,16 @@ def _sql_names(target: Target) -> set[str]:
     return names
 
 
-def onboard(paths: Sequence[str | Path], store: CatalogStore, *, dialect: str = DEFAULT_DIALECT,
-            pipeline_id: str | None = None, layer_overrides: Mapping[str, str] | None = None,
-            dry_run: bool = False, analyzer: SqlAnalyzer | None = None) -> OnboardingReport:
+def onboard(
+    paths: Sequence[str | Path],
+    store: CatalogStore,
+    *,
+    dialect: str = DEFAULT_DIALECT,
+    pipeline_id: str | None = None,
+    layer_overrides: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    analyzer: SqlAnalyzer | None = None,
+) -> OnboardingReport:
     """Onboard SQL files into the catalog. Raises CatalogInvalid when the catalog itself has problems.
 
     A statement that fails is reported (file, line, reason) and left out; the others are onboarded.
@@ -186,8 +221,15 @@ def onboard(paths: Sequence[str | Path], store: CatalogStore, *, dialect: str = 
             report, lineage = _digest(parsed, analyzer, temporary, dialect)
             reports.append(report)
             lineages.append(lineage)
-    plan = _valid_plan(lineages, reports, snapshot, analyzer, dialect,
-                       pipeline_id or default_pipeline_id(paths[0]), layer_overrides or {})
+    plan = _valid_plan(
+        lineages,
+        reports,
+        snapshot,
+        analyzer,
+        dialect,
+        pipeline_id or default_pipeline_id(paths[0]),
+        layer_overrides or {},
+    )
     changes = diff(snapshot, plan)
     if changes and not dry_run:
         # Unchanged rows are not rewritten: an upsert would still touch their updated_at.
@@ -199,18 +241,32 @@ def onboard(paths: Sequence[str | Path], store: CatalogStore, *, dialect: str = 
     return OnboardingReport(reports, changes, bool(changes) and not dry_run)
 
 
-def _unchanged_since(planned_on: CatalogSnapshot, rows: dict[str, list], current: CatalogSnapshot) -> dict[str, list]:
+def _unchanged_since(
+    planned_on: CatalogSnapshot, rows: dict[str, list], current: CatalogSnapshot
+) -> dict[str, list]:
     """`rows`, if the catalog (read under the write lock) is still the one they were planned and checked on;
     else CatalogInvalid: another write came in between, and the plan must be made again."""
     if current.tables != planned_on.tables:
         changed = sorted(table for table in LOADABLE if current.tables[table] != planned_on.tables[table])
-        raise CatalogInvalid([CatalogProblem("catalog", None, table, "", "", "changed while the SQL was onboarded; "
-                                             "nothing was written, onboard again") for table in changed])
+        raise CatalogInvalid(
+            [
+                CatalogProblem(
+                    "catalog",
+                    None,
+                    table,
+                    "",
+                    "",
+                    "changed while the SQL was onboarded; nothing was written, onboard again",
+                )
+                for table in changed
+            ]
+        )
     return rows
 
 
-def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
-            dialect: str) -> tuple[StatementReport, StatementLineage | None]:
+def _digest(
+    parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables, dialect: str
+) -> tuple[StatementReport, StatementLineage | None]:
     """One parsed statement → its report, and its lineage when it feeds a permanent table."""
     statement = parsed.statement
     report = StatementReport(statement.file, statement.line, parsed.kind, "skipped")
@@ -238,11 +294,16 @@ def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
     try:
         if isinstance(parsed, CopyLoad):
             if temporary_target:
-                raise StatementError(statement.line, "COPY into a temporary table: raw files need a permanent "
-                                                     "table to become a bronze dataset")
+                raise StatementError(
+                    statement.line,
+                    "COPY into a temporary table: raw files need a permanent "
+                    "table to become a bronze dataset",
+                )
             if parsed.declared:
-                analyzer.set_columns(parsed.target, {name: data_type.sql(dialect)
-                                                     for name, data_type in parsed.declared.items()})
+                analyzer.set_columns(
+                    parsed.target,
+                    {name: data_type.sql(dialect) for name, data_type in parsed.declared.items()},
+                )
             lineage = _copy_lineage(parsed, analyzer)
         else:
             lineage = temporary.collapse(parsed, analyzer.analyze(parsed))
@@ -263,13 +324,20 @@ def _digest(parsed: Parsed, analyzer: SqlAnalyzer, temporary: TemporaryTables,
 
 def _copy_lineage(copy: CopyLoad, analyzer: SqlAnalyzer) -> StatementLineage:
     lineage = analyzer.analyze_copy(copy)
-    return StatementLineage(copy, lineage.sources, lineage.columns, lineage.edges, False, (), None,
-                            list(lineage.warnings))
+    return StatementLineage(
+        copy, lineage.sources, lineage.columns, lineage.edges, False, (), None, list(lineage.warnings)
+    )
 
 
-def _remember_columns(parsed: CopyLoad | Transformation, lineage: StatementLineage, analyzer: SqlAnalyzer) -> None:
+def _remember_columns(
+    parsed: CopyLoad | Transformation, lineage: StatementLineage, analyzer: SqlAnalyzer
+) -> None:
     """A table a statement fills becomes known to later statements by its columns (types unknown)."""
-    if parsed.target.startswith("s3://") or not lineage.columns or parsed.kind not in (*DIRECT_KINDS, *LOAD_KINDS):
+    if (
+        parsed.target.startswith("s3://")
+        or not lineage.columns
+        or parsed.kind not in (*DIRECT_KINDS, *LOAD_KINDS)
+    ):
         return
     known = analyzer.column_types(parsed.target)
     creates = parsed.kind in ("create_table_as", "select_into", "create_view")
@@ -283,22 +351,35 @@ def _columns_json(lineage: StatementLineage) -> list[dict]:
         return []
     by_column: dict[str, dict[str, str]] = {column: {} for column in lineage.columns}
     for edge in lineage.edges:
-        by_column.setdefault(edge.target_column, {})[f"{edge.source}.{edge.source_column}"] = edge.transformation
-    return [{"target": column, "sources": list(sources), "transformations": sources}
-            for column, sources in by_column.items()]
+        by_column.setdefault(edge.target_column, {})[f"{edge.source}.{edge.source_column}"] = (
+            edge.transformation
+        )
+    return [
+        {"target": column, "sources": list(sources), "transformations": sources}
+        for column, sources in by_column.items()
+    ]
 
 
-def _valid_plan(lineages: list[StatementLineage | None], reports: list[StatementReport], snapshot: CatalogSnapshot,
-                analyzer: SqlAnalyzer, dialect: str, pipeline_id: str,
-                layer_overrides: Mapping[str, str]) -> CatalogPlan:
+def _valid_plan(
+    lineages: list[StatementLineage | None],
+    reports: list[StatementReport],
+    snapshot: CatalogSnapshot,
+    analyzer: SqlAnalyzer,
+    dialect: str,
+    pipeline_id: str,
+    layer_overrides: Mapping[str, str],
+) -> CatalogPlan:
     """Plan rows, check them against the catalog as YAML is checked, and drop the statements whose rows
     have problems (each reported with its file and line) until the rest is valid."""
     while True:
-        plan = PlanBuilder(snapshot, analyzer, pipeline_id=pipeline_id, layer_overrides=layer_overrides,
-                           dialect=dialect).build(lineages)
+        plan = PlanBuilder(
+            snapshot, analyzer, pipeline_id=pipeline_id, layer_overrides=layer_overrides, dialect=dialect
+        ).build(lineages)
         failures = dict(plan.failures)
         if not failures:
-            loaded = LoadedRows({table: list(plan.rows.get(table, {}).values()) for table in LOADABLE}, plan.origins)
+            loaded = LoadedRows(
+                {table: list(plan.rows.get(table, {}).values()) for table in LOADABLE}, plan.origins
+            )
             problems = check_references(merged_snapshot(snapshot, loaded), plan.origins)
             by_place = {(r.file, r.line): i for i, r in enumerate(reports) if lineages[i] is not None}
             for problem in problems:
@@ -306,7 +387,9 @@ def _valid_plan(lineages: list[StatementLineage | None], reports: list[Statement
                 if index is None:
                     raise CatalogInvalid(problems)
                 subject = f"{problem.table}[{problem.key}]{'.' + problem.field if problem.field else ''}"
-                failures[index] = "; ".join(filter(None, [failures.get(index), f"{subject}: {problem.message}"]))
+                failures[index] = "; ".join(
+                    filter(None, [failures.get(index), f"{subject}: {problem.message}"])
+                )
         if not failures:
             break
         for index, reason in failures.items():
@@ -334,5 +417,7 @@ def diff(snapshot: CatalogSnapshot, plan: CatalogPlan) -> list[RowChange]:
             elif before.model_dump(mode="json") != after:
                 changes.append(RowChange("~", table, key, before.model_dump(mode="json"), after))
         for key in plan.removals.get(table, []):
-            changes.append(RowChange("-", table, key, snapshot.tables[table][key].model_dump(mode="json"), None))
+            changes.append(
+                RowChange("-", table, key, snapshot.tables[table][key].model_dump(mode="json"), None)
+            )
     return changes

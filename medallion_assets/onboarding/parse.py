@@ -25,8 +25,16 @@ DEFAULT_SCHEMA = "public"
 TEMP_PREFIX = "#"
 LOAD_KINDS = ("copy", "create_external_table")
 """Statements that make a table of raw files (a source and its bronze dataset)."""
-DIRECT_KINDS = ("create_table_as", "insert", "insert_values", "select_into", "create_view", "merge", "unload",
-                "alter_table_append")
+DIRECT_KINDS = (
+    "create_table_as",
+    "insert",
+    "insert_values",
+    "select_into",
+    "create_view",
+    "merge",
+    "unload",
+    "alter_table_append",
+)
 """Statements whose rows become the target's rows: each makes a stage. UPDATE and DELETE change rows in place."""
 
 ParseFunction = Callable[[str, str], list[exp.Expr | None]]
@@ -34,11 +42,14 @@ ParseFunction = Callable[[str, str], list[exp.Expr | None]]
 
 # Strings, quoted identifiers, comments and dollar-quoted bodies may hold semicolons that end nothing.
 _SPLITTER = re.compile(
-    r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\$(\w*)\$.*?\$\1\$|;""", re.S)
+    r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\$(\w*)\$.*?\$\1\$|;""", re.S
+)
 _LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 _TOKEN_REPR = re.compile(r"<Token token_type: [^,]+, text: (.*?), line: \d+, col: \d+, [^>]*>")
 _UNLOAD = re.compile(r"^\(\s*'((?:[^'\\]|\\.|'')*)'\s*\)\s*TO\s*'([^']+)'", re.S | re.I)
-_APPEND = re.compile(r"^TABLE\s+([\w.#\"]+)\s+APPEND\s+FROM\s+([\w.#\"]+)(?:\s+(IGNOREEXTRA|FILLTARGET))?\s*$", re.I)
+_APPEND = re.compile(
+    r"^TABLE\s+([\w.#\"]+)\s+APPEND\s+FROM\s+([\w.#\"]+)(?:\s+(IGNOREEXTRA|FILLTARGET))?\s*$", re.I
+)
 _CREATE_EXTERNAL = re.compile(r"^CREATE\s+EXTERNAL\s+TABLE\b", re.I)
 
 
@@ -234,8 +245,9 @@ def _kind_name(expression: exp.Expr) -> str:
     return _KIND_NAMES.get(name) or re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _classify(statement: SqlStatement, expression: exp.Expr, dialect: str,
-              parse: ParseFunction | None) -> Parsed:
+def _classify(
+    statement: SqlStatement, expression: exp.Expr, dialect: str, parse: ParseFunction | None
+) -> Parsed:
     if isinstance(expression, exp.Create):
         return _create(statement, expression)
     if isinstance(expression, exp.Insert) and isinstance(expression.expression, exp.Query):
@@ -243,13 +255,22 @@ def _classify(statement: SqlStatement, expression: exp.Expr, dialect: str,
         query = expression.expression
         while isinstance(query, exp.Subquery):
             query = query.this
-        return Transformation(statement, "insert", canonical_table(table), _temporary(table), query, columns, query)
+        return Transformation(
+            statement, "insert", canonical_table(table), _temporary(table), query, columns, query
+        )
     if isinstance(expression, exp.Select) and expression.args.get("into"):
         into = expression.args["into"]
         query = expression.copy()
         query.set("into", None)
-        return Transformation(statement, "select_into", canonical_table(into.this),
-                              bool(into.args.get("temporary")) or _temporary(into.this), query, None, query)
+        return Transformation(
+            statement,
+            "select_into",
+            canonical_table(into.this),
+            bool(into.args.get("temporary")) or _temporary(into.this),
+            query,
+            None,
+            query,
+        )
     if isinstance(expression, exp.Merge):
         return _merge(statement, expression)
     if isinstance(expression, exp.Update):
@@ -269,14 +290,20 @@ def _classify(statement: SqlStatement, expression: exp.Expr, dialect: str,
     return Skipped(statement, _kind_name(expression))
 
 
-def _command(statement: SqlStatement, command: exp.Command, dialect: str, parse: ParseFunction | None) -> Parsed:
+def _command(
+    statement: SqlStatement, command: exp.Command, dialect: str, parse: ParseFunction | None
+) -> Parsed:
     """Statements sqlglot keeps as text: UNLOAD, ALTER TABLE … APPEND, CALL, and those it cannot parse further."""
     name = command.name.upper()
     if name == "UNLOAD":
         return _unload(statement, command, dialect, parse)
     if name == "CALL":
-        return Skipped(statement, "call", "a stored procedure's body is not in the statement: onboard the SQL "
-                                          "it runs (its CREATE PROCEDURE body) as statements of their own")
+        return Skipped(
+            statement,
+            "call",
+            "a stored procedure's body is not in the statement: onboard the SQL "
+            "it runs (its CREATE PROCEDURE body) as statements of their own",
+        )
     if name == "ALTER" and (append := _APPEND.match(command.text("expression").strip())):
         return _alter_table_append(statement, append, dialect)
     if name == "CREATE" and _CREATE_EXTERNAL.match(statement.text):
@@ -290,20 +317,43 @@ def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformatio
     row = insert.expression.expressions[0]
     values = row.expressions if isinstance(row, exp.Tuple) else [row]
     query = exp.Select(expressions=[value.copy() for value in values])
-    return Transformation(statement, "insert_values", canonical_table(table), _temporary(table), query, columns, None,
-                          warnings=("literal rows: a reference table with no sources, which no stage makes "
-                                    "(put its rows in a raw file for one)",))
+    return Transformation(
+        statement,
+        "insert_values",
+        canonical_table(table),
+        _temporary(table),
+        query,
+        columns,
+        None,
+        warnings=(
+            "literal rows: a reference table with no sources, which no stage makes "
+            "(put its rows in a raw file for one)",
+        ),
+    )
 
 
 def _alter_table_append(statement: SqlStatement, append: re.Match, dialect: str) -> Transformation:
     """`ALTER TABLE target APPEND FROM source`: moves every row of source into target, columns matched by name."""
     target, source = (exp.to_table(name, dialect=dialect) for name in append.group(1, 2))
     query = exp.select("*").from_(source)
-    warnings = () if (append.group(3) or "").upper() != "FILLTARGET" else (
-        "FILLTARGET: target columns the source lacks are filled with their defaults, which the stage does not "
-        "know: they are NULL",)
-    return Transformation(statement, "alter_table_append", canonical_table(target), _temporary(target), query, None,
-                          query, warnings=warnings)
+    warnings = (
+        ()
+        if (append.group(3) or "").upper() != "FILLTARGET"
+        else (
+            "FILLTARGET: target columns the source lacks are filled with their defaults, which the stage does not "
+            "know: they are NULL",
+        )
+    )
+    return Transformation(
+        statement,
+        "alter_table_append",
+        canonical_table(target),
+        _temporary(target),
+        query,
+        None,
+        query,
+        warnings=warnings,
+    )
 
 
 def _temporary(table: exp.Table) -> bool:
@@ -321,8 +371,12 @@ def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
     kind = (create.args.get("kind") or "").upper()
     query = create.expression if isinstance(create.expression, exp.Query) else None
     if kind in ("PROCEDURE", "FUNCTION"):
-        return Skipped(statement, f"create_{kind.lower()}", f"a {kind.lower()} body runs only when called: "
-                                                            "onboard the SQL it runs as statements of their own")
+        return Skipped(
+            statement,
+            f"create_{kind.lower()}",
+            f"a {kind.lower()} body runs only when called: "
+            "onboard the SQL it runs as statements of their own",
+        )
     if kind not in ("TABLE", "VIEW") or not isinstance(create.this, (exp.Table, exp.Schema)):
         return Skipped(statement, f"create_{kind.lower() or 'other'}")
     properties = create.args.get("properties")
@@ -331,20 +385,38 @@ def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
     table, columns = _table_and_columns(create.this)
     temporary = _temporary(table) or bool(properties and properties.find(exp.TemporaryProperty))
     if query is not None:
-        return Transformation(statement, "create_view" if kind == "VIEW" else "create_table_as",
-                              canonical_table(table), temporary, query, columns, query)
+        return Transformation(
+            statement,
+            "create_view" if kind == "VIEW" else "create_table_as",
+            canonical_table(table),
+            temporary,
+            query,
+            columns,
+            query,
+        )
     if kind == "VIEW":
         return Skipped(statement, "create_view", "a view without a query")
     definitions = create.this.expressions if isinstance(create.this, exp.Schema) else []
     like = next((d for d in definitions if isinstance(d, exp.LikeProperty)), None)
-    types = {d.name.lower(): d.args["kind"] for d in definitions if isinstance(d, exp.ColumnDef) and d.args.get("kind")}
-    return TableSchema(statement, canonical_table(table), types, temporary,
-                       canonical_table(like.this) if like is not None else None)
+    types = {
+        d.name.lower(): d.args["kind"]
+        for d in definitions
+        if isinstance(d, exp.ColumnDef) and d.args.get("kind")
+    }
+    return TableSchema(
+        statement,
+        canonical_table(table),
+        types,
+        temporary,
+        canonical_table(like.this) if like is not None else None,
+    )
 
 
 _EXTERNAL_FORMATS = {"PARQUET": "parquet", "TEXTFILE": "csv"}
-_EXTERNAL_READABLE = ("CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
-                      "with a LOCATION 's3://…' become sources (a SerDe is not read)")
+_EXTERNAL_READABLE = (
+    "CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
+    "with a LOCATION 's3://…' become sources (a SerDe is not read)"
+)
 
 
 def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
@@ -359,22 +431,42 @@ def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
     stored = properties.find(exp.FileFormatProperty)
     stored_as = stored.name.upper() if stored else "TEXTFILE"
     if stored_as not in _EXTERNAL_FORMATS:
-        raise StatementError(statement.line, f"CREATE EXTERNAL TABLE STORED AS {stored_as}: the bronze ingest reads "
-                                             "text (CSV), JSON lines and parquet files")
+        raise StatementError(
+            statement.line,
+            f"CREATE EXTERNAL TABLE STORED AS {stored_as}: the bronze ingest reads "
+            "text (CSV), JSON lines and parquet files",
+        )
     options, warnings = {}, []
     if _EXTERNAL_FORMATS[stored_as] == "csv":
         delimited = properties.find(exp.RowFormatDelimitedProperty)
         fields = delimited.args.get("fields") if delimited else None
         # Hive's default field delimiter is \x01 (Ctrl-A), Spectrum's too.
-        options = {"delimiter": fields.name.encode().decode("unicode_escape") if fields else "\x01", "header": False}
+        options = {
+            "delimiter": fields.name.encode().decode("unicode_escape") if fields else "\x01",
+            "header": False,
+        }
     if properties.find(exp.PartitionedByProperty):
-        warnings.append("PARTITIONED BY: the partition columns live in the S3 keys, which the bronze ingest does "
-                        "not read as columns")
-    declared = {d.name.lower(): d.args["kind"] for d in create.this.expressions
-                if isinstance(d, exp.ColumnDef) and d.args.get("kind")}
-    return CopyLoad(statement, canonical_table(create.this.this), False, tuple(declared), location.this.name,
-                    _EXTERNAL_FORMATS[stored_as], options, tuple(warnings), kind="create_external_table",
-                    declared=declared)
+        warnings.append(
+            "PARTITIONED BY: the partition columns live in the S3 keys, which the bronze ingest does "
+            "not read as columns"
+        )
+    declared = {
+        d.name.lower(): d.args["kind"]
+        for d in create.this.expressions
+        if isinstance(d, exp.ColumnDef) and d.args.get("kind")
+    }
+    return CopyLoad(
+        statement,
+        canonical_table(create.this.this),
+        False,
+        tuple(declared),
+        location.this.name,
+        _EXTERNAL_FORMATS[stored_as],
+        options,
+        tuple(warnings),
+        kind="create_external_table",
+        declared=declared,
+    )
 
 
 def _reference(table: exp.Table) -> str:
@@ -389,16 +481,18 @@ def _equi_join_keys(condition: exp.Expr | None, target: exp.Table) -> tuple[str,
     reference = _reference(target)
     keys = []
     for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
-        if isinstance(conjunct, exp.EQ) and all(isinstance(side, exp.Column)
-                                                for side in (conjunct.this, conjunct.expression)):
+        if isinstance(conjunct, exp.EQ) and all(
+            isinstance(side, exp.Column) for side in (conjunct.this, conjunct.expression)
+        ):
             tables = [conjunct.this.table, conjunct.expression.table]
             if tables.count(reference) == 1:
                 keys.append((conjunct.this if tables[0] == reference else conjunct.expression).name.lower())
     return tuple(keys)
 
 
-def _synthetic_select(projections: list[exp.Expr], target: exp.Table, joins: list[exp.Join],
-                      where: exp.Expr | None) -> exp.Select:
+def _synthetic_select(
+    projections: list[exp.Expr], target: exp.Table, joins: list[exp.Join], where: exp.Expr | None
+) -> exp.Select:
     """A SELECT over the target and the tables an UPDATE, DELETE or MERGE reads, for lineage only."""
     select = exp.Select(expressions=projections or [exp.Literal.number(1)])
     select.set("from_", exp.From(this=target.copy()))
@@ -425,19 +519,36 @@ def _update(statement: SqlStatement, update: exp.Update) -> Transformation:
     joins = _comma_joins([from_.this] if from_ else [])
     where = update.args["where"].this if update.args.get("where") else None
     columns = tuple(assignment.this.name.lower() for assignment in update.expressions)
-    projections = [exp.alias_(assignment.expression.copy(), name)
-                   for assignment, name in zip(update.expressions, columns)]
-    return Transformation(statement, "update", canonical_table(target), _temporary(target),
-                          _synthetic_select(projections, target, joins, where), columns, None,
-                          _equi_join_keys(where, target))
+    projections = [
+        exp.alias_(assignment.expression.copy(), name)
+        for assignment, name in zip(update.expressions, columns)
+    ]
+    return Transformation(
+        statement,
+        "update",
+        canonical_table(target),
+        _temporary(target),
+        _synthetic_select(projections, target, joins, where),
+        columns,
+        None,
+        _equi_join_keys(where, target),
+    )
 
 
 def _delete(statement: SqlStatement, delete: exp.Delete) -> Transformation:
     target = delete.this
     where = delete.args["where"].this if delete.args.get("where") else None
     joins = _comma_joins(delete.args.get("using") or [])
-    return Transformation(statement, "delete", canonical_table(target), _temporary(target),
-                          _synthetic_select([], target, joins, where), (), None, _equi_join_keys(where, target))
+    return Transformation(
+        statement,
+        "delete",
+        canonical_table(target),
+        _temporary(target),
+        _synthetic_select([], target, joins, where),
+        (),
+        None,
+        _equi_join_keys(where, target),
+    )
 
 
 def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
@@ -461,32 +572,52 @@ def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
                 raise StatementError(statement.line, "MERGE … INSERT without a column list: name the columns")
             insert_row = dict(zip(columns, action.expression.expressions))
             if when.args.get("condition") is not None:
-                warnings.append("the condition on WHEN NOT MATCHED is not applied by the stage: it loads every "
-                                "source row by key")
+                warnings.append(
+                    "the condition on WHEN NOT MATCHED is not applied by the stage: it loads every "
+                    "source row by key"
+                )
     for name, value in [*updates.items(), *(insert_row or {}).items()]:
         names.append(name)
         projections.append(exp.alias_(value.copy(), name))
     where = exp.and_(*[c.copy() for c in conditions]) if conditions else None
-    lineage_query = _synthetic_select(projections, target, [exp.Join(this=source.copy(), on=on.copy())], where)
+    lineage_query = _synthetic_select(
+        projections, target, [exp.Join(this=source.copy(), on=on.copy())], where
+    )
     keys = _equi_join_keys(on, target)
     stage_query = None
     if insert_row is None:
-        warnings.append("MERGE without WHEN NOT MATCHED … INSERT only changes rows in place: lineage only, no stage")
+        warnings.append(
+            "MERGE without WHEN NOT MATCHED … INSERT only changes rows in place: lineage only, no stage"
+        )
     else:
         stage_query = exp.Select(expressions=[exp.alias_(v.copy(), k) for k, v in insert_row.items()])
         stage_query.set("from_", exp.From(this=source.copy()))
         differing = sorted(k for k, v in updates.items() if k not in insert_row or v != insert_row[k])
         if differing:
-            warnings.append(f"WHEN MATCHED sets {', '.join(differing)} differently from the INSERT: the stage "
-                            "replaces matched rows by key with the INSERT's values")
+            warnings.append(
+                f"WHEN MATCHED sets {', '.join(differing)} differently from the INSERT: the stage "
+                "replaces matched rows by key with the INSERT's values"
+            )
     if not keys:
-        raise StatementError(statement.line, "MERGE ON must equate target columns to source columns (the merge keys)")
-    return Transformation(statement, "merge", canonical_table(target), _temporary(target), lineage_query,
-                          tuple(names), stage_query, keys, tuple(warnings))
+        raise StatementError(
+            statement.line, "MERGE ON must equate target columns to source columns (the merge keys)"
+        )
+    return Transformation(
+        statement,
+        "merge",
+        canonical_table(target),
+        _temporary(target),
+        lineage_query,
+        tuple(names),
+        stage_query,
+        keys,
+        tuple(warnings),
+    )
 
 
-def _unload(statement: SqlStatement, command: exp.Command, dialect: str,
-            parse: ParseFunction | None) -> Transformation:
+def _unload(
+    statement: SqlStatement, command: exp.Command, dialect: str, parse: ParseFunction | None
+) -> Transformation:
     match = _UNLOAD.match(command.expression.name.strip())
     if not match:
         raise StatementError(statement.line, "UNLOAD must read UNLOAD ('query') TO 's3://…'")
@@ -520,17 +651,44 @@ _COPY_COMPRESSIONS = {"GZIP": "gzip", "BZIP2": "bzip2", "ZSTD": "zstd"}
 # Credentials come from the environment, never the catalog; bad records are quarantined whatever the
 # error tolerance; statistics are the warehouse's business. So these change nothing in Medallion.
 _COPY_NO_EFFECT = {
-    "IAM_ROLE", "CREDENTIALS", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY", "SESSION_TOKEN", "MASTER_SYMMETRIC_KEY",
-    "REGION", "MAXERROR", "IGNOREALLERRORS", "COMPUPDATE", "STATUPDATE", "COMPROWS", "IGNOREBLANKLINES",
+    "IAM_ROLE",
+    "CREDENTIALS",
+    "ACCESS_KEY_ID",
+    "SECRET_ACCESS_KEY",
+    "SESSION_TOKEN",
+    "MASTER_SYMMETRIC_KEY",
+    "REGION",
+    "MAXERROR",
+    "IGNOREALLERRORS",
+    "COMPUPDATE",
+    "STATUPDATE",
+    "COMPROWS",
+    "IGNOREBLANKLINES",
 }
 _COPY_NOT_CARRIED = {
-    "ACCEPTANYDATE", "ACCEPTINVCHARS", "BLANKSASNULL", "EMPTYASNULL", "ESCAPE", "EXPLICIT_IDS", "FILLRECORD",
-    "REMOVEQUOTES", "ROUNDEC", "TRIMBLANKS", "TRUNCATECOLUMNS", "READRATIO", "NOLOAD", "SERIALIZETOJSON",
-    "ENCODING", "DATEFORMAT", "TIMEFORMAT",
+    "ACCEPTANYDATE",
+    "ACCEPTINVCHARS",
+    "BLANKSASNULL",
+    "EMPTYASNULL",
+    "ESCAPE",
+    "EXPLICIT_IDS",
+    "FILLRECORD",
+    "REMOVEQUOTES",
+    "ROUNDEC",
+    "TRIMBLANKS",
+    "TRUNCATECOLUMNS",
+    "READRATIO",
+    "NOLOAD",
+    "SERIALIZETOJSON",
+    "ENCODING",
+    "DATEFORMAT",
+    "TIMEFORMAT",
 }
 _COPY_DEFAULTS = {("DATEFORMAT", "AUTO"), ("TIMEFORMAT", "AUTO"), ("ENCODING", "UTF8")}
 _COPY_CARRIED = {"FORMAT", "DELIMITER", "QUOTE", "IGNOREHEADER", "NULL", *_COPY_FORMATS}
-_COPY_OPTIONS = _COPY_CARRIED | set(_COPY_UNREADABLE) | set(_COPY_COMPRESSIONS) | _COPY_NO_EFFECT | _COPY_NOT_CARRIED
+_COPY_OPTIONS = (
+    _COPY_CARRIED | set(_COPY_UNREADABLE) | set(_COPY_COMPRESSIONS) | _COPY_NO_EFFECT | _COPY_NOT_CARRIED
+)
 
 
 def _copy_options(statement: SqlStatement, dialect: str) -> list[tuple[str, list[str], int]]:
@@ -565,7 +723,9 @@ def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
         if name in _COPY_FORMATS:
             file_format = _COPY_FORMATS[name]
             if name == "JSON" and value and not value.lower().startswith(("auto", "noshred")):
-                raise StatementError(line, f"COPY JSON {value}: JSONPaths files are not supported, use 'auto'")
+                raise StatementError(
+                    line, f"COPY JSON {value}: JSONPaths files are not supported, use 'auto'"
+                )
         elif name == "DELIMITER":
             options["delimiter"] = value
         elif name == "QUOTE":
@@ -582,11 +742,22 @@ def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
         # Without a format, Redshift reads pipe-delimited text; CSV with that delimiter is the nearest reader.
         file_format = "csv"
         options.setdefault("delimiter", "|")
-        warnings.append("Redshift's default text format is read as CSV with delimiter "
-                        f"{options['delimiter']!r}; backslash escapes are not interpreted")
+        warnings.append(
+            "Redshift's default text format is read as CSV with delimiter "
+            f"{options['delimiter']!r}; backslash escapes are not interpreted"
+        )
     if file_format == "csv":
         options.setdefault("header", False)
     else:
         options = {}
-    return CopyLoad(statement, canonical_table(table), _temporary(table), columns, files[0].name, file_format,
-                    options, tuple(warnings), compression=compression)
+    return CopyLoad(
+        statement,
+        canonical_table(table),
+        _temporary(table),
+        columns,
+        files[0].name,
+        file_format,
+        options,
+        tuple(warnings),
+        compression=compression,
+    )

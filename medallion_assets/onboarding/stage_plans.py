@@ -18,8 +18,9 @@ class StagePlanner:
     ``warn(index, message)`` tells the statement at ``index`` why it gives lineage only.
     """
 
-    def __init__(self, snapshot: CatalogSnapshot, datasets: Datasets,
-                 warn: Callable[[int, str], None]) -> None:
+    def __init__(
+        self, snapshot: CatalogSnapshot, datasets: Datasets, warn: Callable[[int, str], None]
+    ) -> None:
         self.datasets = datasets
         self.warn = warn
         self.producers = {stage.target_id: stage for stage in snapshot.stages()}
@@ -51,21 +52,35 @@ class StagePlanner:
             chosen = [i for i in writers if lineages[i].kind in _APPENDING]
         for index in writers:
             if index not in chosen:
-                self.warn(index, f"{dataset.name} is already made by the statement at "
-                                 f"{first.parsed.statement.where()}: this one gives lineage only")
+                self.warn(
+                    index,
+                    f"{dataset.name} is already made by the statement at "
+                    f"{first.parsed.statement.where()}: this one gives lineage only",
+                )
         if any(lineages[i].stage is None and lineages[i].kind not in LOAD_KINDS for i in chosen):
             return [], []
         keys = list(first.parsed.merge_keys) if first.kind == "merge" else []
         for index in dataset.changers:
             changer = lineages[index]
             reads_same = set(changer.sources) & {s for i in chosen for s in lineages[i].sources}
-            if changer.kind == "delete" and changer.parsed.merge_keys and len(chosen) == 1 and first.kind == "insert" \
-                    and reads_same and not keys:
+            if (
+                changer.kind == "delete"
+                and changer.parsed.merge_keys
+                and len(chosen) == 1
+                and first.kind == "insert"
+                and reads_same
+                and not keys
+            ):
                 keys = list(changer.parsed.merge_keys)
-                self.warn(index, f"DELETE … USING then INSERT is a merge on {', '.join(keys)}: the stage loads "
-                                 "with load_mode merge")
+                self.warn(
+                    index,
+                    f"DELETE … USING then INSERT is a merge on {', '.join(keys)}: the stage loads "
+                    "with load_mode merge",
+                )
             else:
-                self.warn(index, f"changes {dataset.name} in place, which the stage does not replay: lineage only")
+                self.warn(
+                    index, f"changes {dataset.name} in place, which the stage does not replay: lineage only"
+                )
         return chosen, keys
 
     def _made_by_a_stage(self, name: str) -> bool:

@@ -30,7 +30,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlsplit
@@ -40,8 +40,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
-    column_lineage_dataset, data_quality_assertions_dataset, error_message_run, job_type_job,
-    output_statistics_output_dataset, parent_run, processing_engine_run, schema_dataset, source_code_job, sql_job,
+    column_lineage_dataset,
+    data_quality_assertions_dataset,
+    error_message_run,
+    job_type_job,
+    output_statistics_output_dataset,
+    parent_run,
+    processing_engine_run,
+    schema_dataset,
+    source_code_job,
+    sql_job,
 )
 from openlineage.client.naming.dataset import S3, LocalFileSystem, Postgres, Redshift
 from openlineage.client.transport.file import FileConfig, FileTransport
@@ -51,9 +59,9 @@ from openlineage.client.uuid import generate_new_uuid
 from medallion_assets import config
 from medallion_assets.catalog.models import ColumnLineage, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import check_identifier, lake_path, split_qualified
 from medallion_assets.redaction import scrub
-from medallion_assets.errors import SourceNotFound
 from medallion_assets.storage.objects import list_objects
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
@@ -67,9 +75,14 @@ End = Literal["COMPLETE", "FAIL", "ABORT"]
 
 # The catalog's column transformations in the terms of the column lineage facet (type, subtype).
 _TRANSFORMATIONS = {
-    "identity": ("DIRECT", "IDENTITY"), "expression": ("DIRECT", "TRANSFORMATION"),
-    "aggregate": ("DIRECT", "AGGREGATION"), "filter": ("INDIRECT", "FILTER"), "join_key": ("INDIRECT", "JOIN"),
+    "identity": ("DIRECT", "IDENTITY"),
+    "expression": ("DIRECT", "TRANSFORMATION"),
+    "aggregate": ("DIRECT", "AGGREGATION"),
+    "filter": ("INDIRECT", "FILTER"),
+    "join_key": ("INDIRECT", "JOIN"),
 }
+
+
 def namespace() -> str:
     """The job namespace, read at each event so a deployment can change it."""
     return config.openlineage_namespace()
@@ -82,10 +95,11 @@ def job_name(pipeline_id: str, dataset: str | None = None, part: str | None = No
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # ---------------------------------------------------------------------------------------------------- datasets
+
 
 @dataclass(frozen=True)
 class DatasetLocation:
@@ -128,23 +142,33 @@ def _table_naming(url: str, table: str) -> tuple[str, str]:
     schema_name = (schema_part or ["public"])[0]
     if scheme == "redshift":
         cluster, region = _redshift_cluster(host)
-        naming = Redshift(cluster_identifier=cluster, region=region, port=str(parts.port or 5439),
-                          database=database, schema=schema_name, table=table_name)
+        naming = Redshift(
+            cluster_identifier=cluster,
+            region=region,
+            port=str(parts.port or 5439),
+            database=database,
+            schema=schema_name,
+            table=table_name,
+        )
     else:
-        naming = Postgres(host=host, port=str(parts.port or 5432), database=database, schema=schema_name,
-                          table=table_name)
+        naming = Postgres(
+            host=host, port=str(parts.port or 5432), database=database, schema=schema_name, table=table_name
+        )
     return naming.get_namespace(), naming.get_name()
 
 
 _REDSHIFT_HOST = re.compile(
-    r"(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com")
+    r"(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com"
+)
 
 
 def _redshift_cluster(host: str) -> tuple[str, str]:
     """(cluster or workgroup, region) from an AWS endpoint; other hosts (a CNAME) fall back on the AWS region."""
     if match := _REDSHIFT_HOST.fullmatch(host):
         return match["cluster"], match["region"]
-    return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "unknown"
+    return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get(
+        "AWS_DEFAULT_REGION"
+    ) or "unknown"
 
 
 def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake_root: str) -> DatasetLocation:
@@ -152,10 +176,13 @@ def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake_root: str)
     if source := snapshot.sources.get(dataset_id):
         return DatasetLocation(dataset_id, source.s3_path, columns=source.columns)
     target = snapshot.targets[dataset_id]
-    return DatasetLocation(dataset_id, lake_path(lake_root, target.layer, dataset_id), columns=target.columns or {})
+    return DatasetLocation(
+        dataset_id, lake_path(lake_root, target.layer, dataset_id), columns=target.columns or {}
+    )
 
 
 # ------------------------------------------------------------------------------------------------- results
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -197,29 +224,49 @@ def asset_result(outcome: StageOutcome) -> AssetResult:
     """The AssetResult of a stage's outcome: rows, bytes and files written, columns, check results, rows loaded."""
     size, files = _written_size(outcome.output_path)
     checks = [
-        CheckResult(name=o.rule.name, assertion=o.rule.type, passed=o.passed, severity=o.rule.severity,
-                    column=",".join(o.rule.subject_columns()) or None, description=o.message,
-                    params={"failing_rows": o.failing_rows,
-                            **{k: v for k, v in o.observed.items() if isinstance(v, (int, float, str, bool))}})
+        CheckResult(
+            name=o.rule.name,
+            assertion=o.rule.type,
+            passed=o.passed,
+            severity=o.rule.severity,
+            column=",".join(o.rule.subject_columns()) or None,
+            description=o.message,
+            params={
+                "failing_rows": o.failing_rows,
+                **{k: v for k, v in o.observed.items() if isinstance(v, (int, float, str, bool))},
+            },
+        )
         for o in outcome.rule_outcomes
     ]
-    return AssetResult(rows=outcome.rows_written, bytes=size, files=files, columns=dict(outcome.columns),
-                       loaded_rows=outcome.load.rows_loaded if outcome.load else None, checks=checks)
+    return AssetResult(
+        rows=outcome.rows_written,
+        bytes=size,
+        files=files,
+        columns=dict(outcome.columns),
+        loaded_rows=outcome.load.rows_loaded if outcome.load else None,
+        checks=checks,
+    )
 
 
 # -------------------------------------------------------------------------------------------------- events
 
+
 def _job_type(job_type: str) -> job_type_job.JobTypeJobFacet:
-    return job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType=job_type,
-                                        producer=PRODUCER)
+    return job_type_job.JobTypeJobFacet(
+        processingType="BATCH", integration=INTEGRATION, jobType=job_type, producer=PRODUCER
+    )
 
 
 def _parent(run_id: str, job: str, root_run_id: str, root_job: str) -> parent_run.ParentRunFacet:
     return parent_run.ParentRunFacet(
-        run=parent_run.Run(runId=run_id), job=parent_run.Job(namespace=namespace(), name=job),
-        root=parent_run.Root(run=parent_run.RootRun(runId=root_run_id),
-                             job=parent_run.RootJob(namespace=namespace(), name=root_job)),
-        producer=PRODUCER)
+        run=parent_run.Run(runId=run_id),
+        job=parent_run.Job(namespace=namespace(), name=job),
+        root=parent_run.Root(
+            run=parent_run.RootRun(runId=root_run_id),
+            job=parent_run.RootJob(namespace=namespace(), name=root_job),
+        ),
+        producer=PRODUCER,
+    )
 
 
 def _sql_facet(sql: str, dialect: str) -> sql_job.SQLJobFacet:
@@ -233,32 +280,61 @@ def _error_facet(error: BaseException | str) -> error_message_run.ErrorMessageRu
     else:
         message, stack = error, None
     return error_message_run.ErrorMessageRunFacet(
-        message=scrub(message), programmingLanguage="python", stackTrace=scrub(stack) if stack else None,
-        producer=PRODUCER)
+        message=scrub(message),
+        programmingLanguage="python",
+        stackTrace=scrub(stack) if stack else None,
+        producer=PRODUCER,
+    )
 
 
 def _schema(columns: Mapping[str, str]) -> dict:
     if not columns:
         return {}
-    fields = [schema_dataset.SchemaDatasetFacetFields(name=name, type=type_name, ordinal_position=position)
-              for position, (name, type_name) in enumerate(columns.items(), 1)]
+    fields = [
+        schema_dataset.SchemaDatasetFacetFields(name=name, type=type_name, ordinal_position=position)
+        for position, (name, type_name) in enumerate(columns.items(), 1)
+    ]
     return {"schema": schema_dataset.SchemaDatasetFacet(fields=fields, producer=PRODUCER)}
 
 
-def _event(state: str, run_id: str, job: str, job_facets: dict, run_facets: dict, when: datetime,
-           inputs: Sequence[InputDataset] = (), outputs: Sequence[OutputDataset] = ()) -> RunEvent:
-    return RunEvent(eventType=RunState(state), eventTime=when.isoformat(), producer=PRODUCER,
-                    run=Run(runId=run_id, facets=run_facets),
-                    job=Job(namespace=namespace(), name=job, facets=job_facets),
-                    inputs=list(inputs), outputs=list(outputs))
+def _event(
+    state: str,
+    run_id: str,
+    job: str,
+    job_facets: dict,
+    run_facets: dict,
+    when: datetime,
+    inputs: Sequence[InputDataset] = (),
+    outputs: Sequence[OutputDataset] = (),
+) -> RunEvent:
+    return RunEvent(
+        eventType=RunState(state),
+        eventTime=when.isoformat(),
+        producer=PRODUCER,
+        run=Run(runId=run_id, facets=run_facets),
+        job=Job(namespace=namespace(), name=job, facets=job_facets),
+        inputs=list(inputs),
+        outputs=list(outputs),
+    )
 
 
-def pipeline_run_event(pipeline_id: str, dagster_run_id: str, state: Literal["START", End],
-                       error: BaseException | str | None = None, when: datetime | None = None) -> RunEvent:
+def pipeline_run_event(
+    pipeline_id: str,
+    dagster_run_id: str,
+    state: Literal["START", End],
+    error: BaseException | str | None = None,
+    when: datetime | None = None,
+) -> RunEvent:
     """An event of the Dagster run itself (job `<pipeline>`): the root every asset run points at."""
     run_facets = {"errorMessage": _error_facet(error)} if error is not None and state == "FAIL" else {}
-    return _event(state, dagster_run_id, job_name(pipeline_id), {"jobType": _job_type("JOB")}, run_facets,
-                  when or _now())
+    return _event(
+        state,
+        dagster_run_id,
+        job_name(pipeline_id),
+        {"jobType": _job_type("JOB")},
+        run_facets,
+        when or _now(),
+    )
 
 
 @dataclass
@@ -292,18 +368,27 @@ class AssetRun:
         if self.source_code:
             # A metadata-driven stage's source code is its catalog row.
             facets["sourceCode"] = source_code_job.SourceCodeJobFacet(
-                language="yaml", sourceCode=scrub(self.source_code), producer=PRODUCER)
+                language="yaml", sourceCode=scrub(self.source_code), producer=PRODUCER
+            )
         return facets
 
     def _run_facets(self) -> dict:
         engine = processing_engine_run.ProcessingEngineRunFacet(
-            version=importlib.metadata.version("dagster"), name="dagster",
-            openlineageAdapterVersion=importlib.metadata.version("medallion"), producer=PRODUCER)
+            version=importlib.metadata.version("dagster"),
+            name="dagster",
+            openlineageAdapterVersion=importlib.metadata.version("medallion"),
+            producer=PRODUCER,
+        )
         root = job_name(self.pipeline_id)
-        return {"parent": _parent(self.dagster_run_id, root, self.dagster_run_id, root), "processing_engine": engine}
+        return {
+            "parent": _parent(self.dagster_run_id, root, self.dagster_run_id, root),
+            "processing_engine": engine,
+        }
 
     def _inputs(self) -> list[InputDataset]:
-        return [InputDataset(*location.naming(), facets=_schema(location.columns)) for location in self.inputs]
+        return [
+            InputDataset(*location.naming(), facets=_schema(location.columns)) for location in self.inputs
+        ]
 
     def _outputs(self, result: AssetResult | None) -> list[OutputDataset]:
         outputs = []
@@ -314,9 +399,14 @@ class AssetRun:
             rows = (result.loaded_rows if location.table else result.rows) if result else None
             if rows is not None:
                 lake = location.table is None
-                output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                    rowCount=rows, size=result.bytes if lake else None, fileCount=result.files if lake else None,
-                    producer=PRODUCER)
+                output_facets["outputStatistics"] = (
+                    output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                        rowCount=rows,
+                        size=result.bytes if lake else None,
+                        fileCount=result.files if lake else None,
+                        producer=PRODUCER,
+                    )
+                )
             outputs.append(OutputDataset(*location.naming(), facets=facets, outputFacets=output_facets))
         return outputs
 
@@ -327,22 +417,46 @@ class AssetRun:
             if row.downstream != self.dataset or row.upstream not in named:
                 continue
             kind, subtype = _TRANSFORMATIONS[row.transformation]
-            fields.setdefault(row.downstream_column, []).append(column_lineage_dataset.InputField(
-                *named[row.upstream], field=row.upstream_column,
-                transformations=[column_lineage_dataset.Transformation(type=kind, subtype=subtype)]))
+            fields.setdefault(row.downstream_column, []).append(
+                column_lineage_dataset.InputField(
+                    *named[row.upstream],
+                    field=row.upstream_column,
+                    transformations=[column_lineage_dataset.Transformation(type=kind, subtype=subtype)],
+                )
+            )
         if not fields:
             return {}
-        return {"columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(
-            fields={column: column_lineage_dataset.Fields(inputFields=inputs) for column, inputs in fields.items()},
-            producer=PRODUCER)}
+        return {
+            "columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(
+                fields={
+                    column: column_lineage_dataset.Fields(inputFields=inputs)
+                    for column, inputs in fields.items()
+                },
+                producer=PRODUCER,
+            )
+        }
 
     def start(self) -> list[RunEvent]:
         """The asset run's START event."""
-        return [_event("START", self.run_id, self.job, self._job_facets(), self._run_facets(), self.started_at,
-                       self._inputs(), self._outputs(None))]
+        return [
+            _event(
+                "START",
+                self.run_id,
+                self.job,
+                self._job_facets(),
+                self._run_facets(),
+                self.started_at,
+                self._inputs(),
+                self._outputs(None),
+            )
+        ]
 
-    def finish(self, result: AssetResult | None = None, error: BaseException | str | None = None,
-               aborted: bool = False) -> list[RunEvent]:
+    def finish(
+        self,
+        result: AssetResult | None = None,
+        error: BaseException | str | None = None,
+        aborted: bool = False,
+    ) -> list[RunEvent]:
         """The events that close the asset run, in emission order: each query's child run, the checks' child run
         (when there are check results), then the asset's COMPLETE, FAIL (with `error`) or ABORT (`aborted`:
         halted by a kill switch or cancelled).
@@ -354,43 +468,93 @@ class AssetRun:
         ended = _now()
         events = []
         for number, (sql, dialect) in enumerate(self.queries, 1):
-            events += self._child(f"query_{number}", "QUERY", "COMPLETE" if result else state, ended,
-                                  {"sql": _sql_facet(sql, dialect)})
+            events += self._child(
+                f"query_{number}",
+                "QUERY",
+                "COMPLETE" if result else state,
+                ended,
+                {"sql": _sql_facet(sql, dialect)},
+            )
         if result and result.checks:
-            events += self._child("checks", "ASSET_CHECK", "COMPLETE", ended, {}, inputs=[self._checked(result)])
+            events += self._child(
+                "checks", "ASSET_CHECK", "COMPLETE", ended, {}, inputs=[self._checked(result)]
+            )
         run_facets = self._run_facets()
         if state == "FAIL":
             run_facets["errorMessage"] = _error_facet(error)
-        events.append(_event(state, self.run_id, self.job, self._job_facets(), run_facets, ended,
-                             self._inputs(), self._outputs(result)))
+        events.append(
+            _event(
+                state,
+                self.run_id,
+                self.job,
+                self._job_facets(),
+                run_facets,
+                ended,
+                self._inputs(),
+                self._outputs(result),
+            )
+        )
         return events
 
     def _checked(self, result: AssetResult) -> InputDataset:
         """The lake output as the checks read it, carrying their assertions."""
         lake = next(location for location in self.outputs if location.table is None)
-        assertions = [data_quality_assertions_dataset.Assertion(
-            assertion=c.assertion, success=c.passed, column=c.column, severity=c.severity, name=c.name,
-            description=c.description, params=dict(c.params)) for c in result.checks]
-        return InputDataset(*lake.naming(), inputFacets={
-            "dataQualityAssertions": data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
-                assertions=assertions, producer=PRODUCER)})
+        assertions = [
+            data_quality_assertions_dataset.Assertion(
+                assertion=c.assertion,
+                success=c.passed,
+                column=c.column,
+                severity=c.severity,
+                name=c.name,
+                description=c.description,
+                params=dict(c.params),
+            )
+            for c in result.checks
+        ]
+        return InputDataset(
+            *lake.naming(),
+            inputFacets={
+                "dataQualityAssertions": data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+                    assertions=assertions, producer=PRODUCER
+                )
+            },
+        )
 
-    def _child(self, part: str, job_type: str, state: str, ended: datetime, job_facets: dict,
-               inputs: Sequence[InputDataset] = ()) -> list[RunEvent]:
+    def _child(
+        self,
+        part: str,
+        job_type: str,
+        state: str,
+        ended: datetime,
+        job_facets: dict,
+        inputs: Sequence[InputDataset] = (),
+    ) -> list[RunEvent]:
         child_run_id, job = str(generate_new_uuid()), job_name(self.pipeline_id, self.dataset, part)
-        run_facets = {"parent": _parent(self.run_id, self.job, self.dagster_run_id, job_name(self.pipeline_id))}
+        run_facets = {
+            "parent": _parent(self.run_id, self.job, self.dagster_run_id, job_name(self.pipeline_id))
+        }
         job_facets = {"jobType": _job_type(job_type), **job_facets}
-        return [_event("START", child_run_id, job, job_facets, run_facets, self.started_at, inputs),
-                _event(state, child_run_id, job, job_facets, run_facets, ended, inputs)]
+        return [
+            _event("START", child_run_id, job, job_facets, run_facets, self.started_at, inputs),
+            _event(state, child_run_id, job, job_facets, run_facets, ended, inputs),
+        ]
 
 
-def rerouted(run: AssetRun, snapshot: CatalogSnapshot, lake_root: str, dataset_ids: Sequence[str]) -> AssetRun:
+def rerouted(
+    run: AssetRun, snapshot: CatalogSnapshot, lake_root: str, dataset_ids: Sequence[str]
+) -> AssetRun:
     """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name what was read."""
     return replace(run, inputs=[dataset_location(snapshot, i, lake_root) for i in dataset_ids])
 
 
-def stage_asset_run(snapshot: CatalogSnapshot, stage: Stage, dagster_run_id: str, lake_root: str,
-                    warehouse_url: str, inputs: Sequence[str] | None = None) -> AssetRun:
+def stage_asset_run(
+    snapshot: CatalogSnapshot,
+    stage: Stage,
+    dagster_run_id: str,
+    lake_root: str,
+    warehouse_url: str,
+    inputs: Sequence[str] | None = None,
+) -> AssetRun:
     """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced the
     stage's own; the warehouse url only names the table (its credentials never reach an event)."""
     target = snapshot.targets[stage.target_id]
@@ -398,11 +562,18 @@ def stage_asset_run(snapshot: CatalogSnapshot, stage: Stage, dagster_run_id: str
     if target.kind == "warehouse":
         outputs.append(DatasetLocation(stage.target_id, warehouse_url, target.location, target.columns or {}))
     return AssetRun(
-        pipeline_id=stage.pipeline_id, dataset=stage.target_id, dagster_run_id=dagster_run_id,
-        inputs=[dataset_location(snapshot, i, lake_root) for i in (inputs or stage.input_ids())], outputs=outputs,
+        pipeline_id=stage.pipeline_id,
+        dataset=stage.target_id,
+        dagster_run_id=dagster_run_id,
+        inputs=[dataset_location(snapshot, i, lake_root) for i in (inputs or stage.input_ids())],
+        outputs=outputs,
         queries=[(stage.transform_sql, stage.sql_dialect)] if stage.transform_sql else [],
-        source_code=yaml.dump(stage.model_dump(mode="json", exclude_none=True), Dumper=_StageDumper, sort_keys=False),
-        column_lineage=[r for r in snapshot.tables["column_lineage"].values() if r.downstream == stage.target_id],
+        source_code=yaml.dump(
+            stage.model_dump(mode="json", exclude_none=True), Dumper=_StageDumper, sort_keys=False
+        ),
+        column_lineage=[
+            r for r in snapshot.tables["column_lineage"].values() if r.downstream == stage.target_id
+        ],
     )
 
 
@@ -410,11 +581,16 @@ class _StageDumper(yaml.SafeDumper):
     """Writes a stage row as it reads in metadata_seed/: multi-line SQL as a block, not an escaped string."""
 
 
-_StageDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
+_StageDumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+    ),
+)
 
 
 # ------------------------------------------------------------------------------------------------- emitter
+
 
 def events_folder() -> Path:
     """Where events go when nothing is configured: next to the Dagster storage, or in the Medallion home."""
@@ -426,12 +602,17 @@ def configured_client() -> OpenLineageClient:
     with no configuration at all, a file transport writing one JSON file per event into `events_folder()`."""
     # A client given a transport reads the configuration without resolving (and warning about) a transport.
     settings = OpenLineageClient(transport=NoopTransport(NoopConfig())).config
-    if (settings.transport or {}).get("type") or os.environ.get("OPENLINEAGE_URL") or \
-            os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+    if (
+        (settings.transport or {}).get("type")
+        or os.environ.get("OPENLINEAGE_URL")
+        or os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true"
+    ):
         return OpenLineageClient()
     folder = events_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    return OpenLineageClient(transport=FileTransport(FileConfig(log_file_path=str(folder / "ol"), debug_mode=True)))
+    return OpenLineageClient(
+        transport=FileTransport(FileConfig(log_file_path=str(folder / "ol"), debug_mode=True))
+    )
 
 
 _STOP = object()
@@ -510,8 +691,11 @@ class Emitter:
             except Exception as error:  # the thread must survive anything a transport raises
                 failed = self._count("failed")
                 if _worth_a_warning(failed):
-                    log.warning("OpenLineage event not delivered (%d failures so far): %s",
-                                failed, scrub(f"{type(error).__name__}: {error}"))
+                    log.warning(
+                        "OpenLineage event not delivered (%d failures so far): %s",
+                        failed,
+                        scrub(f"{type(error).__name__}: {error}"),
+                    )
             self.busy_sec += time.thread_time() - started
 
     def close(self, timeout: float | None = None) -> bool:
@@ -527,7 +711,9 @@ class Emitter:
                 pass  # the thread drains the queue, dropping what is late, and notices the close when idle
         self._thread.join(max(0.0, self._deadline - time.monotonic()))
         if self._thread.is_alive():
-            log.warning("OpenLineage: flush gave up after %g s; undelivered events are dropped", self._flush_sec)
+            log.warning(
+                "OpenLineage: flush gave up after %g s; undelivered events are dropped", self._flush_sec
+            )
             return False
         return True
 

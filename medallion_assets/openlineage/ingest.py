@@ -56,17 +56,26 @@ class IngestReport:
     rejected: list[Rejection] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"ingested {self.accepted} event(s): {len(self.edges)} edge(s), {len(self.new_datasets)} new "
-                f"dataset(s); rejected {len(self.rejected)}")
+        return (
+            f"ingested {self.accepted} event(s): {len(self.edges)} edge(s), {len(self.new_datasets)} new "
+            f"dataset(s); rejected {len(self.rejected)}"
+        )
 
 
-def catalog_names(snapshot: CatalogSnapshot, lake_root: str, warehouse_url: str) -> dict[tuple[str, str], str]:
+def catalog_names(
+    snapshot: CatalogSnapshot, lake_root: str, warehouse_url: str
+) -> dict[tuple[str, str], str]:
     """Medallion's datasets by their OpenLineage (namespace, name), as its own events name them: a source's raw
     prefix, a target's lake folder and, for a warehouse target, its table."""
-    locations = [dataset_location(snapshot, dataset_id, lake_root) for dataset_id in (*snapshot.sources,
-                                                                                     *snapshot.targets)]
-    locations += [DatasetLocation(t.target_id, warehouse_url, t.location) for t in snapshot.targets.values()
-                  if t.kind == "warehouse"]
+    locations = [
+        dataset_location(snapshot, dataset_id, lake_root)
+        for dataset_id in (*snapshot.sources, *snapshot.targets)
+    ]
+    locations += [
+        DatasetLocation(t.target_id, warehouse_url, t.location)
+        for t in snapshot.targets.values()
+        if t.kind == "warehouse"
+    ]
     return {location.naming(): location.dataset_id for location in locations}
 
 
@@ -87,15 +96,27 @@ def _edges(event: dict, names: dict[tuple[str, str], str]) -> list[ExternalLinea
         return []
     named = len(event.get("inputs") or []) + len(event.get("outputs") or [])
     if named > MAX_DATASETS_PER_EVENT:
-        raise EventInvalid(f"event: names {named} datasets; an event may name at most {MAX_DATASETS_PER_EVENT}")
+        raise EventInvalid(
+            f"event: names {named} datasets; an event may name at most {MAX_DATASETS_PER_EVENT}"
+        )
     job = f"{event['job']['namespace']}/{event['job']['name']}"
     inputs = [dataset_id(d["namespace"], d["name"], names) for d in event.get("inputs") or []]
     outputs = [dataset_id(d["namespace"], d["name"], names) for d in event.get("outputs") or []]
     run_id = event["run"]["runId"] if "run" in event else None
     # A job that reads and writes one table (an incremental model, a MERGE) adds no edge between datasets.
-    return [ExternalLineage(upstream=u, downstream=v, job=job, producer=event["producer"], run_id=run_id,
-                            event_time=event.get("eventTime")) for u in dict.fromkeys(inputs)
-            for v in dict.fromkeys(outputs) if u != v]
+    return [
+        ExternalLineage(
+            upstream=u,
+            downstream=v,
+            job=job,
+            producer=event["producer"],
+            run_id=run_id,
+            event_time=event.get("eventTime"),
+        )
+        for u in dict.fromkeys(inputs)
+        for v in dict.fromkeys(outputs)
+        if u != v
+    ]
 
 
 def _closes_cycle(graph: nx.DiGraph, edges: list[ExternalLineage]) -> str | None:
@@ -104,10 +125,14 @@ def _closes_cycle(graph: nx.DiGraph, edges: list[ExternalLineage]) -> str | None
     added = []
     try:
         for edge in edges:
-            if edge.downstream in graph and edge.upstream in graph and nx.has_path(graph, edge.downstream,
-                                                                                    edge.upstream):
-                return "cycle: " + " → ".join([edge.upstream, *nx.shortest_path(graph, edge.downstream,
-                                                                                 edge.upstream)])
+            if (
+                edge.downstream in graph
+                and edge.upstream in graph
+                and nx.has_path(graph, edge.downstream, edge.upstream)
+            ):
+                return "cycle: " + " → ".join(
+                    [edge.upstream, *nx.shortest_path(graph, edge.downstream, edge.upstream)]
+                )
             if not graph.has_edge(edge.upstream, edge.downstream):
                 graph.add_edge(edge.upstream, edge.downstream)
                 added.append((edge.upstream, edge.downstream))
@@ -138,8 +163,9 @@ class _Mark(NamedTuple):
         if connection.dialect.name == "sqlite":
             return cls(connection.exec_driver_sql("PRAGMA data_version").scalar_one(), frozenset(), 0)
         xid = connection.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one()
-        running = connection.execute(text(
-            "SELECT xid::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS xid")).scalars()
+        running = connection.execute(
+            text("SELECT xid::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS xid")
+        ).scalars()
         return cls(xid, frozenset(running) - {xid}, 1)
 
     def follows(self, previous: _Mark | None) -> bool:
@@ -216,7 +242,9 @@ class CatalogLineage:
                 report.rejected.append(Rejection(where, str(error)))
                 continue
             report.accepted += 1
-            new_datasets.update(n for edge in edges for n in (edge.upstream, edge.downstream) if n not in self._graph)
+            new_datasets.update(
+                n for edge in edges for n in (edge.upstream, edge.downstream) if n not in self._graph
+            )
             add_external_lineage(self._graph, edges)
             rows.update((edge.key(), edge) for edge in edges)
         if rows:
@@ -232,8 +260,9 @@ class CatalogLineage:
         return report
 
 
-def ingest_events(store: CatalogStore, documents: Iterable[tuple[str, str | bytes]], lake_root: str,
-                  warehouse_url: str) -> IngestReport:
+def ingest_events(
+    store: CatalogStore, documents: Iterable[tuple[str, str | bytes]], lake_root: str, warehouse_url: str
+) -> IngestReport:
     """Ingest one batch of events given as (where, JSON text): accepted ones are written together, with the
     recovery paths they change."""
     with closing(CatalogLineage(store, lake_root, warehouse_url)) as lineage:
@@ -249,4 +278,6 @@ def _parse(text: str | bytes) -> Any:
 
 def lines(stream: Iterable[str], name: str) -> Iterable[tuple[str, str]]:
     """The events of newline-delimited JSON, each placed as `name:line`; blank lines are skipped."""
-    return ((f"{name}:{number}", line.rstrip("\r\n")) for number, line in enumerate(stream, 1) if line.strip())
+    return (
+        (f"{name}:{number}", line.rstrip("\r\n")) for number, line in enumerate(stream, 1) if line.strip()
+    )

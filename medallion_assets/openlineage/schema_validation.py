@@ -32,8 +32,13 @@ EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
 # jsonschema quotes the offending value; a whole event quoted back would drown the problem.
 MAX_MESSAGE = 300
 # Where each kind of facet belongs: the group an event holds it in → the base its schema must extend.
-FACET_BASE = {"run": "RunFacet", "job": "JobFacet", "facets": "DatasetFacet", "inputFacets": "InputDatasetFacet",
-              "outputFacets": "OutputDatasetFacet"}
+FACET_BASE = {
+    "run": "RunFacet",
+    "job": "JobFacet",
+    "facets": "DatasetFacet",
+    "inputFacets": "InputDatasetFacet",
+    "outputFacets": "OutputDatasetFacet",
+}
 
 
 class EventInvalid(ValueError):
@@ -64,15 +69,21 @@ def specification(folder: Path) -> Specification:
     """The specification in `folder` (OpenLineage.json and facets/*.json), read once per folder."""
     files = [folder / "OpenLineage.json", *sorted((folder / "facets").glob("*.json"))]
     schemas = {schema["$id"]: schema for schema in (json.loads(path.read_text()) for path in files)}
-    registry = Registry().with_resources((uri, Resource.from_contents(schema)) for uri, schema in schemas.items())
+    registry = Registry().with_resources(
+        (uri, Resource.from_contents(schema)) for uri, schema in schemas.items()
+    )
     formats = FormatChecker()
     # jsonschema checks "uri" only with an optional package; a scheme is what producer and schema URLs need.
     formats.checks("uri")(lambda value: not isinstance(value, str) or bool(urlsplit(value).scheme))
+
     def validator(schema: dict) -> Draft202012Validator:
         return Draft202012Validator(schema, registry=registry, format_checker=formats)
 
-    return Specification(schemas, {uri: validator(schema) for uri, schema in schemas.items()},
-                         {kind: validator({"$ref": f"{CORE_ID}#/$defs/{kind}"}) for kind in EVENT_KINDS})
+    return Specification(
+        schemas,
+        {uri: validator(schema) for uri, schema in schemas.items()},
+        {kind: validator({"$ref": f"{CORE_ID}#/$defs/{kind}"}) for kind in EVENT_KINDS},
+    )
 
 
 def _place(path: Iterator[Any]) -> str:
@@ -88,8 +99,13 @@ def _message(error: ValidationError, prefix: tuple = ()) -> str:
 
 def _kind(event: dict) -> str:
     """Which of the specification's events this one is: the core schema's oneOf would only say "none of them"."""
-    return "RunEvent" if "run" in event or "eventType" in event else "DatasetEvent" if "dataset" in event \
+    return (
+        "RunEvent"
+        if "run" in event or "eventType" in event
+        else "DatasetEvent"
+        if "dataset" in event
         else "JobEvent"
+    )
 
 
 def _facets(event: dict) -> Iterator[tuple[tuple, str, str, Any]]:
@@ -120,7 +136,9 @@ def validate_event(event: Any, standard_facets_only: bool = False) -> dict:
                 raise EventInvalid(f"{where}: {document} is not a facet schema of the specification")
             continue
         if key not in schema["properties"]:
-            raise EventInvalid(f"{where}: {document} names its facet {', '.join(schema['properties'])}, not {key}")
+            raise EventInvalid(
+                f"{where}: {document} names its facet {', '.join(schema['properties'])}, not {key}"
+            )
         definition = schema.get("$defs", {}).get(pointer.rsplit("/", 1)[-1])
         if not isinstance(definition, dict) or not definition.get("allOf"):
             raise EventInvalid(f"{where}: {facet['_schemaURL']} names no facet definition of {document}")

@@ -48,11 +48,21 @@ class LineageServer(HTTPServer):
 
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], store: CatalogStore, lake_root: str, warehouse_url: str,
-                 token: str | None = None, workers: int = WORKERS, read_timeout: float = READ_TIMEOUT_SEC):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        store: CatalogStore,
+        lake_root: str,
+        warehouse_url: str,
+        token: str | None = None,
+        workers: int = WORKERS,
+        read_timeout: float = READ_TIMEOUT_SEC,
+    ):
         if not token and not _is_loopback(address[0]):
-            raise ValueError(f"lineage serve on {address[0]} needs a bearer token (--token, or the environment "
-                             "variable MEDALLION_LINEAGE_TOKEN); only a loopback address may go without")
+            raise ValueError(
+                f"lineage serve on {address[0]} needs a bearer token (--token, or the environment "
+                "variable MEDALLION_LINEAGE_TOKEN); only a loopback address may go without"
+            )
         super().__init__(address, _Handler)
         self.store, self.token, self.read_timeout = store, token, read_timeout
         self.lineage = CatalogLineage(store, lake_root, warehouse_url)
@@ -115,14 +125,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.REQUEST_TIMEOUT, f"no byte of the body for {self.timeout:g} s")
         except Exception as error:  # noqa: BLE001 (every failure gets a JSON reply, never a dropped connection)
             log.exception("lineage event from %s failed", self.address_string())
-            self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, f"the event could not be ingested: {type(error).__name__}")
+            self._reply(
+                HTTPStatus.INTERNAL_SERVER_ERROR, f"the event could not be ingested: {type(error).__name__}"
+            )
 
     def _post(self) -> None:
         if urlsplit(self.path).path.rstrip("/") != ENDPOINT:
-            return self._reply(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}; send events to POST {ENDPOINT}")
+            return self._reply(
+                HTTPStatus.NOT_FOUND, f"no endpoint {self.path}; send events to POST {ENDPOINT}"
+            )
         if self.server.token and not self._authorized():
-            return self._reply(HTTPStatus.UNAUTHORIZED, "a bearer token is required: Authorization: Bearer <token>",
-                               {"WWW-Authenticate": 'Bearer realm="medallion-lineage"'})
+            return self._reply(
+                HTTPStatus.UNAUTHORIZED,
+                "a bearer token is required: Authorization: Bearer <token>",
+                {"WWW-Authenticate": 'Bearer realm="medallion-lineage"'},
+            )
         body = self._body()
         report = self.server.ingest(body)
         if report.rejected:
@@ -131,7 +148,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorized(self) -> bool:
         scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), self.server.token.encode())
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            presented.strip().encode(), self.server.token.encode()
+        )
 
     def _body(self) -> bytes:
         """The body, read to exactly its declared length, which must be there and within the limit."""
@@ -139,11 +158,15 @@ class _Handler(BaseHTTPRequestHandler):
         if declared is None:
             raise _BodyRefused(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
         if not (declared.isascii() and declared.strip().isdigit()):
-            raise _BodyRefused(HTTPStatus.BAD_REQUEST, f"Content-Length {declared!r} is not a number of bytes")
+            raise _BodyRefused(
+                HTTPStatus.BAD_REQUEST, f"Content-Length {declared!r} is not a number of bytes"
+            )
         length = int(declared)
         if length > MAX_BODY_BYTES:
-            raise _BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                               f"an event of {length} bytes is over the limit of {MAX_BODY_BYTES}")
+            raise _BodyRefused(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"an event of {length} bytes is over the limit of {MAX_BODY_BYTES}",
+            )
         body = self.rfile.read(length)
         if len(body) != length:
             raise _BodyRefused(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of {length} bytes")
@@ -155,8 +178,10 @@ class _Handler(BaseHTTPRequestHandler):
             except zlib.error as error:
                 raise _BodyRefused(HTTPStatus.BAD_REQUEST, f"event: not gzip: {error}") from None
             if len(body) > MAX_BODY_BYTES:
-                raise _BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                                   f"an event inflates to over the limit of {MAX_BODY_BYTES} bytes")
+                raise _BodyRefused(
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                    f"an event inflates to over the limit of {MAX_BODY_BYTES} bytes",
+                )
         return body
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -164,7 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self._reply(HTTPStatus(code), message or HTTPStatus(code).phrase)
 
-    def _reply(self, status: HTTPStatus, message: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def _reply(
+        self, status: HTTPStatus, message: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         body = json.dumps({"code": status.value, "message": message}).encode() if message else b""
         self.send_response(status)
         for name, value in (headers or {}).items():

@@ -25,8 +25,8 @@ from medallion_assets import config
 from medallion_assets.catalog.models import Source
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.naming import quote_qualified
 from medallion_assets.errors import SourceNotFound
+from medallion_assets.naming import quote_qualified
 from medallion_assets.storage.objects import list_objects
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
@@ -57,15 +57,22 @@ def probe_table(warehouse_url: str, table: str) -> str | None:
 class Availability:
     """Answers "which of these datasets are down, and why" for one catalog; safe to share between threads."""
 
-    def __init__(self, store: CatalogStore, snapshot: CatalogSnapshot, warehouse_url: str | None = None,
-                 ttl_sec: float | None = None, probe_timeout_sec: float | None = None):
+    def __init__(
+        self,
+        store: CatalogStore,
+        snapshot: CatalogSnapshot,
+        warehouse_url: str | None = None,
+        ttl_sec: float | None = None,
+        probe_timeout_sec: float | None = None,
+    ):
         self.store = store
         self.sources = snapshot.sources
         self.targets = snapshot.targets
         self.warehouse_url = warehouse_url or config.warehouse_url()
         self.ttl_sec = config.availability_ttl_sec() if ttl_sec is None else ttl_sec
-        self.probe_timeout_sec = (config.probe_timeout_sec() if probe_timeout_sec is None
-                                  else probe_timeout_sec)
+        self.probe_timeout_sec = (
+            config.probe_timeout_sec() if probe_timeout_sec is None else probe_timeout_sec
+        )
         self._cache: dict[str, tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 
@@ -91,16 +98,21 @@ class Availability:
     def flagged(self, datasets: Iterable[str]) -> dict[str, str]:
         """The given datasets an operator marked unavailable, each with the flag's reason; no probe runs."""
         datasets = sorted(set(datasets))
-        flags = [f for f in self.store.table_rows("control_flags")
-                 if f["flag_name"] == FLAG_NAME and not f["flag_value"]]
+        flags = [
+            f
+            for f in self.store.table_rows("control_flags")
+            if f["flag_name"] == FLAG_NAME and not f["flag_value"]
+        ]
         down = {}
         for dataset in datasets:
             entities = self._entities(dataset)
             flag = next((f for f in flags if (f["entity_type"], f["entity_id"]) in entities), None)
             if flag:
                 by = f" by {flag['updated_by']}" if flag["updated_by"] else ""
-                down[dataset] = (f"{flag['entity_type']} {flag['entity_id']} marked unavailable{by}: "
-                                 f"{flag['reason'] or 'no reason given'}")
+                down[dataset] = (
+                    f"{flag['entity_type']} {flag['entity_id']} marked unavailable{by}: "
+                    f"{flag['reason'] or 'no reason given'}"
+                )
         return down
 
     def _probe_for(self, dataset: str) -> Callable[[], str | None] | None:
@@ -117,8 +129,9 @@ class Availability:
             results = {d: self._cache[d][1] for d in probes if d in self._cache and self._cache[d][0] > now}
         missing = {d: probe for d, probe in probes.items() if d not in results}
         if missing:
-            executor = ThreadPoolExecutor(max_workers=min(_PROBE_THREADS, len(missing)),
-                                          thread_name_prefix="availability-probe")
+            executor = ThreadPoolExecutor(
+                max_workers=min(_PROBE_THREADS, len(missing)), thread_name_prefix="availability-probe"
+            )
             futures = {d: executor.submit(probe) for d, probe in missing.items()}
             wait(futures.values(), timeout=self.probe_timeout_sec)
             # A probe still waiting on a blocked endpoint is left to finish on its own; its answer is not awaited.

@@ -152,16 +152,25 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     for layer, target_ids in by_layer.items():
         graph.add_nodes_from(target_ids, kind="target", layer=layer)
     known = {*sources, *targets}
-    external = {node for row in snapshot.tables["external_lineage"].values() for node in (row.upstream, row.downstream)}
+    external = {
+        node
+        for row in snapshot.tables["external_lineage"].values()
+        for node in (row.upstream, row.downstream)
+    }
     graph.add_nodes_from(external - known, kind="external", layer=None)
     known |= external
     routes: dict[tuple[str, str], list[Route]] = {}
-    for upstream_id, downstream_id, route in (*_stage_routes(snapshot, stages), *_declared_routes(snapshot, produced)):
+    for upstream_id, downstream_id, route in (
+        *_stage_routes(snapshot, stages),
+        *_declared_routes(snapshot, produced),
+    ):
         if upstream_id in known and downstream_id in known:
             routes.setdefault((upstream_id, downstream_id), []).append(route)
     graph.add_edges_from(_edge(pair, found) for pair, found in routes.items())
     graph.graph["column_lineage"] = [
-        row for row in snapshot.tables["column_lineage"].values() if row.upstream in known and row.downstream in known
+        row
+        for row in snapshot.tables["column_lineage"].values()
+        if row.upstream in known and row.downstream in known
     ]
     return graph
 
@@ -183,14 +192,19 @@ def add_external_lineage(graph: nx.DiGraph, rows: Iterable[ExternalLineage]) -> 
 def declared_graph(graph: nx.DiGraph) -> nx.DiGraph:
     """The graph as the catalog's own rows declare it (stages, SQL, alternates), without what other tools
     reported: external lineage shows where data goes, but never changes which path Medallion's runs read from."""
-    return nx.subgraph_view(graph, filter_node=lambda node: graph.nodes[node]["kind"] != "external",
-                            filter_edge=lambda u, v: any(r.kind != "openlineage" for r in graph.edges[u, v]["routes"]))
+    return nx.subgraph_view(
+        graph,
+        filter_node=lambda node: graph.nodes[node]["kind"] != "external",
+        filter_edge=lambda u, v: any(r.kind != "openlineage" for r in graph.edges[u, v]["routes"]),
+    )
 
 
 def _edge(pair: tuple[str, str], routes: list[Route]) -> tuple[str, str, dict]:
     best = routes[0] if len(routes) == 1 else min(routes, key=lambda r: (LINE_RANK[r.line], r.cost, r.via))
-    return (*pair, {"via": best.via, "kind": best.kind, "line": best.line, "cost": best.cost,
-                    "routes": tuple(routes)})
+    return (
+        *pair,
+        {"via": best.via, "kind": best.kind, "line": best.line, "cost": best.cost, "routes": tuple(routes)},
+    )
 
 
 def require_dataset(graph: nx.DiGraph, dataset: str) -> None:
@@ -242,17 +256,31 @@ def check_lineage(snapshot: CatalogSnapshot) -> list[LineageProblem]:
     """
     known = {*snapshot.sources, *snapshot.targets}
     problems = []
-    for table, fields in (("dataset_lineage", ("upstream", "downstream")),
-                          ("column_lineage", ("downstream", "upstream"))):
+    for table, fields in (
+        ("dataset_lineage", ("upstream", "downstream")),
+        ("column_lineage", ("downstream", "upstream")),
+    ):
         for row in snapshot.tables[table].values():
-            problems += [LineageProblem(table, row, field, _unknown_message(getattr(row, field), known))
-                         for field in fields if getattr(row, field) not in known]
-    stage_edges = {(input_id, stage.target_id, stage_via(stage))
-                   for stage in snapshot.stages() for input_id in stage.input_ids()}
+            problems += [
+                LineageProblem(table, row, field, _unknown_message(getattr(row, field), known))
+                for field in fields
+                if getattr(row, field) not in known
+            ]
+    stage_edges = {
+        (input_id, stage.target_id, stage_via(stage))
+        for stage in snapshot.stages()
+        for input_id in stage.input_ids()
+    }
     for key, row in snapshot.tables["dataset_lineage"].items():
         if row.kind == "stage" and key not in stage_edges and {row.upstream, row.downstream} <= known:
-            problems.append(LineageProblem("dataset_lineage", row, "via",
-                                           f"no stage {row.via} reads {row.upstream} into {row.downstream}"))
+            problems.append(
+                LineageProblem(
+                    "dataset_lineage",
+                    row,
+                    "via",
+                    f"no stage {row.via} reads {row.upstream} into {row.downstream}",
+                )
+            )
     return problems + _cycles(snapshot, build_graph(snapshot))
 
 
@@ -263,14 +291,20 @@ def _cycles(snapshot: CatalogSnapshot, graph: nx.DiGraph) -> list[LineageProblem
         if len(part) == 1 and not graph.has_edge(start, start):
             continue
         # Blamed on a catalog row when one closes the cycle, else on an edge another tool reported.
-        closing = sorted((route.kind == "openlineage", u, v, route.via)
-                         for u, v, data in graph.subgraph(part).edges(data=True)
-                         for route in data["routes"] if route.kind != "stage")
+        closing = sorted(
+            (route.kind == "openlineage", u, v, route.via)
+            for u, v, data in graph.subgraph(part).edges(data=True)
+            for route in data["routes"]
+            if route.kind != "stage"
+        )
         if not closing:
             continue
         reported, u, v, via = closing[0]
         back = nx.shortest_path(graph.subgraph(part), v, u) if u != v else [u]
         table = "external_lineage" if reported else "dataset_lineage"
-        problems.append(LineageProblem(table, snapshot.tables[table][(u, v, via)], "upstream",
-                                       "cycle: " + " → ".join([u, *back])))
+        problems.append(
+            LineageProblem(
+                table, snapshot.tables[table][(u, v, via)], "upstream", "cycle: " + " → ".join([u, *back])
+            )
+        )
     return sorted(problems, key=lambda problem: problem.row.key())

@@ -19,7 +19,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import networkx as nx
 from sqlalchemy import Connection, bindparam, delete, insert, select
@@ -68,8 +68,13 @@ class NoAvailablePath(Exception):
         super().__init__("\n".join(lines))
 
 
-def _k_cheapest(graph: nx.DiGraph, order: list[str], max_paths: int, max_length: int,
-                best: dict[str, list[tuple]] | None = None) -> dict[str, list[tuple]]:
+def _k_cheapest(
+    graph: nx.DiGraph,
+    order: list[str],
+    max_paths: int,
+    max_length: int,
+    best: dict[str, list[tuple]] | None = None,
+) -> dict[str, list[tuple]]:
     """The cheapest paths from the roots to each node of `order`, which lists every node after its predecessors,
     added to `best` (the paths of their other ancestors, kept from an earlier pass) when given.
 
@@ -86,9 +91,15 @@ def _k_cheapest(graph: nx.DiGraph, order: list[str], max_paths: int, max_length:
             if not predecessors:
                 best[node] = [(0.0, 1, node, None)]
                 continue
-            best[node] = heapq.nsmallest(max_paths, (
-                (entry[0] + data["cost"], entry[1] + 1, node, entry)
-                for upstream_id, data in predecessors.items() for entry in best[upstream_id] if entry[1] < max_length))
+            best[node] = heapq.nsmallest(
+                max_paths,
+                (
+                    (entry[0] + data["cost"], entry[1] + 1, node, entry)
+                    for upstream_id, data in predecessors.items()
+                    for entry in best[upstream_id]
+                    if entry[1] < max_length
+                ),
+            )
         return best
 
 
@@ -116,17 +127,21 @@ def _ancestors_in_order(graph: nx.DiGraph, dataset: str) -> list[str]:
     return order
 
 
-def recovery_paths(graph: nx.DiGraph, dataset: str, max_paths: int = MAX_PATHS,
-                   max_length: int = MAX_LENGTH) -> list[RecoveryPath]:
+def recovery_paths(
+    graph: nx.DiGraph, dataset: str, max_paths: int = MAX_PATHS, max_length: int = MAX_LENGTH
+) -> list[RecoveryPath]:
     """The cheapest `max_paths` paths from the roots to `dataset` of at most `max_length` nodes, cheapest first
     (ties: fewer nodes first). The work grows with the dataset's ancestry, not with the graph."""
     require_dataset(graph, dataset)
-    return [_path(entry) for entry in _k_cheapest(graph, _ancestors_in_order(graph, dataset), max_paths,
-                                                  max_length)[dataset]]
+    return [
+        _path(entry)
+        for entry in _k_cheapest(graph, _ancestors_in_order(graph, dataset), max_paths, max_length)[dataset]
+    ]
 
 
-def all_recovery_paths(graph: nx.DiGraph, max_paths: int = MAX_PATHS,
-                       max_length: int = MAX_LENGTH) -> dict[str, list[RecoveryPath]]:
+def all_recovery_paths(
+    graph: nx.DiGraph, max_paths: int = MAX_PATHS, max_length: int = MAX_LENGTH
+) -> dict[str, list[RecoveryPath]]:
     """`recovery_paths` of every dataset, in one pass over the graph."""
     return RankedPaths(graph, max_paths, max_length).paths()
 
@@ -143,8 +158,10 @@ class RankedPaths:
     def paths(self, datasets: Iterable[str] | None = None) -> dict[str, list[RecoveryPath]]:
         """The ranked paths of the given datasets (None: all)."""
         with collector_paused():
-            return {node: [_path(entry) for entry in self._best[node]]
-                    for node in (self._best if datasets is None else datasets)}
+            return {
+                node: [_path(entry) for entry in self._best[node]]
+                for node in (self._best if datasets is None else datasets)
+            }
 
     def edges_added(self, edges: Iterable[tuple[str, str]]) -> list[str]:
         """Rank the datasets new to the graph and again those at the lower end of edges just added to it, and all
@@ -187,8 +204,9 @@ def default_path(graph: nx.DiGraph, dataset: str) -> RecoveryPath:
     return RecoveryPath(tuple(reversed(nodes)), cost)
 
 
-def shortest_available_path(graph: nx.DiGraph, dataset: str, unavailable: Collection[str],
-                            max_length: int = MAX_LENGTH) -> RecoveryPath | None:
+def shortest_available_path(
+    graph: nx.DiGraph, dataset: str, unavailable: Collection[str], max_length: int = MAX_LENGTH
+) -> RecoveryPath | None:
     """The cheapest available path to `dataset` along its supply line, or None when every such path is down.
 
     The supply line is what can stand in for the dataset's main input: main edges and declared alternates.
@@ -230,21 +248,26 @@ def active_path(graph: nx.DiGraph, dataset: str, unavailable: Collection[str]) -
     return default if default.available(unavailable) else shortest_available_path(graph, dataset, unavailable)
 
 
-def paths_report(graph: nx.DiGraph, dataset: str, ranked: list[RecoveryPath], unavailable: Mapping[str, str]) -> dict:
+def paths_report(
+    graph: nx.DiGraph, dataset: str, ranked: list[RecoveryPath], unavailable: Mapping[str, str]
+) -> dict:
     """What `medallion paths --json` prints: the dataset's ranked paths with their availability, the active
     path's nodes, and why each unavailable dataset on them is down."""
     active = active_path(graph, dataset, unavailable)
     down = {node: unavailable[node] for path in ranked for node in path.down(unavailable)}
     return {
         "dataset": dataset,
-        "paths": [{"nodes": list(p.nodes), "cost": p.cost, "available": p.available(unavailable)} for p in ranked],
+        "paths": [
+            {"nodes": list(p.nodes), "cost": p.cost, "available": p.available(unavailable)} for p in ranked
+        ],
         "active": list(active.nodes) if active else [],
         "down": dict(sorted(down.items())),
     }
 
 
-def refresh_recovery_paths(store: CatalogStore, snapshot: CatalogSnapshot, max_paths: int = MAX_PATHS,
-                           max_length: int = MAX_LENGTH) -> list[str]:
+def refresh_recovery_paths(
+    store: CatalogStore, snapshot: CatalogSnapshot, max_paths: int = MAX_PATHS, max_length: int = MAX_LENGTH
+) -> list[str]:
     """Materialize every dataset's recovery paths in `dataset_recovery_paths`, in one transaction.
 
     Only datasets whose ranked paths changed are replaced (so `computed_at` says when a dataset's paths last
@@ -255,14 +278,18 @@ def refresh_recovery_paths(store: CatalogStore, snapshot: CatalogSnapshot, max_p
         return store_recovery_paths(connection, ranked)
 
 
-def store_recovery_paths(connection: Connection, ranked: Mapping[str, list[RecoveryPath]],
-                         datasets: Collection[str] | None = None) -> list[str]:
+def store_recovery_paths(
+    connection: Connection, ranked: Mapping[str, list[RecoveryPath]], datasets: Collection[str] | None = None
+) -> list[str]:
     """Bring `dataset_recovery_paths` to `ranked` in the transaction of `connection`: of the given datasets, or
     (None) of all, where datasets missing from `ranked` lose their rows. Only datasets whose stored paths differ
     are rewritten (so `computed_at` says when a dataset's paths last changed); returns them, sorted."""
     table = dataset_recovery_paths
-    computed = {dataset: [(p.nodes, p.cost) for p in paths] for dataset, paths in ranked.items()
-                if datasets is None or dataset in datasets}
+    computed = {
+        dataset: [(p.nodes, p.cost) for p in paths]
+        for dataset, paths in ranked.items()
+        if datasets is None or dataset in datasets
+    }
     stored: dict[str, list] = defaultdict(list)
     query = select(table.c.dataset, table.c.nodes, table.c.cost).order_by(table.c.dataset, table.c.path_rank)
     if datasets is not None:
@@ -273,9 +300,12 @@ def store_recovery_paths(connection: Connection, ranked: Mapping[str, list[Recov
     changed = sorted(d for d in {*computed, *stored} if computed.get(d) != stored.get(d))
     if not changed:
         return []
-    now = datetime.now(timezone.utc)
-    rows = [dict(dataset=d, path_rank=rank, nodes=list(nodes), cost=cost, computed_at=now)
-            for d in changed for rank, (nodes, cost) in enumerate(computed.get(d, []), 1)]
+    now = datetime.now(UTC)
+    rows = [
+        dict(dataset=d, path_rank=rank, nodes=list(nodes), cost=cost, computed_at=now)
+        for d in changed
+        for rank, (nodes, cost) in enumerate(computed.get(d, []), 1)
+    ]
     connection.execute(delete(table).where(table.c.dataset == bindparam("d")), [{"d": d} for d in changed])
     if rows:
         connection.execute(insert(table), rows)

@@ -37,11 +37,20 @@ class CatalogRoutes:
         if path is None:
             raise NoAvailablePath(stage.target_id, recovery_paths(graph, stage.target_id), down)
         chosen = self.snapshot.sources[path.nodes[0]]
-        self.store.record_audit(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
-                                dataset=stage.target_id, event="reroute", status="rerouted",
-                                error=down[primary.source_id],
-                                details={"from": primary.source_id, "to": chosen.source_id,
-                                         "path": list(path.nodes), "cost": path.cost})
+        self.store.record_audit(
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            dataset=stage.target_id,
+            event="reroute",
+            status="rerouted",
+            error=down[primary.source_id],
+            details={
+                "from": primary.source_id,
+                "to": chosen.source_id,
+                "path": list(path.nodes),
+                "cost": path.cost,
+            },
+        )
         return chosen
 
     def flagged(self, datasets: Iterable[str]) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from dagster import ConfigurableResource
@@ -25,7 +25,8 @@ class SparkResource(LazyPySparkResource):
     spark_config: dict[str, Any] = Field(
         default_factory=session_conf,
         description="Spark settings: the master (SPARK_MASTER, unless SPARK_REMOTE names a Connect server), "
-                    "Medallion's defaults, and any of your own, e.g. spark.executor.memory")
+        "Medallion's defaults, and any of your own, e.g. spark.executor.memory",
+    )
 
     def get_session(self, lake_root: str) -> SparkSession:
         """The session, once the Connect server answers and the executors can see the lake."""
@@ -38,14 +39,18 @@ class SparkResource(LazyPySparkResource):
 class LakeResource(ConfigurableResource):
     """Root of the lake where bronze, silver, gold and quarantine parquet live (MEDALLION_LAKE_URL)."""
 
-    root: str = Field(default_factory=config.lake_url, description="local folder, or s3:// on a cluster with s3a")
+    root: str = Field(
+        default_factory=config.lake_url, description="local folder, or s3:// on a cluster with s3a"
+    )
 
 
 class WarehouseResource(ConfigurableResource):
     """The warehouse gold is loaded into: DuckDB file, PostgreSQL or Redshift (MEDALLION_WAREHOUSE_URL)."""
 
-    url: str = Field(default_factory=config.warehouse_url,
-                     description="duckdb:///file, postgresql://…, or redshift://…?s3_staging=…; secrets via env")
+    url: str = Field(
+        default_factory=config.warehouse_url,
+        description="duckdb:///file, postgresql://…, or redshift://…?s3_staging=…; secrets via env",
+    )
 
     def get_warehouse(self) -> Warehouse:
         return warehouse_from_url(self.url)
@@ -60,7 +65,7 @@ class CatalogResource(ConfigurableResource):
         return _store_for(self.url)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _store_for(url: str) -> CatalogStore:
     """One store (one connection pool) per catalog per process, shared by every step of a run."""
     return open_catalog(url)

@@ -7,7 +7,13 @@ Running runs need no help: every asset checks the switches when it starts and be
 from __future__ import annotations
 
 from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
 )
 
 from medallion_assets.assets.factory import target_key
@@ -21,8 +27,9 @@ from medallion_assets.control.throttles import sync_pool_limits
 DEFAULT_INTERVAL_SECONDS = 30
 
 
-def cancel_disabled_queued_runs(context: SensorEvaluationContext, snapshot: CatalogSnapshot,
-                                store: CatalogStore) -> list[str]:
+def cancel_disabled_queued_runs(
+    context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore
+) -> list[str]:
     """Cancel every queued run whose selection includes a disabled asset; returns the run ids cancelled."""
     state = read_control_state(store)
     disabled = {}
@@ -42,24 +49,37 @@ def cancel_disabled_queued_runs(context: SensorEvaluationContext, snapshot: Cata
         context.instance.add_run_tags(run.run_id, {STATUS_TAG: "cancelled", HALT_REASON_TAG: reason})
         context.instance.report_engine_event(f"cancelled by the medallion_control sensor: {reason}", run)
         context.instance.run_coordinator.cancel_run(run.run_id)
-        store.record_audit(run_id=run.run_id, pipeline_id=stage.pipeline_id, stage_name=stage.stage_name,
-                           dataset=stage.target_id, event="cancel", status="cancelled", error=reason)
+        store.record_audit(
+            run_id=run.run_id,
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            dataset=stage.target_id,
+            event="cancel",
+            status="cancelled",
+            error=reason,
+        )
         context.log.info(f"cancelled queued run {run.run_id}: {reason}")
         cancelled.append(run.run_id)
     return cancelled
 
 
-def build_control_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
-                         interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
+def build_control_sensor(
+    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+) -> SensorDefinition:
     """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every tick."""
 
-    @sensor(name="medallion_control", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING,
-            description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
-                        "and sets concurrency pool limits from the throttles table.")
+    @sensor(
+        name="medallion_control",
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
+        "and sets concurrency pool limits from the throttles table.",
+    )
     def medallion_control(context: SensorEvaluationContext):
         # The loaded definitions' stages claim the pools; their limits are the throttles rows as they are now.
-        changed = sync_pool_limits(context.instance, snapshot.replaced({"throttles": store.read_table("throttles")}))
+        changed = sync_pool_limits(
+            context.instance, snapshot.replaced({"throttles": store.read_table("throttles")})
+        )
         for pool, limit in changed.items():
             context.log.info(f"pool {pool}: limit {limit}")
         cancelled = cancel_disabled_queued_runs(context, snapshot, store)

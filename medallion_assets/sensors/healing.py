@@ -15,11 +15,20 @@ Dagster shows it as a failed tick in the UI: the sensor is itself monitored.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from dagster import (
-    DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunRequest,
-    RunsFilter, SensorDefinition, SensorEvaluationContext, SkipReason, sensor,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
 )
 
 from medallion_assets.assets.factory import target_key
@@ -27,8 +36,8 @@ from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import reexecution
-from medallion_assets.control.healing import Fault, rule_problems
 from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
+from medallion_assets.control.healing import Fault, rule_problems
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 from medallion_assets.naming import PIPELINE_TAG
 
@@ -53,26 +62,45 @@ def _error_fault(error: SerializableErrorInfo, stage: Stage, layer: str, attempt
 
 
 def failed_steps(instance: DagsterInstance, run: DagsterRun) -> list[tuple[str, SerializableErrorInfo]]:
-    return [(record.event_log_entry.dagster_event.step_key,
-             record.event_log_entry.dagster_event.step_failure_data.error)
-            for record in instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_FAILURE).records]
+    return [
+        (
+            record.event_log_entry.dagster_event.step_key,
+            record.event_log_entry.dagster_event.step_failure_data.error,
+        )
+        for record in instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_FAILURE).records
+    ]
 
 
 def unmaterialized(instance: DagsterInstance, run: DagsterRun) -> list:
     """The assets the run planned but did not materialize: the failed ones and those skipped after them."""
-    def keys(event_type: DagsterEventType) -> set:
-        return {record.event_log_entry.dagster_event.asset_key
-                for record in instance.get_records_for_run(run.run_id, of_type=event_type).records}
 
-    planned = keys(DagsterEventType.ASSET_MATERIALIZATION_PLANNED) - keys(DagsterEventType.ASSET_MATERIALIZATION)
+    def keys(event_type: DagsterEventType) -> set:
+        return {
+            record.event_log_entry.dagster_event.asset_key
+            for record in instance.get_records_for_run(run.run_id, of_type=event_type).records
+        }
+
+    planned = keys(DagsterEventType.ASSET_MATERIALIZATION_PLANNED) - keys(
+        DagsterEventType.ASSET_MATERIALIZATION
+    )
     return sorted(planned, key=lambda key: key.path)
 
 
-def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: CatalogStore, runs: list[DagsterRun],
-                   lake_root: str, warehouse_url: str) -> list[RunRequest]:
+def rerun_requests(
+    instance: DagsterInstance,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    runs: list[DagsterRun],
+    lake_root: str,
+    warehouse_url: str,
+) -> list[RunRequest]:
     """A re-execution request for every failed run a run-level rule heals; every decision audited."""
-    problems = [f"{rule.healing_id}: {problem}" for rule in store.read_table("healing_actions") if rule.enabled
-                for problem in rule_problems(rule)]
+    problems = [
+        f"{rule.healing_id}: {problem}"
+        for rule in store.read_table("healing_actions")
+        if rule.enabled
+        for problem in rule_problems(rule)
+    ]
     if problems:
         raise UnusableHealingRules("healing_actions rows the loader would refuse: " + "; ".join(problems))
     stages = {target_key(snapshot.targets[s.target_id]).to_python_identifier(): s for s in snapshot.stages()}
@@ -89,30 +117,53 @@ def rerun_requests(instance: DagsterInstance, snapshot: CatalogSnapshot, store: 
                 continue
             fault = _error_fault(error, stage, snapshot.targets[stage.target_id].layer, attempt, run.run_id)
             if reexecution(store, fault, lake_root, warehouse_url):
-                tags = {RERUN_OF: run.tags.get(RERUN_OF, run.run_id), RERUN_NUMBER: str(attempt),
-                        PIPELINE_TAG: stage.pipeline_id}
-                requests.append(RunRequest(run_key=f"rerun-{run.run_id}", asset_selection=unmaterialized(instance, run),
-                                           tags=tags))
+                tags = {
+                    RERUN_OF: run.tags.get(RERUN_OF, run.run_id),
+                    RERUN_NUMBER: str(attempt),
+                    PIPELINE_TAG: stage.pipeline_id,
+                }
+                requests.append(
+                    RunRequest(
+                        run_key=f"rerun-{run.run_id}",
+                        asset_selection=unmaterialized(instance, run),
+                        tags=tags,
+                    )
+                )
                 break
     return requests
 
 
-def build_healing_sensor(snapshot: CatalogSnapshot, store: CatalogStore, lake_root: str, warehouse_url: str,
-                         interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
-    @sensor(name="medallion_healing", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING, job_name=IMPLICIT_ASSET_JOB_NAME,
-            description="Re-executes failed runs from failure when a run-level healing rule matches "
-                        "(healing_actions, read fresh every tick).")
+def build_healing_sensor(
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    lake_root: str,
+    warehouse_url: str,
+    interval_seconds: int = DEFAULT_INTERVAL_SECONDS,
+) -> SensorDefinition:
+    @sensor(
+        name="medallion_healing",
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        job_name=IMPLICIT_ASSET_JOB_NAME,
+        description="Re-executes failed runs from failure when a run-level healing rule matches "
+        "(healing_actions, read fresh every tick).",
+    )
     def medallion_healing(context: SensorEvaluationContext):
-        since = (datetime.fromtimestamp(float(context.cursor), timezone.utc) if context.cursor
-                 else datetime.now(timezone.utc) - FIRST_LOOKBACK)
+        since = (
+            datetime.fromtimestamp(float(context.cursor), UTC)
+            if context.cursor
+            else datetime.now(UTC) - FIRST_LOOKBACK
+        )
         try:
             records = context.instance.get_run_records(
-                RunsFilter(statuses=[DagsterRunStatus.FAILURE], updated_after=since))
+                RunsFilter(statuses=[DagsterRunStatus.FAILURE], updated_after=since)
+            )
             runs = [record.dagster_run for record in records]
             requests = rerun_requests(context.instance, snapshot, store, runs, lake_root, warehouse_url)
         except Exception as error:
-            store.record_audit(event="healing_sensor", status="failed", error=f"{type(error).__name__}: {error}")
+            store.record_audit(
+                event="healing_sensor", status="failed", error=f"{type(error).__name__}: {error}"
+            )
             raise
         if records:
             context.update_cursor(str(max(record.update_timestamp.timestamp() for record in records)))

@@ -22,11 +22,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dagster import (
-    DagsterInstance, DagsterRunStatus, DefaultSensorStatus, RunRecord, RunRequest, RunsFilter, SensorDefinition,
-    SensorEvaluationContext, SensorResult, sensor,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRecord,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
 )
 
 from medallion_assets.assets.factory import target_key
@@ -34,7 +42,14 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import backing_off
 from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.scheduling import Decision, QueuedRun, SchedulingPolicy, Work, pipeline_pools, plan_tick
+from medallion_assets.control.scheduling import (
+    Decision,
+    QueuedRun,
+    SchedulingPolicy,
+    Work,
+    pipeline_pools,
+    plan_tick,
+)
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, get_latest_completed_cron_tick
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import PIPELINE_TAG
@@ -47,14 +62,23 @@ HELD_TAG = "medallion/held"
 DUE_TAG = "medallion/due_since"
 # The runtime controls a launch decision reads, fresh every tick (see catalog/store.py for the rule).
 LAUNCH_CONTROLS = ("pipelines", "profiles", "pipeline_profiles", "profile_settings", "throttles")
-IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+IN_FLIGHT = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
 
 
 def run_tags(decision: Decision) -> dict[str, str]:
-    return {PRIORITY_TAG: str(decision.priority), PIPELINE_TAG: decision.work.pipeline_id,
-            PROFILE_TAG: decision.profile, HELD_TAG: str(decision.held).lower(),
-            DUE_TAG: datetime.fromtimestamp(decision.work.due_since, timezone.utc).isoformat(timespec="seconds")}
+    return {
+        PRIORITY_TAG: str(decision.priority),
+        PIPELINE_TAG: decision.work.pipeline_id,
+        PROFILE_TAG: decision.profile,
+        HELD_TAG: str(decision.held).lower(),
+        DUE_TAG: datetime.fromtimestamp(decision.work.due_since, UTC).isoformat(timespec="seconds"),
+    }
 
 
 def _due_since(tag: str | None, default: float) -> float:
@@ -66,8 +90,9 @@ class Launcher:
     """One tick's view: the loaded definitions' structure (`snapshot`), under the runtime controls it launches by
     read now (`fresh`)."""
 
-    def __init__(self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot,
-                 store: CatalogStore):
+    def __init__(
+        self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot, store: CatalogStore
+    ):
         self.instance, self.log, self.snapshot, self.store = instance, log, snapshot, store
         self.now = time.time()
         self.fresh = snapshot.replaced({table: store.read_table(table) for table in LAUNCH_CONTROLS})
@@ -78,13 +103,22 @@ class Launcher:
         pipeline = self.fresh.pipelines.get(pipeline_id)
         if pipeline is None or pipeline_id not in self.snapshot.pipelines:
             return None
-        return Work(pipeline_id, pipeline.criticality, pipeline.expected_cost,
-                    pipeline_pools(self.snapshot, pipeline_id), due_since, due_reason)
+        return Work(
+            pipeline_id,
+            pipeline.criticality,
+            pipeline.expected_cost,
+            pipeline_pools(self.snapshot, pipeline_id),
+            due_since,
+            due_reason,
+        )
 
     def runnable_assets(self, pipeline_id: str) -> list:
         """Asset keys of the pipeline's stages that no kill switch disables."""
-        return [target_key(self.snapshot.targets[stage.target_id]) for stage in self.snapshot.stages(pipeline_id)
-                if disabled_reason(self.snapshot, self.control, stage) is None]
+        return [
+            target_key(self.snapshot.targets[stage.target_id])
+            for stage in self.snapshot.stages(pipeline_id)
+            if disabled_reason(self.snapshot, self.control, stage) is None
+        ]
 
     def last_run(self, pipeline_id: str) -> RunRecord | None:
         records = self.instance.get_run_records(RunsFilter(tags={PIPELINE_TAG: pipeline_id}), limit=1)
@@ -99,8 +133,9 @@ class Launcher:
             return None
         last = last_run.create_timestamp.timestamp() if last_run else None
         if pipeline.schedule:
-            tick = get_latest_completed_cron_tick(pipeline.schedule, datetime.fromtimestamp(self.now, timezone.utc),
-                                                  "UTC").timestamp()
+            tick = get_latest_completed_cron_tick(
+                pipeline.schedule, datetime.fromtimestamp(self.now, UTC), "UTC"
+            ).timestamp()
             if last is None or tick > last:
                 return tick, f"schedule {pipeline.schedule}"
         max_age = self.policy.settings[self.policy.profile_of(pipeline_id)]["max_gold_age_minutes"] * 60
@@ -127,8 +162,11 @@ class Launcher:
         return sum(1 for o in objects if processed.get(o.url) != o.etag)
 
     def in_flight(self) -> list[RunRecord]:
-        return [record for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT))
-                if PIPELINE_TAG in record.dagster_run.tags]
+        return [
+            record
+            for record in self.instance.get_run_records(RunsFilter(statuses=IN_FLIGHT))
+            if PIPELINE_TAG in record.dagster_run.tags
+        ]
 
     def queued_and_running(self, records: list[RunRecord]) -> tuple[list[QueuedRun], list[Work]]:
         queued, running = [], []
@@ -138,8 +176,11 @@ class Launcher:
             if work is None:
                 continue
             if run.status == DagsterRunStatus.QUEUED:
-                queued.append(QueuedRun(run.run_id, work, run.tags.get(PROFILE_TAG, ""),
-                                        run.tags.get(HELD_TAG) == "true"))
+                queued.append(
+                    QueuedRun(
+                        run.run_id, work, run.tags.get(PROFILE_TAG, ""), run.tags.get(HELD_TAG) == "true"
+                    )
+                )
             else:
                 running.append(work)
         return queued, running
@@ -149,8 +190,13 @@ class Launcher:
         queue): the profile, priority and held state the policy gives it among the runs in flight, audited as
         a launch. It is queued whatever the throttles say: Dagster's pools hold its steps to them."""
         queued, running = self.queued_and_running(self.in_flight())
-        plan = plan_tick(self.policy, self.now, [self.work(pipeline_id, self.now, "requested by medallion run")],
-                         queued, running)
+        plan = plan_tick(
+            self.policy,
+            self.now,
+            [self.work(pipeline_id, self.now, "requested by medallion run")],
+            queued,
+            running,
+        )
         decision = (plan.launches + plan.waits)[0]
         self._audit(decision, "launch", "requested", run_id=run_id)
         return decision
@@ -178,35 +224,55 @@ class Launcher:
         for decision in plan.retags:
             run = self.instance.get_run_by_id(decision.run_id)
             self.instance.run_coordinator.cancel_run(decision.run_id)
-            requests.append(RunRequest(asset_selection=list(run.asset_selection or ()), tags=run_tags(decision)))
+            requests.append(
+                RunRequest(asset_selection=list(run.asset_selection or ()), tags=run_tags(decision))
+            )
             self._audit(decision, "requeue", "requeued", run_id=decision.run_id)
         for decision in plan.launches:
             pending.pop(decision.work.pipeline_id)
-            requests.append(RunRequest(asset_selection=selections[decision.work.pipeline_id], tags=run_tags(decision)))
+            requests.append(
+                RunRequest(asset_selection=selections[decision.work.pipeline_id], tags=run_tags(decision))
+            )
             self._audit(decision, "launch", "requested")
         for decision in plan.waits:
             self.log.info(f"{decision.work.pipeline_id} waits: {decision.reason}")
         cursor = json.dumps(pending, sort_keys=True)
         if requests:
             return SensorResult(run_requests=requests, cursor=cursor)
-        return SensorResult(skip_reason=f"{len(plan.waits)} due pipeline(s) waiting, none launched", cursor=cursor)
+        return SensorResult(
+            skip_reason=f"{len(plan.waits)} due pipeline(s) waiting, none launched", cursor=cursor
+        )
 
     def _audit(self, decision: Decision, event: str, status: str, run_id: str | None = None) -> None:
-        self.store.record_audit(run_id=run_id, pipeline_id=decision.work.pipeline_id, event=event, status=status,
-                                details=decision.details())
-        self.log.info(f"{event} {decision.work.pipeline_id} at priority {decision.priority}: {decision.reason}")
+        self.store.record_audit(
+            run_id=run_id,
+            pipeline_id=decision.work.pipeline_id,
+            event=event,
+            status=status,
+            details=decision.details(),
+        )
+        self.log.info(
+            f"{event} {decision.work.pipeline_id} at priority {decision.priority}: {decision.reason}"
+        )
 
 
-def build_launcher_sensor(snapshot: CatalogSnapshot, store: CatalogStore,
-                          interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
+def build_launcher_sensor(
+    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+) -> SensorDefinition:
     """The profile-aware launcher; targets every asset the catalog defines. Stopped until turned on (the UI's
     Automation page, or `dagster sensor start medallion_launcher`), so opening the UI launches nothing unasked."""
 
-    @sensor(name="medallion_launcher", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.STOPPED, job_name=IMPLICIT_ASSET_JOB_NAME,
-            description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
-                        "and re-prioritizes queued runs when a profile changes.")
+    @sensor(
+        name="medallion_launcher",
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.STOPPED,
+        job_name=IMPLICIT_ASSET_JOB_NAME,
+        description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
+        "and re-prioritizes queued runs when a profile changes.",
+    )
     def medallion_launcher(context: SensorEvaluationContext):
-        return Launcher(context.instance, context.log, snapshot, store).tick(json.loads(context.cursor or "{}"))
+        return Launcher(context.instance, context.log, snapshot, store).tick(
+            json.loads(context.cursor or "{}")
+        )
 
     return medallion_launcher

@@ -10,11 +10,17 @@ repeated after a restart queue nothing twice. Sending happens here, off every ru
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from dagster import (
-    DagsterInstance, DagsterRunStatus, DefaultSensorStatus, RunsFilter, SensorDefinition, SensorEvaluationContext,
-    SkipReason, sensor,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
 )
 from sqlalchemy import func, select
 
@@ -31,21 +37,30 @@ DEFAULT_INTERVAL_SECONDS = 30
 FIRST_LOOKBACK = timedelta(hours=1)
 
 
-def run_failure_messages(instance: DagsterInstance, snapshot: CatalogSnapshot,
-                         since: datetime) -> tuple[list[Message], datetime]:
+def run_failure_messages(
+    instance: DagsterInstance, snapshot: CatalogSnapshot, since: datetime
+) -> tuple[list[Message], datetime]:
     """A message per run that failed since `since`, with its failed steps; and the newest update time seen."""
     records = instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.FAILURE], updated_after=since))
     messages = []
     for record in records:
         run = record.dagster_run
-        steps = [f"{step}: {error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name}"
-                 for step, error in failed_steps(instance, run)]
+        steps = [
+            f"{step}: {error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name}"
+            for step, error in failed_steps(instance, run)
+        ]
         pipeline_id = run.tags.get(PIPELINE_TAG)
-        messages.append(Message(
-            event="run_failed", key=f"run:{run.run_id}", pipeline_id=pipeline_id,
-            owner=owner_of(snapshot, pipeline_id, None),
-            summary=f"run {run.run_id} of {pipeline_id or run.job_name} failed" + (": " + "; ".join(steps) if steps else ""),
-            details={"run_id": run.run_id, "failed_steps": steps}))
+        messages.append(
+            Message(
+                event="run_failed",
+                key=f"run:{run.run_id}",
+                pipeline_id=pipeline_id,
+                owner=owner_of(snapshot, pipeline_id, None),
+                summary=f"run {run.run_id} of {pipeline_id or run.job_name} failed"
+                + (": " + "; ".join(steps) if steps else ""),
+                details={"run_id": run.run_id, "failed_steps": steps},
+            )
+        )
     newest = max((record.update_timestamp for record in records), default=since)
     return messages, newest
 
@@ -57,11 +72,12 @@ def audit_id_before(store: CatalogStore, moment: datetime) -> int:
         return connection.execute(query).scalar_one()
 
 
-def notification_tick(instance: DagsterInstance, store: CatalogStore, cursor: str | None,
-                      now: datetime | None = None) -> tuple[str, str]:
+def notification_tick(
+    instance: DagsterInstance, store: CatalogStore, cursor: str | None, now: datetime | None = None
+) -> tuple[str, str]:
     """One tick's work: (new cursor, summary). Queued before the cursor moves: at least once. The catalog is
     read afresh, so a new SLA or notification row counts from the next tick."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     snapshot = store.snapshot()
     if cursor:
         state = json.loads(cursor)
@@ -75,18 +91,25 @@ def notification_tick(instance: DagsterInstance, store: CatalogStore, cursor: st
     queued = enqueue(store, store.read_table("notifications"), messages, now.timestamp())
     sent = deliver_due(store, now.timestamp())
     new_cursor = json.dumps({"audit_id": last_id, "runs_since": runs_seen.isoformat()})
-    summary = (f"{len(messages)} event(s), {queued} new delivery(ies); delivered {sent['delivered']}, "
-               f"failed {sent['failed']} (to retry), gave up {sent['gave_up']}")
+    summary = (
+        f"{len(messages)} event(s), {queued} new delivery(ies); delivered {sent['delivered']}, "
+        f"failed {sent['failed']} (to retry), gave up {sent['gave_up']}"
+    )
     return new_cursor, summary
 
 
-def build_notification_sensor(store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS) -> SensorDefinition:
+def build_notification_sensor(
+    store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+) -> SensorDefinition:
     """The sensor that tells people: notifications rows and SLAs are read fresh on every tick."""
 
-    @sensor(name="medallion_notifications", minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING,
-            description="Sends notifications (notifications table) for failed runs, halts, failed checks, healing "
-                        "that gave up, circuit breakers, volume anomalies and missed SLAs; retries with backoff.")
+    @sensor(
+        name="medallion_notifications",
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Sends notifications (notifications table) for failed runs, halts, failed checks, healing "
+        "that gave up, circuit breakers, volume anomalies and missed SLAs; retries with backoff.",
+    )
     def medallion_notifications(context: SensorEvaluationContext):
         cursor, summary = notification_tick(context.instance, store, context.cursor)
         context.update_cursor(cursor)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from medallion_assets.catalog.loader import CatalogInvalid
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.loading import validate_files
 
 
 def main(url: str, *files: str) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from medallion_assets.catalog.loader import CatalogInvalid
-from medallion_assets.loading import check_references
 from medallion_assets.catalog.models import Pipeline
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.loading import check_references
 from medallion_assets.onboarding.onboard import _unchanged_since
 from tests.conftest import REPO
 
@@ -30,14 +30,17 @@ targets:
 def race_files(folder: Path) -> tuple[list[str], list[str]]:
     """Per race i, one file for each team, each making bronze_race_i: valid alone, invalid together."""
     folder.mkdir()
-    (folder / "base.yaml").write_text(BASE % "\n".join(
-        f"  - {{target_id: bronze_race_{i}, layer: bronze}}" for i in range(RACES)))
+    (folder / "base.yaml").write_text(
+        BASE % "\n".join(f"  - {{target_id: bronze_race_{i}, layer: bronze}}" for i in range(RACES))
+    )
     files = {"team_a": [str(folder / "base.yaml")], "team_b": [str(folder / "base.yaml")]}
     for i in range(RACES):
         for team in files:
             path = folder / f"{team}_{i}.yaml"
-            path.write_text(f"stages:\n  - {{pipeline_id: {team}, stage_order: {i + 1}, stage_name: make_{i}, "
-                            f"input_id: landing, target_id: bronze_race_{i}}}\n")
+            path.write_text(
+                f"stages:\n  - {{pipeline_id: {team}, stage_order: {i + 1}, stage_name: make_{i}, "
+                f"input_id: landing, target_id: bronze_race_{i}}}\n"
+            )
             files[team].append(str(path))
     return files["team_a"], files["team_b"]
 
@@ -45,16 +48,26 @@ def race_files(folder: Path) -> tuple[list[str], list[str]]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def catalog_url(request, tmp_path) -> str:
     """A catalog that does not exist yet: both processes migrate it at the same time first."""
-    return request.getfixturevalue("pg_database") if request.param == "postgresql" else \
-        f"sqlite:///{tmp_path}/catalog.db"
+    return (
+        request.getfixturevalue("pg_database")
+        if request.param == "postgresql"
+        else f"sqlite:///{tmp_path}/catalog.db"
+    )
 
 
 @pytest.mark.integration  # two processes
 def test_two_processes_loading_conflicting_files_at_once_leave_one_producer_per_target(catalog_url, tmp_path):
     team_a, team_b = race_files(tmp_path / "yaml")
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.hostile.load_worker", catalog_url, *files],
-                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for files in (team_a, team_b)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.hostile.load_worker", catalog_url, *files],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for files in (team_a, team_b)
+    ]
     outcomes = {}
     for worker in workers:
         stdout, stderr = worker.communicate(timeout=600)
@@ -70,7 +83,9 @@ def test_two_processes_loading_conflicting_files_at_once_leave_one_producer_per_
         assert outcomes[str(tmp_path / "yaml" / f"{producer.pipeline_id}_{i}.yaml")] == "loaded"
         # The problem is reported on whichever of the two stages the check meets second.
         assert outcomes[str(tmp_path / "yaml" / f"{loser}_{i}.yaml")] in {
-            f"refused\ttarget 'bronze_race_{i}' is already made by stage {team}.make_{i}" for team in ("team_a", "team_b")}
+            f"refused\ttarget 'bronze_race_{i}' is already made by stage {team}.make_{i}"
+            for team in ("team_a", "team_b")
+        }
 
 
 def test_onboarding_writes_nothing_when_the_catalog_changed_after_its_rows_were_checked(tmp_path):
@@ -79,7 +94,10 @@ def test_onboarding_writes_nothing_when_the_catalog_changed_after_its_rows_were_
     planned_on = store.snapshot()
     store.upsert({"pipelines": [Pipeline(pipeline_id="loaded_meanwhile")]})  # another writer, in between
     with pytest.raises(CatalogInvalid) as refused:
-        store.upsert_checked(partial(_unchanged_since, planned_on, {"pipelines": [Pipeline(pipeline_id="onboarded")]}))
+        store.upsert_checked(
+            partial(_unchanged_since, planned_on, {"pipelines": [Pipeline(pipeline_id="onboarded")]})
+        )
     assert [str(problem) for problem in refused.value.problems] == [
-        "catalog: pipelines: changed while the SQL was onboarded; nothing was written, onboard again"]
+        "catalog: pipelines: changed while the SQL was onboarded; nothing was written, onboard again"
+    ]
     assert [row["pipeline_id"] for row in store.table_rows("pipelines")] == ["loaded_meanwhile"]

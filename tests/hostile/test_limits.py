@@ -7,21 +7,25 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from medallion_assets.catalog.loader import MAX_YAML_VALUES, CatalogInvalid
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.models import HealingAction, Rule, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.healing import Fault, matching_rule
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.validation import evaluate_rules
+from medallion_assets.loading import validate_files
 from medallion_assets.redaction import printable, scrub
 from tests.conftest import SEED
 
 # The classic "billion laughs": nine levels of nine aliases, 9^9 values from a few hundred bytes.
-ALIAS_BOMB = "\n".join(
-    ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    + [f"l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 9)]
-    + ["pipelines: [*l8]"]) + "\n"
+ALIAS_BOMB = (
+    "\n".join(
+        ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+        + [f"l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 9)]
+        + ["pipelines: [*l8]"]
+    )
+    + "\n"
+)
 
 
 @pytest.fixture
@@ -38,17 +42,22 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(store, tmp_path):
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [bomb])
     assert [str(problem) for problem in refused.value.problems] == [
-        f"{bomb}:1: : expands to over {MAX_YAML_VALUES:,} values through its aliases (926,177,116); refused"]
+        f"{bomb}:1: : expands to over {MAX_YAML_VALUES:,} values through its aliases (926,177,116); refused"
+    ]
     assert store.table_rows("pipelines") == []
 
 
 def test_ordinary_aliases_still_load(store, tmp_path):
     shared = tmp_path / "shared.yaml"
-    shared.write_text("retry_policies:\n  - &std {retry_id: std, max_retries: 3, backoff_sec: 60}\n"
-                      "  - {<<: *std, retry_id: patient, backoff_sec: 600}\n")
+    shared.write_text(
+        "retry_policies:\n  - &std {retry_id: std, max_retries: 3, backoff_sec: 60}\n"
+        "  - {<<: *std, retry_id: patient, backoff_sec: 600}\n"
+    )
     store.upsert(validate_files(store.snapshot(), [shared]).rows)
     assert sorted((p["retry_id"], p["backoff_sec"]) for p in store.table_rows("retry_policies")) == [
-        ("patient", 600), ("std", 60)]
+        ("patient", 600),
+        ("std", 60),
+    ]
 
 
 CATASTROPHIC = "(a+)+$"  # exponential for a backtracking engine on 'aaaa…b'
@@ -62,18 +71,25 @@ def test_a_catastrophic_signature_matches_in_linear_time():
     assert matching_rule([rule], fault) is None
 
 
-@pytest.mark.parametrize("pattern, reason", [
-    (r"(\w+) \1", "invalid escape sequence: \\1"),
-    (r"error(?!s)", "invalid perl operator: (?!"),
-    ("x" * 1001, None),
-])
+@pytest.mark.parametrize(
+    "pattern, reason",
+    [
+        (r"(\w+) \1", "invalid escape sequence: \\1"),
+        (r"error(?!s)", "invalid perl operator: (?!"),
+        ("x" * 1001, None),
+    ],
+)
 def test_patterns_that_need_backtracking_are_refused_at_load(pattern, reason):
-    for build in (lambda: Rule(type="regex", column="email", pattern=pattern),
-                  lambda: HealingAction(healing_id="h", message_pattern=pattern, action="reconnect_warehouse")):
+    for build in (
+        lambda: Rule(type="regex", column="email", pattern=pattern),
+        lambda: HealingAction(healing_id="h", message_pattern=pattern, action="reconnect_warehouse"),
+    ):
         with pytest.raises(ValidationError) as refused:
             build()
-        expected = reason and (f"invalid regular expression {pattern!r} (RE2 syntax, matched in linear time; no "
-                               f"backreferences or lookarounds): {reason}")
+        expected = reason and (
+            f"invalid regular expression {pattern!r} (RE2 syntax, matched in linear time; no "
+            f"backreferences or lookarounds): {reason}"
+        )
         assert (expected or "regular expression of 1001 characters; at most 1000") in str(refused.value)
 
 
@@ -86,9 +102,13 @@ def test_catalog_init_never_prints_the_password_of_the_catalog_url(pg_database, 
 
 
 def test_the_audit_log_never_stores_a_password(tmp_path, store):
-    store.record_audit(pipeline_id="p", event="stage", status="failed",
-                       error="OperationalError: could not connect to postgresql://loader:pa55word-x@db:5432/gold",
-                       details={"warehouse": "redshift://loader:pa55word-x@cluster:5439/dev"})
+    store.record_audit(
+        pipeline_id="p",
+        event="stage",
+        status="failed",
+        error="OperationalError: could not connect to postgresql://loader:pa55word-x@db:5432/gold",
+        details={"warehouse": "redshift://loader:pa55word-x@cluster:5439/dev"},
+    )
     [entry] = store.audit_entries(pipeline_id="p")
     assert "pa55word" not in entry["error"] + str(entry["details"])
     assert entry["details"] == {"warehouse": "redshift://loader:***@cluster:5439/dev"}
@@ -101,9 +121,14 @@ def test_printable_escapes_every_control_character_but_layout():
 
 def test_dagster_metadata_never_shows_a_password_of_the_lake_url(store, tmp_path):
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
-    defs = build_definitions(store.url, "s3a://AKIAEXAMPLE:pa55-lake-secret@lake-bucket/lake",
-                             f"duckdb:///{tmp_path}/warehouse.duckdb")
-    locations = {spec.key.to_user_string(): spec.metadata.get("location") for spec in defs.resolve_all_asset_specs()}
+    defs = build_definitions(
+        store.url,
+        "s3a://AKIAEXAMPLE:pa55-lake-secret@lake-bucket/lake",
+        f"duckdb:///{tmp_path}/warehouse.duckdb",
+    )
+    locations = {
+        spec.key.to_user_string(): spec.metadata.get("location") for spec in defs.resolve_all_asset_specs()
+    }
     assert "pa55-lake-secret" not in str(locations)
     assert locations["silver/orders"] == "s3a://AKIAEXAMPLE:***@lake-bucket/lake/silver/silver_orders"
 

@@ -45,16 +45,24 @@ def external_rows(catalog) -> list:  # noqa: F811
     return catalog.table_rows("external_lineage")
 
 
-@pytest.mark.parametrize("headers, status, message", [
-    ([], 411, "a Content-Length header is required"),
-    (["Content-Length: -1"], 400, "Content-Length '-1' is not a number of bytes"),
-    (["Content-Length: 12abc"], 400, "Content-Length '12abc' is not a number of bytes"),
-    (["Content-Length: 0x10"], 400, "Content-Length '0x10' is not a number of bytes"),
-    ([f"Content-Length: {MAX_BODY_BYTES + 1}"], 413,
-     f"an event of {MAX_BODY_BYTES + 1} bytes is over the limit of {MAX_BODY_BYTES}"),
-    (["Content-Length: 1000"], 400, "the body ended after 7 of 1000 bytes"),
-])
-def test_a_missing_negative_invalid_or_false_length_gets_a_json_refusal(serve, catalog, headers, status, message):  # noqa: F811
+@pytest.mark.parametrize(
+    "headers, status, message",
+    [
+        ([], 411, "a Content-Length header is required"),
+        (["Content-Length: -1"], 400, "Content-Length '-1' is not a number of bytes"),
+        (["Content-Length: 12abc"], 400, "Content-Length '12abc' is not a number of bytes"),
+        (["Content-Length: 0x10"], 400, "Content-Length '0x10' is not a number of bytes"),
+        (
+            [f"Content-Length: {MAX_BODY_BYTES + 1}"],
+            413,
+            f"an event of {MAX_BODY_BYTES + 1} bytes is over the limit of {MAX_BODY_BYTES}",
+        ),
+        (["Content-Length: 1000"], 400, "the body ended after 7 of 1000 bytes"),
+    ],
+)
+def test_a_missing_negative_invalid_or_false_length_gets_a_json_refusal(
+    serve, catalog, headers, status, message
+):  # noqa: F811
     server = serve()
     raw = post(b'{"a": 1}'[:7], *headers)
     assert exchange(server, raw, half_close=True) == (status, {"code": status, "message": message})
@@ -62,24 +70,45 @@ def test_a_missing_negative_invalid_or_false_length_gets_a_json_refusal(serve, c
 
 
 def test_a_facet_with_a_bad_schema_url_gets_a_json_refusal(serve, catalog):  # noqa: F811
-    bad = {**EXPORT, "run": {**EXPORT["run"], "facets": {"nominalTime": {
-        "_producer": AIRFLOW, "nominalStartTime": "2026-11-02T03:00:00Z",
-        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/NominalTimeRunFacet.json#/$defs/NoSuchFacet"}}}}
+    bad = {
+        **EXPORT,
+        "run": {
+            **EXPORT["run"],
+            "facets": {
+                "nominalTime": {
+                    "_producer": AIRFLOW,
+                    "nominalStartTime": "2026-11-02T03:00:00Z",
+                    "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/NominalTimeRunFacet.json#/$defs/NoSuchFacet",
+                }
+            },
+        },
+    }
     body = json.dumps(bad).encode()
     status, reply = exchange(server := serve(), post(body, f"Content-Length: {len(body)}"))
     assert (status, reply["code"]) == (400, 400)
-    assert reply["message"] == ("run.facets.nominalTime: https://openlineage.io/spec/facets/1-0-1/NominalTimeRunFacet"
-                                ".json#/$defs/NoSuchFacet names no facet definition of "
-                                "https://openlineage.io/spec/facets/1-0-1/NominalTimeRunFacet.json")
+    assert reply["message"] == (
+        "run.facets.nominalTime: https://openlineage.io/spec/facets/1-0-1/NominalTimeRunFacet"
+        ".json#/$defs/NoSuchFacet names no facet definition of "
+        "https://openlineage.io/spec/facets/1-0-1/NominalTimeRunFacet.json"
+    )
     assert server and external_rows(catalog) == []
 
 
 def test_an_event_naming_too_many_datasets_is_refused(serve, catalog):  # noqa: F811
-    many = event(AIRFLOW, "airflow/fan.out", [("s3://in", f"d{i}") for i in range(300)],
-                 [("s3://out", f"d{i}") for i in range(300)])
+    many = event(
+        AIRFLOW,
+        "airflow/fan.out",
+        [("s3://in", f"d{i}") for i in range(300)],
+        [("s3://out", f"d{i}") for i in range(300)],
+    )
     body = json.dumps(many).encode()
-    assert exchange(serve(), post(body, f"Content-Length: {len(body)}")) == (400, {
-        "code": 400, "message": f"event: names 600 datasets; an event may name at most {MAX_DATASETS_PER_EVENT}"})
+    assert exchange(serve(), post(body, f"Content-Length: {len(body)}")) == (
+        400,
+        {
+            "code": 400,
+            "message": f"event: names 600 datasets; an event may name at most {MAX_DATASETS_PER_EVENT}",
+        },
+    )
     assert external_rows(catalog) == []
 
 
@@ -98,15 +127,19 @@ def test_with_a_token_only_requests_that_carry_it_are_ingested(serve, catalog): 
 def test_serving_beyond_loopback_without_a_token_is_refused(catalog, tmp_path):  # noqa: F811
     with pytest.raises(ValueError) as refused:
         LineageServer(("0.0.0.0", 0), catalog, str(tmp_path), f"duckdb:///{tmp_path}/w.duckdb")
-    assert str(refused.value) == ("lineage serve on 0.0.0.0 needs a bearer token (--token, or the environment variable "
-                                  "MEDALLION_LINEAGE_TOKEN); only a loopback address may go without")
+    assert str(refused.value) == (
+        "lineage serve on 0.0.0.0 needs a bearer token (--token, or the environment variable "
+        "MEDALLION_LINEAGE_TOKEN); only a loopback address may go without"
+    )
     result = CliRunner().invoke(main, ["lineage", "serve", "--host", "0.0.0.0", "--port", "0"])
     assert result.exit_code == 2 and "needs a bearer token" in result.stderr
 
 
 def test_a_burst_of_200_connections_each_gets_its_answer(serve):
     server = serve(workers=4)
-    connections = [socket.create_connection(("127.0.0.1", server.server_port), timeout=60) for _ in range(200)]
+    connections = [
+        socket.create_connection(("127.0.0.1", server.server_port), timeout=60) for _ in range(200)
+    ]
     for connection in connections:
         connection.sendall(b"GET /api/v1/lineage HTTP/1.1\r\nHost: x\r\n\r\n")
     replies = []
@@ -134,7 +167,12 @@ def test_half_open_connections_are_dropped_and_do_not_hold_the_workers(serve, ca
 
 
 def test_dataset_names_with_terminal_escapes_are_printed_escaped(serve, catalog):  # noqa: F811
-    hostile = event(AIRFLOW, "airflow/evil.job", [("s3://in", "\x1b]0;owned\x07\x1b[2J")], [("s3://medallion-raw", "orders/x.csv")])
+    hostile = event(
+        AIRFLOW,
+        "airflow/evil.job",
+        [("s3://in", "\x1b]0;owned\x07\x1b[2J")],
+        [("s3://medallion-raw", "orders/x.csv")],
+    )
     body = json.dumps(hostile).encode()
     assert exchange(serve(), post(body, f"Content-Length: {len(body)}")) == (201, None)
     shown = CliRunner().invoke(main, ["lineage", "show", "orders_raw", "--upstream"])
@@ -148,14 +186,22 @@ def test_an_event_naming_the_replica_as_an_output_does_not_change_what_runs_read
     read the replica the catalog declares, not follow the event's path to a dataset Medallion cannot read."""
     replica = tmp_path / "replica" / "orders"
     replica.mkdir(parents=True)
-    (replica / "part-0.csv").write_text("order_id,customer_id,order_ts,amount\no1,c1,2024-01-01T00:00:00Z,1.00\n")
+    (replica / "part-0.csv").write_text(
+        "order_id,customer_id,order_ts,amount\no1,c1,2024-01-01T00:00:00Z,1.00\n"
+    )
     for source_id, folder in (("orders_raw", tmp_path / "gone" / "orders"), ("orders_raw_replica", replica)):
         source = catalog.snapshot().sources[source_id]
         catalog.upsert({"sources": [source.model_copy(update={"s3_path": str(folder)})]})
     snapshot = catalog.snapshot()
-    names = {dataset: naming for naming, dataset in
-             catalog_names(snapshot, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb").items()}
-    takeover = event(AIRFLOW, "airflow/evil.feed", [("s3://attacker", "orders")], [names["orders_raw_replica"]])
+    names = {
+        dataset: naming
+        for naming, dataset in catalog_names(
+            snapshot, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb"
+        ).items()
+    }
+    takeover = event(
+        AIRFLOW, "airflow/evil.feed", [("s3://attacker", "orders")], [names["orders_raw_replica"]]
+    )
     body = json.dumps(takeover).encode()
     assert exchange(serve(), post(body, f"Content-Length: {len(body)}")) == (201, None)
 

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from medallion_assets.catalog.loader import CatalogInvalid
-from medallion_assets.loading import validate_files
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.loading import validate_files
 from medallion_assets.naming import InvalidIdentifier, check_identifier
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
@@ -41,7 +41,8 @@ def test_a_name_postgresql_would_truncate_is_refused_before_any_sql(pg_database)
             warehouse.load(long_name, ROWS, "replace")
     assert str(refused.value) == (
         "name 'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_final' is 66 bytes; postgres keeps "
-        "only 63, so it would be cut to 'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_fi'")
+        "only 63, so it would be cut to 'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_fi'"
+    )
     assert tables(pg_database) == {}
 
 
@@ -53,7 +54,9 @@ def test_drop_staging_cannot_drop_the_target_postgresql_would_truncate_its_stagi
         warehouse.load(target, ROWS, "replace")
         with pytest.raises(InvalidIdentifier) as refused:
             warehouse.drop_staging(target)
-        assert str(refused.value).startswith(f"name '{'t' * 63}__medallion_stage' is 80 bytes; postgres keeps only 63")
+        assert str(refused.value).startswith(
+            f"name '{'t' * 63}__medallion_stage' is 80 bytes; postgres keeps only 63"
+        )
         with pytest.raises(InvalidIdentifier):  # a merge would stage in that same truncated name
             warehouse.load(target, ROWS, "merge", ["id"])
     assert tables(pg_database) == {"t" * 63: 2}
@@ -68,7 +71,10 @@ def test_drop_staging_never_drops_a_table_the_catalog_loads(pg_database):
         warehouse.load("gold.daily__medallion_stage", ROWS, "replace")
         with pytest.raises(InvalidIdentifier) as refused:
             warehouse.drop_staging("gold.daily", targets=["gold.daily", "gold.daily__medallion_stage"])
-    assert str(refused.value) == "gold.daily__medallion_stage is a target table, not a staging table; it is not dropped"
+    assert (
+        str(refused.value)
+        == "gold.daily__medallion_stage is a target table, not a staging table; it is not dropped"
+    )
     assert tables(pg_database) == {"daily__medallion_stage": 2}
 
 
@@ -76,12 +82,15 @@ def test_targets_that_fold_to_one_table_or_name_a_staging_table_are_refused_at_l
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     clash = tmp_path / "clash.yaml"
-    clash.write_text("""targets:
+    clash.write_text(
+        """targets:
   - {target_id: gold_a, layer: gold, kind: warehouse, location: analytics.daily_user_events_copy}
   - {target_id: gold_b, layer: gold, kind: warehouse, location: Analytics.Daily_User_Events_Copy}
   - {target_id: gold_c, layer: gold, kind: warehouse, location: analytics.daily_user_events__medallion_stage}
   - {target_id: gold_d, layer: gold, kind: warehouse, location: analytics.%s}
-""" % ("x" * 115))
+"""
+        % ("x" * 115)
+    )
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [SEED, clash])
     assert [str(problem) for problem in refused.value.problems] == [

@@ -35,14 +35,19 @@ def test_a_part_that_could_leave_its_root_is_refused(root, part, problem):
 
 
 def test_plain_parts_stay_under_their_root():
-    assert path_under("s3://lake/p/", "objects", "raw-bucket", "user_events/2024/a.jsonl") == \
-        "s3://lake/p/objects/raw-bucket/user_events/2024/a.jsonl"
+    assert (
+        path_under("s3://lake/p/", "objects", "raw-bucket", "user_events/2024/a.jsonl")
+        == "s3://lake/p/objects/raw-bucket/user_events/2024/a.jsonl"
+    )
     assert path_under("/srv/lake", "silver", "user_events") == "/srv/lake/silver/user_events"
 
 
 @pytest.mark.parametrize("dataset", ["../etc", "a/b", "x\n", "%2e%2e"])
 def test_lake_and_quarantine_paths_take_only_plain_dataset_ids(dataset):
-    for build in (lambda: lake_path("/srv/lake", "silver", dataset), lambda: quarantine_path("/srv/lake", dataset)):
+    for build in (
+        lambda: lake_path("/srv/lake", "silver", dataset),
+        lambda: quarantine_path("/srv/lake", dataset),
+    ):
         with pytest.raises(InvalidIdentifier, match="is not a plain name"):
             build()
 
@@ -61,7 +66,9 @@ def test_a_landing_object_with_a_climbing_key_is_not_copied_out_of_quarantine(me
     url = f"s3://medallion-raw/{key}"
     root = f"{tmp_path}/lake/_quarantine/bronze_user_events"
     assert (gave_up["status"], gave_up["details"]["detail"]) == (
-        "give_up", f"{url} cannot be kept in quarantine: path part {key!r} under {root!r} holds the segment '..'")
+        "give_up",
+        f"{url} cannot be kept in quarantine: path part {key!r} under {root!r} holds the segment '..'",
+    )
     assert not (tmp_path / "escaped.jsonl").exists()
     after = {path for path in tmp_path.rglob("*") if "lake" not in path.relative_to(tmp_path).parts}
     assert after - before <= {tmp_path / "catalog.db-journal"}  # nothing new beside the lake

@@ -8,7 +8,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from medallion_assets.naming import InvalidIdentifier, check_identifier_length, quote_qualified, split_qualified
+from medallion_assets.naming import (
+    InvalidIdentifier,
+    check_identifier_length,
+    quote_qualified,
+    split_qualified,
+)
 from medallion_assets.storage.warehouse.batches import (
     Batch,
     BatchStream,
@@ -18,7 +23,11 @@ from medallion_assets.storage.warehouse.batches import (
     check_keys,
 )
 from medallion_assets.storage.warehouse.column_types import column_definitions, columns_to_add
-from medallion_assets.storage.warehouse.errors import LeftoverStagingTable, WarehouseConnectionLost, WarehouseError
+from medallion_assets.storage.warehouse.errors import (
+    LeftoverStagingTable,
+    WarehouseConnectionLost,
+    WarehouseError,
+)
 from medallion_assets.storage.warehouse.sql import (
     Dialect,
     Mode,
@@ -70,8 +79,10 @@ class Warehouse(ABC):
         WarehouseConnectionLost when the connection dies; either way the table is left as it was.
         """
         if isinstance(data, StagedParquet) and self.staging_prefix(table) is None:
-            raise ValueError(f"load into {table}: {type(self).__name__} cannot COPY parquet staged on S3; "
-                             "pass the rows instead")
+            raise ValueError(
+                f"load into {table}: {type(self).__name__} cannot COPY parquet staged on S3; "
+                "pass the rows instead"
+            )
         # A lone string is one key, not a sequence of one-letter keys.
         keys = (keys,) if isinstance(keys, str) else tuple(keys)
         stream = BatchStream(table, data)
@@ -144,7 +155,9 @@ class Warehouse(ABC):
             if mode == "merge" and _fetch(cursor, table_exists_sql(staging_table(table))):
                 raise LeftoverStagingTable(table)
             # A stream's keys were never all in memory at once: they are checked once staged.
-            plan = load_statements(table, columns, keys, mode, source, self.dialect, added, not stream.in_memory)
+            plan = load_statements(
+                table, columns, keys, mode, source, self.dialect, added, not stream.in_memory
+            )
             for sql in plan.prepare:
                 cursor.execute(sql)
             self._copy(cursor, plan.copy, stream)
@@ -190,8 +203,10 @@ class Warehouse(ABC):
             yield
         except self._errors as error:
             if undone and self._lost(error):
-                message = (f"{action} failed: lost the connection to {self._where}; the {undone} was rolled back. "
-                           "Call reconnect() and run it again")
+                message = (
+                    f"{action} failed: lost the connection to {self._where}; the {undone} was rolled back. "
+                    "Call reconnect() and run it again"
+                )
                 kind = WarehouseConnectionLost
             else:
                 message = f"{action} failed: {type(error).__name__}: {_describe(error)}"

@@ -47,8 +47,10 @@ class BatchStream:
         if schema is None:
             first = next(self._batches, None)
             if first is None:
-                raise ValueError(f"load into {table}: the stream of record batches is empty, so it has no schema; "
-                                 "pass a pyarrow.RecordBatchReader (it carries one) or a pyarrow.Table")
+                raise ValueError(
+                    f"load into {table}: the stream of record batches is empty, so it has no schema; "
+                    "pass a pyarrow.RecordBatchReader (it carries one) or a pyarrow.Table"
+                )
             schema, self._batches = first.schema, itertools.chain([first], self._batches)
         self.schema = schema
 
@@ -60,9 +62,11 @@ class BatchStream:
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         for number, batch in enumerate(self._batches, start=1):
             if not batch.schema.equals(self.schema):
-                raise ValueError(f"load into {self.table}: record batch {number} has the schema "
-                                 f"{batch.schema.to_string(show_schema_metadata=False)!r}, not the stream's "
-                                 f"{self.schema.to_string(show_schema_metadata=False)!r}")
+                raise ValueError(
+                    f"load into {self.table}: record batch {number} has the schema "
+                    f"{batch.schema.to_string(show_schema_metadata=False)!r}, not the stream's "
+                    f"{self.schema.to_string(show_schema_metadata=False)!r}"
+                )
             self.rows += batch.num_rows
             yield batch
 

@@ -78,7 +78,11 @@ def columns_to_add(
     for name, _, _, _, is_nullable, default in existing:
         if is_nullable == "NO" and default is None and name not in batch.names:
             raise BreakingSchemaChange(table, name, table_types[name], None)
-    added = {field.name: sql_type(field.type, dialect) for field in batch if existing and field.name not in table_types}
+    added = {
+        field.name: sql_type(field.type, dialect)
+        for field in batch
+        if existing and field.name not in table_types
+    }
     if added and not evolve:
         raise SchemaDrift(table, added)
     return added

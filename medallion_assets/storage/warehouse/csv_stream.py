@@ -28,8 +28,11 @@ def csv_stream(batches: Iterable[pa.RecordBatch]) -> ChunkReader:
         return sink.getvalue()
 
     def encoded() -> Iterator[pa.Buffer]:
-        slices = (batch.slice(start, _CSV_SLICE_ROWS)
-                  for batch in batches for start in range(0, batch.num_rows, _CSV_SLICE_ROWS))
+        slices = (
+            batch.slice(start, _CSV_SLICE_ROWS)
+            for batch in batches
+            for start in range(0, batch.num_rows, _CSV_SLICE_ROWS)
+        )
         with ThreadPoolExecutor(max_workers=1) as worker:
             pending: Future | None = None
             for rows in slices:

@@ -48,8 +48,11 @@ class BreakingSchemaChange(WarehouseError):
 
     def __init__(self, table: str, column: str, old: str, new: str | None) -> None:
         self.table, self.column, self.old, self.new = table, column, old, new
-        change = (f"is {old} in the table but {new} in the batch" if new is not None
-                  else f"is {old} NOT NULL in the table but missing from the batch")
+        change = (
+            f"is {old} in the table but {new} in the batch"
+            if new is not None
+            else f"is {old} NOT NULL in the table but missing from the batch"
+        )
         super().__init__(
             f"loading {table} failed: breaking schema change: column {column} {change}; "
             "only new nullable columns are added (evolve=True), so change the table by hand"

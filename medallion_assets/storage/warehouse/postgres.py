@@ -40,7 +40,9 @@ class PostgresWarehouse(Warehouse):
     def _lost(self, error: Exception) -> bool:
         # A terminated backend surfaces as OperationalError, or as InterfaceError from the rollback that follows;
         # either way psycopg2 has marked the connection closed.
-        return isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError)) and bool(self._connection.closed)
+        return isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError)) and bool(
+            self._connection.closed
+        )
 
     def _copy_source(self, table: str, stream: BatchStream) -> nullcontext[str]:
         return nullcontext("STDIN WITH (FORMAT csv)")

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 import psycopg2
 from botocore.exceptions import BotoCoreError, ClientError
 
-from medallion_assets.paths import path_under
 from medallion_assets.errors import SourceNotFound
+from medallion_assets.paths import path_under
 from medallion_assets.storage.warehouse.batches import BatchStream, StagedParquet
 from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
 from medallion_assets.storage.warehouse.s3_staging import delete_staged, staged_parquet

@@ -23,7 +23,9 @@ def staged_parquet(data: pa.Table | pa.RecordBatchReader, s3_staging: str, table
     s3_uri = path_under(s3_staging, table, f"{uuid.uuid4().hex}.parquet")
     buffer = io.BytesIO()
     # Redshift's TIMESTAMP holds microseconds, and COPY reads parquet timestamps at that unit.
-    with pq.ParquetWriter(buffer, data.schema, coerce_timestamps="us", allow_truncated_timestamps=True) as writer:
+    with pq.ParquetWriter(
+        buffer, data.schema, coerce_timestamps="us", allow_truncated_timestamps=True
+    ) as writer:
         for batch in data.to_batches() if isinstance(data, pa.Table) else data:
             writer.write_batch(batch)
     write_bytes(s3_uri, buffer.getvalue())

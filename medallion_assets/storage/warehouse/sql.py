@@ -31,8 +31,10 @@ def staging_table(table: str) -> str:
 
 def columns_sql(table: str) -> str:
     """The columns ``table`` has (none when it does not exist): the rows ``columns_to_add`` reads."""
-    return ("SELECT column_name, data_type, numeric_precision, numeric_scale, is_nullable, column_default "
-            f"FROM information_schema.columns WHERE {_located(table)} ORDER BY ordinal_position")
+    return (
+        "SELECT column_name, data_type, numeric_precision, numeric_scale, is_nullable, column_default "
+        f"FROM information_schema.columns WHERE {_located(table)} ORDER BY ordinal_position"
+    )
 
 
 def table_exists_sql(table: str) -> str:
@@ -61,16 +63,22 @@ def upsert_statements(table: str, stage: str, names: Sequence[str], keys: Sequen
     """
     target, source = quote_qualified(table), quote_qualified(stage)
     quoted = ", ".join(map(quote_identifier, names))
-    match = " AND ".join(f"{target}.{quote_identifier(key)} = {source}.{quote_identifier(key)}" for key in keys)
-    return [f"DELETE FROM {target} USING {source} WHERE {match}",
-            f"INSERT INTO {target} ({quoted}) SELECT {quoted} FROM {source}"]
+    match = " AND ".join(
+        f"{target}.{quote_identifier(key)} = {source}.{quote_identifier(key)}" for key in keys
+    )
+    return [
+        f"DELETE FROM {target} USING {source} WHERE {match}",
+        f"INSERT INTO {target} ({quoted}) SELECT {quoted} FROM {source}",
+    ]
 
 
 def key_check_sql(stage: str, keys: Sequence[str]) -> str:
     """The counts ``check_keys`` reads, of the rows staged in ``stage``: rows, distinct keys, non-null keys."""
     source = quote_qualified(stage)
     quoted = ", ".join(map(quote_identifier, keys))
-    distinct = f"(SELECT COUNT(*) FROM (SELECT DISTINCT {quoted} FROM {source}) AS {quote_identifier('keyed')})"
+    distinct = (
+        f"(SELECT COUNT(*) FROM (SELECT DISTINCT {quoted} FROM {source}) AS {quote_identifier('keyed')})"
+    )
     non_null = ", ".join(f"COUNT({quote_identifier(key)})" for key in keys)
     return f"SELECT COUNT(*), {distinct}, {non_null} FROM {source}"
 
@@ -118,8 +126,10 @@ def load_statements(
     prepare = [*create_statements(table, columns), *add_column_statements(table, added or {})]
     destination = table if mode == "replace" else staging_table(table)
     if dialect == "duckdb":
-        copy = (f"INSERT INTO {quote_qualified(destination)} ({quoted}) "
-                f"SELECT {quoted} FROM {quote_identifier(copy_source)}")
+        copy = (
+            f"INSERT INTO {quote_qualified(destination)} ({quoted}) "
+            f"SELECT {quoted} FROM {quote_identifier(copy_source)}"
+        )
     else:
         copy = f"COPY {quote_qualified(destination)} ({quoted}) FROM {copy_source}"
     if mode == "replace":

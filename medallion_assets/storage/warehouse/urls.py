@@ -49,6 +49,8 @@ def warehouse_from_url(url: str) -> Warehouse:
     s3_staging = connect_kwargs.pop("s3_staging", None)
     iam_role = connect_kwargs.pop("iam_role", None)
     if not (s3_staging and iam_role):
-        raise ValueError("a redshift:// URL needs the query parameters s3_staging=s3://bucket/prefix/ "
-                         "and iam_role=arn:aws:iam::...")
+        raise ValueError(
+            "a redshift:// URL needs the query parameters s3_staging=s3://bucket/prefix/ "
+            "and iam_role=arn:aws:iam::..."
+        )
     return RedshiftWarehouse(s3_staging, iam_role, **connect_kwargs)

@@ -17,9 +17,11 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-HISTORY = ("INSERT INTO control_flag_history "
-           "(entity_type, entity_id, flag_name, old_value, new_value, reason, changed_by) "
-           "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, {old}, NEW.flag_value, NEW.reason, {who})")
+HISTORY = (
+    "INSERT INTO control_flag_history "
+    "(entity_type, entity_id, flag_name, old_value, new_value, reason, changed_by) "
+    "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, {old}, NEW.flag_value, NEW.reason, {who})"
+)
 CHANGED = "(NEW.flag_value IS NOT OLD.flag_value OR NEW.reason IS NOT OLD.reason)"
 NOW_SQLITE = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 

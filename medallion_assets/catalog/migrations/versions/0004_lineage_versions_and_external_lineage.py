@@ -5,8 +5,8 @@ Revision ID: 0004
 Revises: 0003
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0004"
 down_revision = "0003"
@@ -28,8 +28,12 @@ def upgrade() -> None:
         sa.Column("run_id", sa.Text(), nullable=True),
         sa.Column("event_time", sa.Text(), nullable=True),
         sa.Column("cost", sa.Float(), nullable=True),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("(CURRENT_TIMESTAMP)"),
-                  nullable=True),
+        sa.Column(
+            "updated_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=True,
+        ),
         sa.PrimaryKeyConstraint("upstream", "downstream", "job"),
     )
 

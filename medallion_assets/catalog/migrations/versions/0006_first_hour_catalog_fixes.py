@@ -24,9 +24,11 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-HISTORY = ("INSERT INTO control_flag_history "
-           "(entity_type, entity_id, flag_name, old_value, new_value, reason, changed_by) "
-           "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, OLD.flag_value, NEW.flag_value, NEW.reason, {who})")
+HISTORY = (
+    "INSERT INTO control_flag_history "
+    "(entity_type, entity_id, flag_name, old_value, new_value, reason, changed_by) "
+    "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, OLD.flag_value, NEW.flag_value, NEW.reason, {who})"
+)
 NOW_SQLITE = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 
@@ -49,8 +51,10 @@ def _postgres_stamp(set_by: str) -> str:
         END $$ LANGUAGE plpgsql"""
 
 
-STATEMENT_AUTHOR_SQLITE = ("CASE WHEN NEW.updated_by IS NOT OLD.updated_by AND COALESCE(NEW.updated_by, '') <> '' "
-                           "THEN NEW.updated_by ELSE 'sql' END")
+STATEMENT_AUTHOR_SQLITE = (
+    "CASE WHEN NEW.updated_by IS NOT OLD.updated_by AND COALESCE(NEW.updated_by, '') <> '' "
+    "THEN NEW.updated_by ELSE 'sql' END"
+)
 STATEMENT_AUTHOR_POSTGRES = """IF NEW.updated_by IS NOT DISTINCT FROM OLD.updated_by OR COALESCE(NEW.updated_by, '') = '' THEN
               NEW.updated_by := session_user;
             END IF;"""

@@ -6,8 +6,8 @@ Revision ID: 0007
 Revises: 0006
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0007"
 down_revision = "0006"
@@ -33,8 +33,12 @@ def upgrade() -> None:
         sa.Column("max_attempts", sa.Integer(), nullable=True),
         sa.Column("backoff_sec", sa.Float(), nullable=True),
         sa.Column("enabled", sa.Boolean(), nullable=True),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("(CURRENT_TIMESTAMP)"),
-                  nullable=True),
+        sa.Column(
+            "updated_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=True,
+        ),
         sa.PrimaryKeyConstraint("notification_id"),
     )
     op.create_table(
@@ -47,11 +51,17 @@ def upgrade() -> None:
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("next_attempt_at", sa.Float(), nullable=False),
         sa.Column("last_error", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("(CURRENT_TIMESTAMP)"),
-                  nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.PrimaryKeyConstraint("dedup_key"),
     )
-    op.create_index("notification_deliveries_pending", "notification_deliveries", ["status", "next_attempt_at"])
+    op.create_index(
+        "notification_deliveries_pending", "notification_deliveries", ["status", "next_attempt_at"]
+    )
     # A stage's recent history (volume bands, on every stage run) without scanning the whole log.
     op.create_index("audit_log_stage_history", "audit_log", ["pipeline_id", "stage_name", "event", "status"])
 
