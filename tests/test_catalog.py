@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.catalog.models import LOADABLE
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import MIGRATIONS, CatalogStore
+from medallion_assets.catalog.store import MIGRATIONS, CatalogStore, change_count
 from medallion_assets.cli import main
 from medallion_assets.loading import validate_files
 from tests.conftest import SEED
@@ -270,3 +271,39 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
     [problem] = raised.value.problems
     assert (problem.table, problem.key, problem.field) == ("stages", "user_events_etl, 3", "transform_sql")
     assert problem.message.startswith("does not parse as redshift")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def test_every_loadable_table_moves_the_change_count_and_runtime_tables_do_not(backend, tmp_path, request):
+    """`lineage serve` keeps its graph while the count stands still: a loadable table without the trigger would
+    let a change of structure go unseen, and a runtime table with one would make every run look like one."""
+    url = (
+        f"sqlite:///{tmp_path}/catalog.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
+    )
+    store = CatalogStore(url)
+    store.migrate()
+    query = (
+        "SELECT DISTINCT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%\\_changed\\_%' "
+        "ESCAPE '\\'"
+        if backend == "sqlite"
+        else "SELECT DISTINCT event_object_table FROM information_schema.triggers WHERE trigger_name LIKE "
+        "'%\\_changed'"
+    )
+    with store.engine.connect() as connection:
+        assert sorted(connection.execute(text(query)).scalars()) == sorted(LOADABLE)
+    counted = []
+    with store.engine.begin() as connection:
+        counted.append(change_count(connection))
+    store.record_audit(
+        run_id="r1", pipeline_id="p", stage_name="s", dataset="d", event="stage", status="success"
+    )
+    store.record_bookmarks("raw", [("s3://b/k.jsonl", "etag", 1)], "batch")
+    with store.engine.begin() as connection:
+        counted.append(change_count(connection))
+        connection.execute(
+            text("UPDATE retry_policies SET max_retries = 2")
+        )  # plain SQL, no row needed on PG
+        connection.execute(text("INSERT INTO pipelines (pipeline_id) VALUES ('p')"))
+        counted.append(change_count(connection))
+    assert counted[0] == counted[1] < counted[2]
+    store.engine.dispose()

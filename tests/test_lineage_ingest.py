@@ -373,9 +373,7 @@ def test_paths_served_after_concurrent_events_equal_those_computed_from_scratch(
 
     served = served_paths(seeded)
     assert served == paths_from_scratch(seeded)
-    if seeded.engine.dialect.name == "sqlite":
-        # On PostgreSQL any transaction on the server, in other databases too, makes the server read it again.
-        assert server.lineage.reloads == 1
+    assert server.lineage.reloads == 1
     # What the events reached: the gold table's paths through the orders now start at the vendor feeds, two
     # hops above the raw orders, and the report dbt builds on it is a dataset with paths of its own.
     via_orders = [nodes[:3] for nodes, _ in served["gold_daily_revenue"] if "orders_raw" in nodes]
@@ -388,13 +386,28 @@ def test_paths_served_after_concurrent_events_equal_those_computed_from_scratch(
     assert report in served
 
 
-def test_a_plain_sql_edit_between_events_is_picked_up(seeded, serving, tmp_path):
-    """An operator changes an edge's cost with plain SQL while the server runs: the next event finds the
-    catalog changed, reads it again, and the paths it serves are the catalog's."""
+def test_a_plain_sql_edit_between_events_is_picked_up_and_runtime_writes_are_not_a_change(
+    seeded, serving, tmp_path
+):
+    """Runs write audit rows and bookmarks all the time: the server keeps its graph through them. An operator
+    who changes an edge's cost with plain SQL changes the catalog's structure: the next event reads it again,
+    and the paths it serves are the catalog's."""
     server = serving(seeded)
     assert send(server, EXPORT) == (201, b"")
     first = served_paths(seeded)["orders_raw"]
     assert first == [(["postgres://shopdb:5432/shop.public.orders", "orders_raw"], 1.0)]
+
+    seeded.record_audit(
+        run_id="r1",
+        pipeline_id="orders_etl",
+        stage_name="bronze_orders",
+        dataset="bronze_orders",
+        event="stage",
+        status="success",
+    )
+    seeded.record_bookmarks("orders_raw", [("s3://medallion-raw/orders/part-00000.csv", "etag-1", 10)], "b1")
+    assert send(server, dbt_report(tmp_path)) == (201, b"")
+    assert server.lineage.reloads == 1
 
     operator = create_engine(seeded.url)
     with operator.begin() as connection:
@@ -402,9 +415,15 @@ def test_a_plain_sql_edit_between_events_is_picked_up(seeded, serving, tmp_path)
             text("UPDATE external_lineage SET cost = 7 WHERE job = 'airflow/shop_export.orders'")
         )
     operator.dispose()
-    assert send(server, dbt_report(tmp_path)) == (201, b"")
+    feed = event(
+        AIRFLOW, "airflow/feed", [("s3://vendor", "feed")], [("postgres://shopdb:5432", "shop.public.orders")]
+    )
+    assert send(server, feed) == (201, b"")
 
     served = served_paths(seeded)
-    assert served["orders_raw"] == [(["postgres://shopdb:5432/shop.public.orders", "orders_raw"], 7.0)]
+    # The feed's edge costs 1, the edited one 7.
+    assert served["orders_raw"] == [
+        (["s3://vendor/feed", "postgres://shopdb:5432/shop.public.orders", "orders_raw"], 8.0)
+    ]
     assert served == paths_from_scratch(seeded)
-    assert server.lineage.reloads >= 2
+    assert server.lineage.reloads == 2

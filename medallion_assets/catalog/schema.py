@@ -12,6 +12,7 @@ import typing
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     Connection,
@@ -166,4 +167,16 @@ notification_deliveries = Table(
     Column("last_error", Text),
     Column("created_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
     Index("notification_deliveries_pending", "status", "next_attempt_at"),
+)
+
+catalog_changes = Table(
+    "catalog_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, doc="one row, id 1"),
+    Column(
+        "counter",
+        BigInteger,
+        nullable=False,
+        doc="moved by triggers on every loadable table (migration 0011), whoever writes: store.change_count",
+    ),
 )

@@ -36,6 +36,7 @@ from medallion_assets.catalog.models import LOADABLE, Row
 from medallion_assets.catalog.schema import (
     LOADABLE_TABLES,
     audit_log,
+    catalog_changes,
     conflict_insert,
     ingestion_bookmarks,
     metadata,
@@ -295,6 +296,13 @@ class CatalogStore:
 
 class CatalogRowInvalid(Exception):
     """A catalog row that is no valid model (written around the loader, e.g. with plain SQL)."""
+
+
+def change_count(connection: Connection) -> int:
+    """How many writes the loadable tables have had, however made (migration 0011's triggers): while it stays
+    the same, so does everything a snapshot holds. Read inside a transaction, it covers that transaction's own
+    writes too."""
+    return int(connection.execute(select(catalog_changes.c.counter)).scalar_one())
 
 
 def _read_table(connection: Connection, table_name: str, where=None) -> list[Row]:

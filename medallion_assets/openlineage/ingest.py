@@ -17,14 +17,14 @@ import json
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import networkx as nx
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from medallion_assets.catalog.models import ExternalLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.catalog.store import CatalogStore, change_count
 from medallion_assets.openlineage.events import PRODUCER, DatasetLocation, dataset_location
 from medallion_assets.openlineage.schema_validation import EventInvalid, validate_event
 from medallion_assets.recovery.graph import add_external_lineage, build_graph
@@ -142,52 +142,24 @@ def _closes_cycle(graph: nx.DiGraph, edges: list[ExternalLineage]) -> str | None
         graph.remove_nodes_from(new_nodes)
 
 
-class _Mark(NamedTuple):
-    """Where the catalog's history stands, read at the start of each of our own locked transactions on one
-    connection. Between two of them it moves on by exactly `step` when nothing else committed to the catalog:
-
-    - SQLite: `PRAGMA data_version`, which moves when another connection commits, never for our own commits;
-    - PostgreSQL: our transaction id, one more than our previous one when no other transaction took one (on the
-      whole server: elsewhere too, which costs a reload, never a missed change), and the transactions still
-      running, unchanged when none of them committed.
-
-    Plain SQL edits, other processes' loads and `lineage ingest` all move it: what the mark cannot tell from a
-    change of lineage is reloaded needlessly, never served stale."""
-
-    counter: int
-    running: frozenset[int]
-    step: int
-
-    @classmethod
-    def read(cls, connection: Connection) -> _Mark:
-        if connection.dialect.name == "sqlite":
-            return cls(connection.exec_driver_sql("PRAGMA data_version").scalar_one(), frozenset(), 0)
-        xid = connection.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one()
-        running = connection.execute(
-            text("SELECT xid::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) AS xid")
-        ).scalars()
-        return cls(xid, frozenset(running) - {xid}, 1)
-
-    def follows(self, previous: _Mark | None) -> bool:
-        return previous is not None and self == previous._replace(counter=previous.counter + previous.step)
-
-
 class CatalogLineage:
     """What ingesting events checks them against and updates: the catalog graph, Medallion's OpenLineage names
     and every dataset's ranked recovery paths, read once and kept between batches.
 
-    Each batch runs in one transaction under the catalog-wide lock, on a connection this object keeps. It reads
-    the whole catalog again only when something else committed since its previous batch (see `_Mark`); else its
-    accepted edges are added to the kept graph and only the datasets downstream of them are ranked again and
-    stored. The catalog is read outside the lock, so that catalog writers do not wait for it, unless it changed
-    again meanwhile. Not thread-safe: one batch at a time.
+    Each batch runs in one transaction under the catalog-wide lock, on a connection this object keeps. It
+    reads the whole catalog again only when its structure changed since the previous batch ended (the
+    catalog's change count, moved by triggers however a loadable table is written, and not by the audit log,
+    bookmarks or the other runtime tables a busy catalog writes all the time); else its accepted edges are
+    added to the kept graph and only the datasets downstream of them are ranked again and stored. The catalog
+    is read outside the lock, so that catalog writers do not wait for it, unless it changed again meanwhile.
+    Not thread-safe: one batch at a time.
     """
 
     def __init__(self, store: CatalogStore, lake_root: str, warehouse_url: str):
         self.store, self.lake_root, self.warehouse_url = store, lake_root, warehouse_url
         self.reloads = 0
         self._connection: Connection | None = None
-        self._mark: _Mark | None = None
+        self._changes: int | None = None  # the catalog's change count where this object's view stands
         self._graph = nx.DiGraph()
         self._names: dict[tuple[str, str], str] = {}
         self._ranked: RankedPaths | None = None
@@ -202,18 +174,22 @@ class CatalogLineage:
         try:
             for last_try in (False, True):
                 with self.store.locked(self._connection) as connection:
-                    mark = _Mark.read(connection)
-                    if mark.follows(self._mark) or last_try:
-                        if not mark.follows(self._mark):
+                    changes = change_count(connection)
+                    if changes == self._changes or last_try:
+                        if changes != self._changes:
                             self._read_catalog()
-                        self._mark = mark
-                        return self._ingest(connection, documents)
+                        report = self._ingest(connection, documents)
+                        # After this batch's own writes: the next batch reads the catalog again only if
+                        # someone else changed it meanwhile.
+                        self._changes = change_count(connection)
+                        return report
+                # Changed: read it outside the lock, so catalog writers do not wait, then check nothing moved.
                 self._read_catalog()
-                self._mark = mark
+                self._changes = changes
         except BaseException:
             # The transaction rolled back, but the kept graph may hold what it did: read everything again, on a
             # new connection in case this one broke.
-            self._mark = None
+            self._changes = None
             self.close()
             raise
 
