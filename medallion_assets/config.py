@@ -33,7 +33,8 @@ def spark_remote() -> str | None:
 
 def executor() -> str:
     """How a run executes its steps: in_process (one Spark session for all of them; the default) or
-    multiprocess (a process per step; worth it only with SPARK_REMOTE, where a step's session costs no JVM)."""
+    multiprocess (a process per step; worth it only with SPARK_REMOTE, where a step's session costs no
+    JVM)."""
     return os.environ.get("MEDALLION_EXECUTOR", "in_process")
 
 
@@ -42,7 +43,8 @@ def spark_master() -> str:
 
 
 def raw_objects_folder() -> Path:
-    """The embedded home's raw objects, one folder per bucket (`s3/<bucket>/<key>`), served on a loopback S3 API."""
+    """The embedded home's raw objects, one folder per bucket (`s3/<bucket>/<key>`), served on a loopback
+    S3 API."""
     return home() / "s3"
 
 
@@ -56,7 +58,8 @@ def embedded_dagster_home() -> Path:
 
 
 def use_embedded_dagster_home() -> None:
-    """With DAGSTER_HOME unset, use the embedded home's instance once it exists, so the CLI's runs show in the UI."""
+    """With DAGSTER_HOME unset, use the embedded home's instance once it exists, so the CLI's runs show in
+    the UI."""
     if "DAGSTER_HOME" not in os.environ and (embedded_dagster_home() / "dagster.yaml").is_file():
         os.environ["DAGSTER_HOME"] = str(embedded_dagster_home())
 

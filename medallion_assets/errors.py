@@ -1,8 +1,9 @@
 """The failures that cross layers: raised low (storage, engine) and handled high (control, assets, sensors).
 
 Healing rules name these classes (`healing_actions.error_code`), the control plane matches and retries them,
-and the asset layer reports them; keeping them in this leaf module lets every layer name them without importing
-the layer that raises them. (The warehouse's own faults live with its adapters in `storage/warehouse`.)
+and the asset layer reports them; keeping them in this leaf module lets every layer name them without
+importing the layer that raises them. (The warehouse's own faults live with its adapters in
+`storage/warehouse`.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ class SourceNotFound(Exception):
 
 
 class CorruptSourceObject(Exception):
-    """A raw object that cannot be read at all (not UTF-8 text, not a parquet file): no record of it is usable."""
+    """A raw object that cannot be read at all (not UTF-8 text, not a parquet file): no record of it is
+    usable."""
 
     def __init__(self, source_id: str, url: str, reason: str):
         super().__init__(f"source {source_id}: object {url} is unreadable: {reason}")
@@ -40,8 +42,8 @@ class StageHalted(Exception):
 
 
 def causes(error: BaseException | None) -> Iterator[BaseException]:
-    """The error, then what caused it, and so on down the chain: healing rules match along it, and the instance
-    check finds the driver's error that dagster-postgres wraps."""
+    """The error, then what caused it, and so on down the chain: healing rules match along it, and the
+    instance check finds the driver's error that dagster-postgres wraps."""
     while error is not None:
         yield error
         error = error.__cause__ or error.__context__

@@ -10,11 +10,13 @@ hands their checks to the loader. `medallion catalog validate|load` and onboardi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Any, cast
 
 from medallion_assets.catalog import loader
 from medallion_assets.catalog.loader import CatalogProblem, LoadedRows
-from medallion_assets.catalog.models import Row
+from medallion_assets.catalog.models import HealingAction, Row
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.notifications import check_notifications
@@ -24,7 +26,9 @@ from medallion_assets.recovery.graph import check_lineage
 
 def check_healing_rules(snapshot: CatalogSnapshot) -> Iterator[tuple[str, Row, str, str]]:
     """Rules naming an action that is not registered, or parameters their action refuses."""
-    for rule in snapshot.tables["healing_actions"].values():
+    for row in snapshot.tables["healing_actions"].values():
+        # The snapshot holds each table's rows under the table's name: this table's rows are HealingActions.
+        rule = cast(HealingAction, row)
         for message in rule_problems(rule):
             yield "healing_actions", rule, "action" if message.startswith("unknown") else "params", message
 
@@ -43,7 +47,10 @@ def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRo
 
 
 def check_references(
-    snapshot: CatalogSnapshot, origins: dict, broken: set[str] = frozenset()
+    snapshot: CatalogSnapshot,
+    origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int]],
+    broken: AbstractSet[str] = frozenset(),
 ) -> list[CatalogProblem]:
-    """Every problem of the rows in `snapshot`, located through `origins` (`catalog.loader.check_references`)."""
-    return loader.check_references(snapshot, origins, CHECKS, broken)
+    """Every problem of the rows in `snapshot`, located through `origins`
+    (`catalog.loader.check_references`)."""
+    return loader.check_references(snapshot, origins, CHECKS, set(broken))

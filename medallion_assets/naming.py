@@ -7,6 +7,7 @@ against one pattern, and quoted wherever they reach SQL.
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from medallion_assets.paths import path_under
 
@@ -23,8 +24,15 @@ INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
 # A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
 STAGING_SUFFIX = "__medallion_stage"
 
-# The run tag that names the pipeline a Dagster run belongs to.
-PIPELINE_TAG = "medallion/pipeline"
+
+class LayeredTarget(Protocol):
+    """What naming reads of a catalog target (naming sits below the catalog, so it cannot import Target)."""
+
+    @property
+    def layer(self) -> str: ...
+
+    @property
+    def target_id(self) -> str: ...
 
 
 class InvalidIdentifier(ValueError):
@@ -34,7 +42,8 @@ class InvalidIdentifier(ValueError):
 def check_identifier(value: str, what: str = "identifier") -> str:
     if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
         raise InvalidIdentifier(
-            f"{what} {value!r} is not a plain name (letters, digits and underscores, not starting with a digit)"
+            f"{what} {value!r} is not a plain name "
+            "(letters, digits and underscores, not starting with a digit)"
         )
     return value
 
@@ -56,7 +65,8 @@ def warehouse_name_problems(locations: dict[str, str]) -> dict[str, str]:
     in the staging suffix is the staging table of another name, which a crashed merge's clean-up drops. The
     staging table's own name must be a valid identifier too.
     """
-    problems, seen = {}, {}
+    problems: dict[str, str] = {}
+    seen: dict[str, str] = {}
     for target_id, location in sorted(locations.items()):
         folded = location.lower()
         if folded.endswith(STAGING_SUFFIX):
@@ -103,7 +113,7 @@ def asset_key_path(layer: str, dataset: str) -> list[str]:
     return [layer, dataset]
 
 
-def dataset_name(target) -> str:
+def dataset_name(target: LayeredTarget) -> str:
     """A target's dataset name: its id without a leading layer prefix, so keys read [silver, user_events]."""
     prefix = f"{target.layer}_"
     return target.target_id.removeprefix(prefix) if target.target_id != prefix else target.target_id

@@ -8,11 +8,18 @@ lookarounds), so such a pattern is refused at `catalog load` rather than found o
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any, Protocol
 
 import re2
 
 # Longer patterns are not rules or error signatures but programs; RE2's own memory budget bounds the rest.
 MAX_PATTERN_LENGTH = 1_000
+
+
+class CompiledPattern(Protocol):
+    """What callers use of an RE2 pattern (re2 ships no type information)."""
+
+    def search(self, text: str) -> Any: ...
 
 
 class InvalidPattern(ValueError):
@@ -26,12 +33,13 @@ def _options() -> re2.Options:
 
 
 @lru_cache(maxsize=1_024)
-def compiled(pattern: str):
+def compiled(pattern: str) -> CompiledPattern:
     """The compiled pattern (its `search` runs in linear time), or InvalidPattern saying why not."""
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise InvalidPattern(f"regular expression of {len(pattern)} characters; at most {MAX_PATTERN_LENGTH}")
     try:
-        return re2.compile(pattern, _options())
+        regex: CompiledPattern = re2.compile(pattern, _options())
+        return regex
     except re2.error as error:
         reason = (
             error.args[0].decode(errors="replace")

@@ -25,7 +25,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def scrub(text: str) -> str:
-    """`text` without credentials: URL passwords, secret environment values and COPY/IAM credentials masked."""
+    """`text` without credentials: URL passwords, secret environment values and COPY/IAM credentials
+    masked."""
     text = _SQL_CREDENTIALS.sub(r"\1\2'***'", _URL_CREDENTIALS.sub(r"\1:***@", text))
     for name, value in os.environ.items():
         if len(value) >= _MIN_SECRET_LENGTH and _SECRET_NAME.search(name):

@@ -115,7 +115,8 @@ def _check_columns(query: exp.Query, schemas: Mapping[str, Collection[str]]) -> 
             elif any(columns is None for columns in offered.values()):
                 known = None
             else:  # unqualified: any relation's column, or an alias of the select list (GROUP BY, ORDER BY)
-                known = [name for columns in offered.values() for name in columns] + _aliases(
+                # No relation's columns are None here (the branch above); `or ()` says so to the type checker.
+                known = [name for columns in offered.values() for name in columns or ()] + _aliases(
                     scope.expression
                 )
             if known is None or column.name.lower() in {name.lower() for name in known}:
@@ -140,7 +141,7 @@ def _columns_of(scope: Scope, source_name: str, schemas: Mapping[str, Collection
     return None
 
 
-def _visible(scope: Scope, relation: str) -> bool:
+def _visible(scope: Scope | None, relation: str) -> bool:
     """A relation of this scope, or of an enclosing one (a correlated subquery)."""
     while scope is not None:
         if relation in scope.sources or relation in scope.lateral_sources:
@@ -149,7 +150,7 @@ def _visible(scope: Scope, relation: str) -> bool:
     return False
 
 
-def _aliases(expression: exp.Expression) -> list[str]:
+def _aliases(expression: exp.Expr) -> list[str]:
     return (
         [item.alias for item in expression.expressions if isinstance(item, exp.Alias)]
         if isinstance(expression, exp.Select)
@@ -161,10 +162,10 @@ def _function_name(function: exp.Func) -> str:
     return (function.name if isinstance(function, exp.Anonymous) else function.sql_name()).lower()
 
 
-def _kind(node: exp.Expression) -> str:
+def _kind(node: exp.Expr) -> str:
     return node.key.upper()
 
 
-def _excerpt(node: exp.Expression) -> str:
+def _excerpt(node: exp.Expr) -> str:
     text = node.sql()
     return text if len(text) <= 80 else text[:77] + "..."

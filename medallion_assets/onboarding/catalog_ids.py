@@ -4,6 +4,7 @@ made from the table's name, unique among the catalog's ids and those given out b
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
@@ -35,7 +36,7 @@ class CatalogIds:
         if dataset.existing:
             return dataset.existing.target_id
         if name not in self.ids:
-            layer = self.layers.decide(name).layer
+            layer = self.layers.decided(name).layer
             schema, _, table = name.rstrip("/").rpartition("/" if name.startswith("s3://") else ".")
             table = slug(table) or "dataset"
             own = table if table.startswith(f"{layer}_") else f"{layer}_{table}"
@@ -59,7 +60,10 @@ class CatalogIds:
 
     def upstream_id(self, lineage: StatementLineage, source: str) -> str:
         """A source's catalog id: the raw source of a COPY, or the dataset of a table."""
-        return self.source_id(lineage.parsed) if source.startswith("s3://") else self.target_id(source)
+        if not source.startswith("s3://"):
+            return self.target_id(source)
+        # Statements name tables; an S3 path is what a COPY or external table reads.
+        return self.source_id(cast(CopyLoad, lineage.parsed))
 
     def _free(self, candidates: list[str]) -> str:
         for candidate in candidates:

@@ -13,6 +13,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from sqlglot import exp
@@ -83,9 +84,9 @@ class CatalogPlan:
     """Rows to upsert (by table and key), rows to remove, where each row came from, and per statement (by
     index) its outcome or the reason it could not become rows."""
 
-    rows: dict[str, dict[tuple, Row]]
-    removals: dict[str, list[tuple]]
-    origins: dict[tuple[str, tuple], tuple[str, int]]
+    rows: dict[str, dict[tuple[Any, ...], Row]]
+    removals: dict[str, list[tuple[Any, ...]]]
+    origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int]]
     outcomes: dict[int, StatementOutcome]
     failures: dict[int, str]
 
@@ -96,7 +97,7 @@ class CatalogPlan:
         if kept is None:
             rows[row.key()] = row
             self.origins[(table, row.key())] = origin
-        elif table == "column_lineage":
+        elif isinstance(kept, ColumnLineage) and isinstance(row, ColumnLineage):
             strongest = stronger(kept.transformation, row.transformation)
             rows[row.key()] = kept.model_copy(update={"transformation": strongest})
 
@@ -158,7 +159,7 @@ class PlanBuilder:
     # --- rows ---------------------------------------------------------------------------------------------
 
     def _add(self, table: str, row: Row, index: int) -> None:
-        statement = self.lineages[index].parsed.statement
+        statement = self.datasets.lineage(index).parsed.statement
         self.plan.add(table, row, (statement.file, statement.line))
 
     def _dataset_rows(self, dataset: Dataset) -> None:
@@ -166,14 +167,14 @@ class PlanBuilder:
             if dataset.existing is None:
                 self._external_target(dataset)
             return
-        decision = self.layers.decide(dataset.name)
+        decision = self.layers.decided(dataset.name)
         target_id = self.ids.target_id(dataset.name)
         for index in dataset.statements:
             self.plan.outcomes[index].target_id = target_id
             self.plan.outcomes[index].decision = decision
         # Output columns become parquet and warehouse column names, quoted but never free text.
         for index in dataset.statements:
-            for column in self.lineages[index].columns:
+            for column in self.datasets.lineage(index).columns:
                 check_identifier(column, f"column of {dataset.name}")
         stage_statements, keys = self.stages.plan(dataset.name)
         first = (stage_statements or dataset.writers or dataset.changers)[0]
@@ -181,13 +182,14 @@ class PlanBuilder:
         self._add("targets", target, first)
         stage = self._stage(dataset, target, stage_statements) if stage_statements else None
         for index in dataset.writers:
-            if isinstance(self.lineages[index].parsed, CopyLoad):
-                self._source(index)
+            parsed = self.datasets.lineage(index).parsed
+            if isinstance(parsed, CopyLoad):
+                self._source(index, parsed)
         for index in dataset.statements:
-            in_stage = stage is not None and index in stage_statements
-            self._lineage_rows(index, target_id, stage if in_stage else None)
-            if in_stage:
-                self.plan.outcomes[index].stage = f"{stage.pipeline_id}.{stage.stage_name}"
+            replayed_by = stage if stage is not None and index in stage_statements else None
+            self._lineage_rows(index, target_id, replayed_by)
+            if replayed_by is not None:
+                self.plan.outcomes[index].stage = f"{replayed_by.pipeline_id}.{replayed_by.stage_name}"
 
     def _warn(self, index: int, message: str) -> None:
         self.plan.outcomes[index].warnings.append(message)
@@ -211,11 +213,11 @@ class PlanBuilder:
         return columns
 
     def _target(self, dataset: Dataset, decision: LayerDecision, keys: list[str], index: int) -> Target:
-        lineage = self.lineages[index]
+        lineage = self.datasets.lineage(index)
         columns = None if decision.layer == "bronze" else self._declared_columns(dataset.name, index)
-        merge = {"keys": keys, "load_mode": "merge"} if keys else {}
+        merge: dict[str, Any] = {"keys": keys, "load_mode": "merge"} if keys else {}
         if dataset.existing:
-            updates = {"layer": decision.layer, **merge}
+            updates: dict[str, Any] = {"layer": decision.layer, **merge}
             if columns:
                 updates["columns"] = columns
             return Target.model_validate({**dataset.existing.model_dump(), **updates})
@@ -233,13 +235,13 @@ class PlanBuilder:
             )
         )
 
-    def _source(self, index: int) -> None:
-        """The raw files a COPY reads, with the table's columns as their schema."""
-        lineage = self.lineages[index]
-        copy = lineage.parsed
+    def _source(self, index: int, copy: CopyLoad) -> None:
+        """The raw files a COPY (the statement at `index`) reads, with the table's columns as their schema."""
+        lineage = self.datasets.lineage(index)
         types = self.analyzer.column_types(copy.target) or {}
         columns = {c: catalog_type(types[c], self.dialect) if c in types else None for c in lineage.columns}
-        fields = dict(
+        # Fields of a Source, for an existing row's update or a new row; the model checks them either way.
+        fields: dict[str, Any] = dict(
             file_format=copy.file_format,
             options=copy.options,
             compression=copy.compression,
@@ -260,30 +262,34 @@ class PlanBuilder:
 
     def _external_target(self, dataset: Dataset) -> None:
         """A table the SQL reads but no statement or stage makes: a warehouse table, for lineage."""
-        decision = self.layers.decide(dataset.name)
+        decision = self.layers.decided(dataset.name)
         reader = next(
             i
             for i, lineage in enumerate(self.lineages)
             if lineage is not None and dataset.name in lineage.sources
         )
-        target = Target(
-            target_id=self.ids.target_id(dataset.name),
-            layer=decision.layer,
-            kind="warehouse",
-            location=dataset.name,
-            columns=self._declared_columns(dataset.name, reader),
-            description=f"external table read by onboarded SQL; no stage makes it. layer: {decision.reason}",
+        # The decided layer is a name (--layer gives any text): the model checks it is one of the layers.
+        target = Target.model_validate(
+            dict(
+                target_id=self.ids.target_id(dataset.name),
+                layer=decision.layer,
+                kind="warehouse",
+                location=dataset.name,
+                columns=self._declared_columns(dataset.name, reader),
+                description="external table read by onboarded SQL; no stage makes it. "
+                f"layer: {decision.reason}",
+            )
         )
         self._add("targets", target, reader)
 
     def _stage(self, dataset: Dataset, target: Target, statements: list[int]) -> Stage:
-        lineages = [self.lineages[i] for i in statements]
+        lineages = [self.datasets.lineage(i) for i in statements]
         upstream = self.ids.upstream_id
         inputs = list(dict.fromkeys(upstream(lineage, s) for lineage in lineages for s in lineage.sources))
         existing = self.stages.producers.get(target.target_id)
         rules = self._suggested_rules(target, lineages, statements[0])
         sql = None if lineages[0].kind in LOAD_KINDS else self._transform_sql(lineages)
-        fields = dict(
+        fields: dict[str, Any] = dict(
             input_id=inputs[0],
             inputs=inputs[1:],
             transform_sql=sql,
@@ -315,11 +321,18 @@ class PlanBuilder:
         return stage
 
     def _transform_sql(self, lineages: list[StatementLineage]) -> str:
-        """The stage's SQL: the statements' queries (UNION ALL for several INSERTs) over inputs named by id."""
-        query = union_all([lineage.stage.copy() for lineage in lineages])
+        """The stage's SQL: the statements' queries (UNION ALL for several INSERTs) over inputs named by
+        id."""
+        queries = []
+        for lineage in lineages:
+            # The stage planner chooses only statements with a stage query (or loads, which have no SQL).
+            if lineage.stage is None:
+                raise ValueError(f"the statement writing {lineage.target} has no query a stage can replay")
+            queries.append(lineage.stage.copy())
+        query = union_all(queries)
         for table in query.find_all(exp.Table):
             name = canonical_table(table) if isinstance(table.this, exp.Identifier) and table.db else None
-            if name in self.datasets:
+            if name is not None and name in self.datasets:
                 # The engine registers each input under its id; the comment keeps the name the SQL used.
                 table.set("this", exp.to_identifier(self.ids.target_id(name)))
                 table.set("db", None)
@@ -327,7 +340,8 @@ class PlanBuilder:
         return query.sql(dialect=self.dialect, pretty=True, identify=True)
 
     def _suggested_rules(self, target: Target, lineages: list[StatementLineage], index: int) -> str:
-        """A rule set marked as a suggestion: rows exist; join and group keys are not null; merge keys unique."""
+        """A rule set marked as a suggestion: rows exist; join and group keys are not null; merge keys
+        unique."""
         rules = [Rule(type="row_count", min=1, severity="warn")]
         not_null = [c for lineage in lineages for c in lineage.group_columns]
         for lineage in lineages:
@@ -344,14 +358,15 @@ class PlanBuilder:
             rules.append(Rule(type="unique", columns=target.keys, severity="warn"))
         rule_set = ValidationRuleSet(
             rule_set_id=f"{target.target_id}_suggested",
-            description=f"SUGGESTED by medallion onboard for {lineages[0].target}: review, then keep, edit or detach",
+            description=f"SUGGESTED by medallion onboard for {lineages[0].target}: "
+            "review, then keep, edit or detach",
             check_def=rules,
         )
         self._add("validation_rules", rule_set, index)
         return rule_set.rule_set_id
 
     def _lineage_rows(self, index: int, target_id: str, stage: Stage | None) -> None:
-        lineage = self.lineages[index]
+        lineage = self.datasets.lineage(index)
         statement = lineage.parsed.statement
         if stage:
             via = f"{stage.pipeline_id}.{stage.stage_name}"
@@ -370,14 +385,17 @@ class PlanBuilder:
         for edge in lineage.edges or ():
             if edge.transformation == AMBIGUOUS:
                 continue  # the statement's report names the candidates; the catalog keeps known edges only
+            # An edge's kind is a name the model checks is one of the catalog's transformations.
             self._add(
                 "column_lineage",
-                ColumnLineage(
-                    downstream=target_id,
-                    downstream_column=edge.target_column,
-                    upstream=self.ids.upstream_id(lineage, edge.source),
-                    upstream_column=edge.source_column,
-                    transformation=edge.transformation,
+                ColumnLineage.model_validate(
+                    dict(
+                        downstream=target_id,
+                        downstream_column=edge.target_column,
+                        upstream=self.ids.upstream_id(lineage, edge.source),
+                        upstream_column=edge.source_column,
+                        transformation=edge.transformation,
+                    )
                 ),
                 index,
             )
@@ -385,15 +403,23 @@ class PlanBuilder:
     def _removals(self) -> None:
         """Lineage rows of the onboarded datasets that the SQL no longer gives (its previous version's)."""
         made = {self.ids.target_id(d.name) for d in self.datasets if d.writers or d.changers}
-        for table, kinds in (("column_lineage", None), ("dataset_lineage", ("stage", "sql"))):
+        for table in ("column_lineage", "dataset_lineage"):
             keep = self.plan.rows.get(table, {})
             stale = [
                 key
                 for key, row in self.snapshot.tables[table].items()
-                if row.downstream in made and key not in keep and (kinds is None or row.kind in kinds)
+                if _onboarded_lineage(row, made) and key not in keep
             ]
             if stale:
                 self.plan.removals[table] = stale
+
+
+def _onboarded_lineage(row: Row, made: set[str]) -> bool:
+    """A lineage row into a dataset onboarding made, of a kind it writes: every column lineage row, and
+    dataset lineage by stage or SQL."""
+    if isinstance(row, ColumnLineage):
+        return row.downstream in made
+    return isinstance(row, DatasetLineage) and row.downstream in made and row.kind in ("stage", "sql")
 
 
 def _validation_message(error: Exception) -> str:

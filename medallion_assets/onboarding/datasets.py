@@ -59,6 +59,13 @@ class Datasets:
                 if not source.startswith("s3://"):
                     self.dataset(source)
 
+    def lineage(self, index: int) -> StatementLineage:
+        """The lineage of a statement that writes or changes a dataset (a writer or changer has one)."""
+        lineage = self.lineages[index]
+        if lineage is None:
+            raise LookupError(f"statement {index} failed or was skipped: it has no lineage")
+        return lineage
+
     def dataset(self, name: str) -> Dataset:
         """The table's dataset, made when the table is first named."""
         if name not in self._by_name:

@@ -62,6 +62,13 @@ class LayerDecider:
             self.decisions[name] = self._decide(self.datasets.dataset(name))
         return self.decisions[name]
 
+    def decided(self, name: str) -> LayerDecision:
+        """The dataset's layer and why, asked for once no decision is under way (so never None)."""
+        decision = self.decide(name)
+        if decision is None:
+            raise RuntimeError(f"the layer of {name} is asked for while it is being decided")
+        return decision
+
     def _decide(self, dataset: Dataset) -> LayerDecision:
         override = self.overrides.get(dataset.name) or (
             dataset.existing and self.overrides.get(canonical_name(dataset.existing.target_id))
@@ -73,7 +80,7 @@ class LayerDecider:
                 dataset.existing.layer,
                 f"already in the catalog as {dataset.existing.layer} ({dataset.existing.target_id})",
             )
-        writers = [self.datasets.lineages[i] for i in dataset.writers]
+        writers = [self.datasets.lineage(i) for i in dataset.writers]
         copy = next((w for w in writers if isinstance(w.parsed, CopyLoad)), None)
         if copy:
             return LayerDecision(

@@ -9,7 +9,8 @@ every target column to the base-table columns it is computed from, with the kind
 - aggregate: an argument of an aggregate function, windowed or not, anywhere on the way;
 - filter: a column in a WHERE, HAVING or QUALIFY condition, a one-table JOIN condition, or a filtering
   subquery (IN, EXISTS);
-- join_key: a column in a condition between two tables (JOIN … ON / USING, MERGE ON, an implicit join in WHERE);
+- join_key: a column in a condition between two tables (JOIN … ON / USING, MERGE ON, an implicit join in
+  WHERE);
 - ambiguous: a column written without its table where several tables of unknown columns could hold it; every
   candidate is listed, none is chosen.
 
@@ -29,6 +30,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -68,6 +70,9 @@ CACHE_SIZE = 4096
 
 BaseColumn = tuple[str, str]
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 
 @dataclass(frozen=True)
 class ColumnEdge:
@@ -101,16 +106,16 @@ class LineageUnavailable(Exception):
     """Column lineage cannot be derived (unknown schema, unresolvable column): table level still holds."""
 
 
-class _Lru(OrderedDict):
+class _Lru(OrderedDict[K, V]):
     """A mapping that forgets its least recently used entries beyond CACHE_SIZE."""
 
-    def get_recent(self, key):
+    def get_recent(self, key: K) -> V | None:
         if key in self:
             self.move_to_end(key)
             return self[key]
         return None
 
-    def put(self, key, value) -> None:
+    def put(self, key: K, value: V) -> None:
         self[key] = value
         if len(self) > CACHE_SIZE:
             self.popitem(last=False)
@@ -125,7 +130,7 @@ def stronger(first: str, second: str) -> str:
     return first if _STRENGTH[first] >= _STRENGTH[second] else second
 
 
-def _merge(into: dict, key, kind: str) -> None:
+def _merge(into: dict[K, str], key: K, kind: str) -> None:
     into[key] = stronger(kind, into[key]) if key in into else kind
 
 
@@ -211,17 +216,20 @@ class SqlAnalyzer:
     def __init__(self, dialect: str):
         self.dialect = dialect
         self.schema = MappingSchema(dialect=dialect)
-        self._parsed = _Lru()
-        self._analyses = _Lru()
-        # Columns statements showed tables of unknown columns to have: evidence, not a schema (never complete).
+        self._parsed: _Lru[str, list[exp.Expr | None]] = _Lru()
+        self._analyses: _Lru[str, QueryLineage] = _Lru()
+        # Columns statements showed tables of unknown columns to have: evidence, not a schema (never
+        # complete).
         self.shown: dict[str, dict[str, None]] = {}
 
     def show(self, table: str, columns: Iterable[str]) -> None:
-        """Record that a table (canonical name) has these columns, as a statement or the catalog's lineage shows."""
+        """Record that a table (canonical name) has these columns, as a statement or the catalog's lineage
+        shows."""
         self.shown.setdefault(table, {}).update(dict.fromkeys(columns))
 
     def parse(self, text: str, dialect: str) -> list[exp.Expr | None]:
-        """sqlglot.parse through the cache. Callers never change the trees: analysis copies before qualifying."""
+        """sqlglot.parse through the cache. Callers never change the trees: analysis copies before
+        qualifying."""
         key = _digest(dialect, text)
         parsed = self._parsed.get_recent(key)
         if parsed is None:
@@ -258,7 +266,7 @@ class SqlAnalyzer:
             tables.append(transformation.target)  # its columns name the query's outputs
         # Column names decide qualification and lineage; types decide neither.
         fingerprint = repr(
-            [(table, list(self.column_types(table) or self.shown.get(table, ()))) for table in tables]
+            [(table, list(self.column_types(table) or self.shown.get(table) or ())) for table in tables]
         )
         key = _digest(self.dialect, transformation.statement.text, fingerprint)
         lineage = self._analyses.get_recent(key)
@@ -293,7 +301,8 @@ class SqlAnalyzer:
         return QueryLineage((copy.s3_path,), tuple(columns), edges, False, (), None, copy.warnings)
 
     def _schema_for(self, query: exp.Query) -> tuple[MappingSchema, dict[str, dict[str, str]]]:
-        """The schema to qualify `query` against, and the tables in it whose columns are all known, with those.
+        """The schema to qualify `query` against, and the tables in it whose columns are all known, with
+        those.
 
         When the query reads tables of unknown columns, a schema of just the tables it reads: the known ones,
         and the others with the columns the query shows they have.
@@ -310,11 +319,13 @@ class SqlAnalyzer:
             self.show(table, columns)
         mapping: dict[str, dict[str, dict[str, str]]] = {}
         for table in tables:
-            columns = known[table] or dict.fromkeys(shown.get(table, ()), UNKNOWN_TYPE)
-            if columns:
+            types = known[table] or dict.fromkeys(shown.get(table, ()), UNKNOWN_TYPE)
+            if types:
                 db, _, name = table.rpartition(".")
-                mapping.setdefault(db, {})[name] = columns
-        return MappingSchema(mapping, dialect=self.dialect), complete
+                mapping.setdefault(db, {})[name] = types
+        # MappingSchema takes dict[str, object]; dict is invariant, so the nested dict is passed as a copy of
+        # that type.
+        return MappingSchema(dict[str, object](mapping), dialect=self.dialect), complete
 
     def _qualify(self, query: exp.Query, schema: MappingSchema | None = None) -> exp.Query:
         return qualify(
@@ -327,8 +338,8 @@ class SqlAnalyzer:
         )
 
     def _lineage_query(self, transformation: Transformation) -> exp.Query:
-        """The transformation's lineage query; ALTER TABLE … APPEND matches columns by name, so from a source of
-        unknown columns it moves the target's."""
+        """The transformation's lineage query; ALTER TABLE … APPEND matches columns by name, so from a source
+        of unknown columns it moves the target's."""
         query = transformation.lineage_query
         if transformation.kind == "alter_table_append":
             [source] = referenced_tables(query)
@@ -348,7 +359,8 @@ class SqlAnalyzer:
             qualified = None
             warnings.append(f"column lineage unavailable ({error}): table-level lineage only")
         columns = self._target_columns(transformation, qualified or query)
-        edges, group_columns = None, ()
+        edges: tuple[ColumnEdge, ...] | None = None
+        group_columns: tuple[str, ...] = ()
         if qualified is not None:
             try:
                 if any(_is_star(projection) for projection in qualified.selects):
@@ -363,7 +375,8 @@ class SqlAnalyzer:
         if transformation.stage_query is None:
             stage = None
         elif transformation.stage_query is transformation.lineage_query:
-            # The walk is done with the qualified query: it becomes the stage's, named as the target's columns.
+            # The walk is done with the qualified query: it becomes the stage's, named as the target's
+            # columns.
             stage = _name_outputs(qualified or query.copy(), columns)
         else:
             # A MERGE's stage query names its columns already: those of the INSERT clause.
@@ -394,7 +407,8 @@ class SqlAnalyzer:
             columns = tuple(name.lower() for name in query.named_selects)
         else:
             columns = ()
-        # A DELETE, or a MERGE that only deletes, feeds no column: its lineage query's one value is a placeholder.
+        # A DELETE, or a MERGE that only deletes, feeds no column: its lineage query's one value is a
+        # placeholder.
         if expanded and columns and len(columns) != len(query.selects):
             raise StatementError(
                 transformation.statement.line,
@@ -414,8 +428,8 @@ def columns_shown(
     known: Callable[[str], Mapping[str, str] | None],
     shown_before: Mapping[str, Iterable[str]],
 ) -> dict[str, list[str]]:
-    """Columns the query shows its tables of unknown columns (`known` gives None for them) to have, beside those
-    earlier statements showed (`shown_before`).
+    """Columns the query shows its tables of unknown columns (`known` gives None for them) to have, beside
+    those earlier statements showed (`shown_before`).
 
     `alias.col` shows that the table has `col`; a bare `col` belongs to the one relation in its scope that may
     hold it (derived tables and known tables hold only their columns), else to the one shown to have it.
@@ -431,13 +445,13 @@ def columns_shown(
     shown = {table: dict.fromkeys(columns) for table, columns in shown_before.items()}
     starred: set[str] = set()
 
-    def unknown_table(source) -> str | None:
+    def unknown_table(source: exp.Expr | Scope | None) -> str | None:
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             name = canonical_table(source)
             return name if known(name) is None else None
         return None
 
-    def owner(scope: Scope, alias: str):
+    def owner(scope: Scope | None, alias: str) -> exp.Table | Scope | None:
         while scope is not None:
             relations = _relations(scope)
             if alias in relations:
@@ -452,7 +466,7 @@ def columns_shown(
             for projection in scope.expression.selects:
                 if isinstance(projection, exp.Star):
                     starred.update(filter(None, map(unknown_table, relations.values())))
-                elif _is_star(projection):
+                elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
                     starred.update(filter(None, [unknown_table(relations.get(projection.table))]))
             for join in scope.expression.args.get("joins") or []:
                 for name in join.args.get("using") or []:
@@ -470,35 +484,42 @@ def columns_shown(
             elif not _names_alias(scope, column):
                 bare.append((scope, column))
 
-    def may_hold(source, name: str) -> bool | None:
+    def may_hold(source: exp.Table | Scope, name: str) -> bool | None:
         """True: it has the column; False: it has not; None: its columns are unknown, it may."""
         if isinstance(source, Scope):
             selects = source.expression.selects if isinstance(source.expression, exp.Query) else []
             if any(_is_star(projection) for projection in selects):
                 return None
-            return name in {select.lower() for select in source.expression.named_selects}
+            return name in {select.lower() for select in _selectable(source).named_selects}
         table = unknown_table(source)
         if table is None:
             columns = known(canonical_table(source)) if isinstance(source, exp.Table) else None
             return name in columns if columns is not None else None
         return True if name in shown.get(table, {}) else None
 
-    for scope, column in bare:
+    for innermost, column in bare:
         name = column.name.lower()
-        while scope is not None:
-            holds = {alias: may_hold(source, name) for alias, source in _relations(scope).items()}
+        scope_or_outer: Scope | None = innermost
+        while scope_or_outer is not None:
+            holds = {alias: may_hold(source, name) for alias, source in _relations(scope_or_outer).items()}
             maybe = [alias for alias, held in holds.items() if held is None]
             if any(holds.values()):
                 break
             if len(maybe) == 1:
-                table = unknown_table(_relations(scope)[maybe[0]])
+                table = unknown_table(_relations(scope_or_outer)[maybe[0]])
                 if table:
                     shown.setdefault(table, {})[name] = None
                 break
             if maybe:
                 break  # ambiguous: left for the walk to report with its candidates
-            scope = scope.parent  # a correlated reference to an outer query's table
+            scope_or_outer = scope_or_outer.parent  # a correlated reference to an outer query's table
     return {table: list(columns) for table, columns in shown.items() if table not in starred}
+
+
+def _selectable(scope: Scope) -> exp.Selectable:
+    """The scope's query or table function. sqlglot types a scope's expression as any expression, but a
+    scope is made only of a query or of a table function (UDTF), both Selectable."""
+    return cast(exp.Selectable, scope.expression)
 
 
 def _names_alias(scope: Scope, column: exp.Column) -> bool:
@@ -522,8 +543,8 @@ def _ambiguity_warnings(edges: Iterable[ColumnEdge]) -> list[str]:
             candidates.setdefault((edge.target_column, edge.source_column), []).append(edge.source)
     return [
         f"target column {target}: {column} is ambiguous, it may be "
-        f"{' or '.join(f'{table}.{column}' for table in tables)} (their columns are unknown); qualify it with "
-        "its table"
+        f"{' or '.join(f'{table}.{column}' for table in tables)} (their columns are unknown); "
+        "qualify it with its table"
         for (target, column), tables in candidates.items()
     ]
 
@@ -594,7 +615,7 @@ class _Walker:
                     for base, kind in self.projection(branch, index).items():
                         _merge(result, base, kind)
             else:
-                selects = scope.expression.selects
+                selects = _selectable(scope).selects
                 if index >= len(selects):
                     raise LineageUnavailable(f"a query has no column {index + 1}")
                 result = self._value(scope, selects[index].unalias())
@@ -626,7 +647,7 @@ class _Walker:
             raise LineageUnavailable("a subquery could not be scoped")
         self.value_scopes.update(id(inner) for inner in scope.traverse())
         result: dict[BaseColumn, str] = {}
-        for index in range(len(scope.expression.selects)):
+        for index in range(len(_selectable(scope).selects)):
             for base, kind in self.projection(scope, index).items():
                 _merge(result, base, kind)
         for inner in scope.traverse():
@@ -640,7 +661,7 @@ class _Walker:
         table = column.table
         if not table:
             return self._candidates(scope, column)
-        owner = scope
+        owner: Scope | None = scope
         while owner is not None and table not in owner.sources:
             owner = owner.parent
         if owner is None:
@@ -694,7 +715,7 @@ class _Walker:
                     for base in self._column(scope, column):
                         _merge(result, base, kind)
             if filtering:
-                for index in range(len(scope.expression.selects)):
+                for index in range(len(_selectable(scope).selects)):
                     for base in self.projection(scope, index):
                         _merge(result, base, FILTER)
         return result
@@ -702,7 +723,9 @@ class _Walker:
     def group_columns(self, columns: tuple[str, ...]) -> tuple[str, ...]:
         """Target columns that are GROUP BY keys of the outermost query."""
         select = self.root.expression
-        group = select.args.get("group") if isinstance(select, exp.Select) else None
+        if not isinstance(select, exp.Select):
+            return ()
+        group = select.args.get("group")
         if not group:
             return ()
         keys = group.expressions
@@ -737,6 +760,11 @@ class StatementLineage:
     def kind(self) -> str:
         return self.parsed.kind
 
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        """The keys a MERGE matches on, or a DELETE … USING deletes by; a COPY has none."""
+        return self.parsed.merge_keys if isinstance(self.parsed, Transformation) else ()
+
 
 @dataclass
 class _Temporary:
@@ -753,7 +781,7 @@ class _Temporary:
 class TemporaryTables:
     """The temporary tables of one file (one session), through which lineage is collapsed."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._tables: dict[str, _Temporary] = {}
 
     def declare(self, name: str) -> None:
@@ -796,7 +824,9 @@ class TemporaryTables:
             parsed, sources, lineage.columns, edges, aggregated, lineage.group_columns, stage, warnings
         )
 
-    def _collapse_edges(self, edges, read: list[str], warnings: list[str]) -> tuple[ColumnEdge, ...] | None:
+    def _collapse_edges(
+        self, edges: tuple[ColumnEdge, ...] | None, read: list[str], warnings: list[str]
+    ) -> tuple[ColumnEdge, ...] | None:
         if edges is None or any(self._tables[name].columns is None for name in read):
             if edges is not None:
                 warnings.append(
@@ -809,9 +839,9 @@ class TemporaryTables:
                 _merge(found, (edge.target_column, edge.source, edge.source_column), edge.transformation)
                 continue
             indirect = edge.target_column == WHOLE_TARGET
-            for (table, column), kind in (
-                self._tables[edge.source].columns.get(edge.source_column, {}).items()
-            ):
+            # Every table read has known columns (None returned above); `or {}` says so to the type checker.
+            held = self._tables[edge.source].columns or {}
+            for (table, column), kind in held.get(edge.source_column, {}).items():
                 _merge(
                     found,
                     (edge.target_column, table, column),

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -20,7 +21,7 @@ from medallion_assets.catalog.loader import (
     LoadedRows,
     merged_snapshot,
 )
-from medallion_assets.catalog.models import LOADABLE, Target
+from medallion_assets.catalog.models import LOADABLE, ColumnLineage, Row, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.loading import check_references
@@ -56,9 +57,9 @@ DEFAULT_DIALECT = "redshift"
 class StatementReport:
     """One statement as `--json` prints it; `status` is onboarded, temporary, schema, skipped or failed.
 
-    `target` and `sources` are SQL names (`schema.table`, `s3://…`), `dataset` the target's catalog id; each of
-    `columns` is {"target", "sources": ["schema.table.column", …], "transformations": {source: kind}}, with
-    target "*" for filter and join-key columns, which shape the whole target.
+    `target` and `sources` are SQL names (`schema.table`, `s3://…`), `dataset` the target's catalog id; each
+    of `columns` is {"target", "sources": ["schema.table.column", …], "transformations": {source: kind}},
+    with target "*" for filter and join-key columns, which shape the whole target.
     """
 
     file: str
@@ -71,7 +72,7 @@ class StatementReport:
     layer: str | None = None
     layer_reason: str | None = None
     stage: str | None = None
-    columns: list[dict] = field(default_factory=list)
+    columns: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     reason: str | None = None
@@ -87,27 +88,29 @@ class RowChange:
 
     action: str
     table: str
-    key: tuple
-    before: dict | None
-    after: dict | None
+    key: tuple[Any, ...]
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
 
     def lines(self) -> list[str]:
         """The change as a diff: the row's fields for + and -, only the fields that differ for ~."""
         head = f"{self.action} {self.table}[{', '.join(map(str, self.key))}]"
+        # A + has no row before it, a - none after it; a ~ has both.
+        before, after = self.before or {}, self.after or {}
         if self.action == "~":
             return [
                 head,
                 *[
                     line
-                    for name in self.after
-                    if self.before.get(name) != self.after[name]
+                    for name in after
+                    if before.get(name) != after[name]
                     for line in (
-                        f"-   {name}: {_show(self.before.get(name))}",
-                        f"+   {name}: {_show(self.after[name])}",
+                        f"-   {name}: {_show(before.get(name))}",
+                        f"+   {name}: {_show(after[name])}",
                     )
                 ],
             ]
-        fields = self.after if self.action == "+" else self.before
+        fields = after if self.action == "+" else before
         return [
             head,
             *[
@@ -131,16 +134,16 @@ class OnboardingReport:
         """Whether any statement failed: the command then exits with 1."""
         return any(statement.status == "failed" for statement in self.statements)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         """What `--json` prints: {"statements": [...]}."""
         return {"statements": [asdict(statement) for statement in self.statements]}
 
 
-def _show(value) -> str:
+def _show(value: object) -> str:
     return json.dumps(_compact(value), sort_keys=True) if isinstance(value, (dict, list)) else str(value)
 
 
-def _compact(value):
+def _compact(value: object) -> object:
     """Nested values without their empty fields, so a rule reads as what it says."""
     if isinstance(value, dict):
         return {k: _compact(v) for k, v in value.items() if v not in (None, "", [], {})}
@@ -180,7 +183,9 @@ def register_catalog(analyzer: SqlAnalyzer, snapshot: CatalogSnapshot) -> None:
             analyzer.set_columns(name, types)
     # Lineage rows name columns of datasets whose schema the catalog does not declare (SQL of earlier runs).
     names = {target.target_id: _sql_names(target) for target in snapshot.targets.values()}
-    for row in snapshot.tables["column_lineage"].values():
+    for stored in snapshot.tables["column_lineage"].values():
+        # The snapshot holds each table's rows under the table's name: these are ColumnLineage rows.
+        row = cast(ColumnLineage, stored)
         for dataset, column in ((row.upstream, row.upstream_column), (row.downstream, row.downstream_column)):
             if column != WHOLE_TARGET:
                 for name in names.get(dataset, ()):
@@ -233,7 +238,7 @@ def onboard(
     changes = diff(snapshot, plan)
     if changes and not dry_run:
         # Unchanged rows are not rewritten: an upsert would still touch their updated_at.
-        rows: dict[str, list] = {}
+        rows: dict[str, list[Row]] = {}
         for change in changes:
             if change.action != "-":
                 rows.setdefault(change.table, []).append(plan.rows[change.table][change.key])
@@ -242,8 +247,8 @@ def onboard(
 
 
 def _unchanged_since(
-    planned_on: CatalogSnapshot, rows: dict[str, list], current: CatalogSnapshot
-) -> dict[str, list]:
+    planned_on: CatalogSnapshot, rows: dict[str, list[Row]], current: CatalogSnapshot
+) -> dict[str, list[Row]]:
     """`rows`, if the catalog (read under the write lock) is still the one they were planned and checked on;
     else CatalogInvalid: another write came in between, and the plan must be made again."""
     if current.tables != planned_on.tables:
@@ -345,7 +350,7 @@ def _remember_columns(
         analyzer.set_columns(parsed.target, dict.fromkeys(lineage.columns, UNKNOWN_TYPE))
 
 
-def _columns_json(lineage: StatementLineage) -> list[dict]:
+def _columns_json(lineage: StatementLineage) -> list[dict[str, Any]]:
     """Each target column (and "*", the whole target) ← `table.column` sources, with each one's kind."""
     if lineage.edges is None:
         return []
@@ -381,7 +386,9 @@ def _valid_plan(
                 {table: list(plan.rows.get(table, {}).values()) for table in LOADABLE}, plan.origins
             )
             problems = check_references(merged_snapshot(snapshot, loaded), plan.origins)
-            by_place = {(r.file, r.line): i for i, r in enumerate(reports) if lineages[i] is not None}
+            by_place: dict[tuple[str, int | None], int] = {
+                (r.file, r.line): i for i, r in enumerate(reports) if lineages[i] is not None
+            }
             for problem in problems:
                 index = by_place.get((problem.file, problem.line))
                 if index is None:

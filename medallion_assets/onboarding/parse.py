@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
 
 DEFAULT_SCHEMA = "public"
 TEMP_PREFIX = "#"
@@ -35,7 +34,11 @@ DIRECT_KINDS = (
     "unload",
     "alter_table_append",
 )
-"""Statements whose rows become the target's rows: each makes a stage. UPDATE and DELETE change rows in place."""
+"""Statements whose rows become the target's rows: each makes a stage. UPDATE and DELETE change rows in
+place."""
+
+CopyOption = str | bool | None
+"""A reader option of the bronze ingest: a delimiter, quote or null marker, or whether files have a header."""
 
 ParseFunction = Callable[[str, str], list[exp.Expr | None]]
 """Text and dialect → sqlglot expressions: sqlglot.parse, or a cache in front of it."""
@@ -97,7 +100,8 @@ class Transformation:
 
 @dataclass(frozen=True)
 class CopyLoad:
-    """`COPY table FROM 's3://…'`: raw files feeding a table, with what the bronze ingest needs to read them."""
+    """`COPY table FROM 's3://…'`: raw files feeding a table, with what the bronze ingest needs to read
+    them."""
 
     statement: SqlStatement
     target: str
@@ -105,7 +109,7 @@ class CopyLoad:
     columns: tuple[str, ...] | None
     s3_path: str
     file_format: str
-    options: dict = field(default_factory=dict)
+    options: dict[str, CopyOption] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     kind: str = "copy"
     compression: str = "auto"
@@ -127,7 +131,8 @@ class TableSchema:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Not a transformation (GRANT, VACUUM, ANALYZE, SET, DROP, CALL…): listed with the reason, nothing onboarded."""
+    """Not a transformation (GRANT, VACUUM, ANALYZE, SET, DROP, CALL…): listed with the reason, nothing
+    onboarded."""
 
     statement: SqlStatement
     kind: str
@@ -148,12 +153,15 @@ Parsed = Transformation | CopyLoad | TableSchema | Skipped | Failed
 
 
 def split_statements(file: str, text: str) -> list[SqlStatement]:
-    """Statements separated by semicolons outside strings, quoted names and comments, with their first line."""
+    """Statements separated by semicolons outside strings, quoted names and comments, with their first
+    line."""
     statements, start, line, counted = [], 0, 1, 0
 
     def add(end: int) -> None:
         nonlocal line, counted
-        first = _LEADING_NOISE.match(text, start, end).end()
+        noise = _LEADING_NOISE.match(text, start, end)
+        # The pattern matches the empty string, so it matches at any position: `noise` is never None.
+        first = noise.end() if noise else start
         body = text[first:end].rstrip()
         if body:
             line += text.count("\n", counted, first)
@@ -174,7 +182,8 @@ def canonical_table(table: exp.Table) -> str:
 
 
 def is_temporary_name(canonical: str) -> bool:
-    """Whether a table is temporary by its name alone (`#name`); CREATE TEMP TABLE says so in the statement."""
+    """Whether a table is temporary by its name alone (`#name`); CREATE TEMP TABLE says so in the
+    statement."""
     return canonical.rpartition(".")[2].startswith(TEMP_PREFIX)
 
 
@@ -215,7 +224,8 @@ def _parse_failure(statement: SqlStatement, error: ParseError | TokenError, dial
 
 
 def parse_sql(text: str, dialect: str) -> list[exp.Expr | None]:
-    """sqlglot.parse, without its warning for statements it keeps as commands (UNLOAD, VACUUM): those are ours."""
+    """sqlglot.parse, without its warning for statements it keeps as commands (UNLOAD, VACUUM): those are
+    ours."""
     with _commands_quiet():
         return sqlglot.parse(text, read=dialect)
 
@@ -293,7 +303,8 @@ def _classify(
 def _command(
     statement: SqlStatement, command: exp.Command, dialect: str, parse: ParseFunction | None
 ) -> Parsed:
-    """Statements sqlglot keeps as text: UNLOAD, ALTER TABLE … APPEND, CALL, and those it cannot parse further."""
+    """Statements sqlglot keeps as text: UNLOAD, ALTER TABLE … APPEND, CALL, and those it cannot parse
+    further."""
     name = command.name.upper()
     if name == "UNLOAD":
         return _unload(statement, command, dialect, parse)
@@ -312,7 +323,8 @@ def _command(
 
 
 def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformation:
-    """`INSERT … VALUES`: a table of literal rows (a reference table); a target with no sources and no stage."""
+    """`INSERT … VALUES`: a table of literal rows (a reference table); a target with no sources and no
+    stage."""
     table, columns = _table_and_columns(insert.this)
     row = insert.expression.expressions[0]
     values = row.expressions if isinstance(row, exp.Tuple) else [row]
@@ -332,16 +344,17 @@ def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformatio
     )
 
 
-def _alter_table_append(statement: SqlStatement, append: re.Match, dialect: str) -> Transformation:
-    """`ALTER TABLE target APPEND FROM source`: moves every row of source into target, columns matched by name."""
+def _alter_table_append(statement: SqlStatement, append: re.Match[str], dialect: str) -> Transformation:
+    """`ALTER TABLE target APPEND FROM source`: moves every row of source into target, columns matched by
+    name."""
     target, source = (exp.to_table(name, dialect=dialect) for name in append.group(1, 2))
     query = exp.select("*").from_(source)
     warnings = (
         ()
         if (append.group(3) or "").upper() != "FILLTARGET"
         else (
-            "FILLTARGET: target columns the source lacks are filled with their defaults, which the stage does not "
-            "know: they are NULL",
+            "FILLTARGET: target columns the source lacks are filled with their defaults, which the stage "
+            "does not know: they are NULL",
         )
     )
     return Transformation(
@@ -360,7 +373,7 @@ def _temporary(table: exp.Table) -> bool:
     return table.name.startswith(TEMP_PREFIX)
 
 
-def _table_and_columns(node: exp.Expr) -> tuple[exp.Table, tuple[str, ...] | None]:
+def _table_and_columns(node: exp.Table | exp.Schema) -> tuple[exp.Table, tuple[str, ...] | None]:
     """`t` or `t (a, b)` (a Schema node) → the table and its column list, if written."""
     if isinstance(node, exp.Schema):
         return node.this, tuple(column.name.lower() for column in node.expressions)
@@ -436,7 +449,8 @@ def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
             f"CREATE EXTERNAL TABLE STORED AS {stored_as}: the bronze ingest reads "
             "text (CSV), JSON lines and parquet files",
         )
-    options, warnings = {}, []
+    options: dict[str, CopyOption] = {}
+    warnings: list[str] = []
     if _EXTERNAL_FORMATS[stored_as] == "csv":
         delimited = properties.find(exp.RowFormatDelimitedProperty)
         fields = delimited.args.get("fields") if delimited else None
@@ -713,7 +727,10 @@ def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
     files = copy.args.get("files") or []
     if len(files) != 1 or not files[0].name.startswith("s3://"):
         raise StatementError(statement.line, "COPY must read FROM one 's3://…' path")
-    file_format, compression, options, warnings = None, "auto", {}, []
+    file_format: str | None = None
+    compression = "auto"
+    options: dict[str, CopyOption] = {}
+    warnings: list[str] = []
     for name, values, line in _copy_options(statement, dialect):
         value = values[0] if values else None
         if name in _COPY_UNREADABLE:

@@ -39,17 +39,17 @@ class StagePlanner:
 
     def _statements(self, dataset: Dataset) -> tuple[list[int], list[str]]:
         """The statements whose rows make the dataset (replayed by one stage), and its merge keys if any."""
-        lineages = self.datasets.lineages
+        lineage_of = self.datasets.lineage
         writers = dataset.writers
         if not writers:
             for index in dataset.changers:
                 self.warn(index, f"changes {dataset.name} in place, which no stage replays: lineage only")
             return [], []
-        first = lineages[writers[0]]
+        first = lineage_of(writers[0])
         if first.kind not in _APPENDING:
             chosen = [writers[0]]
         else:
-            chosen = [i for i in writers if lineages[i].kind in _APPENDING]
+            chosen = [i for i in writers if lineage_of(i).kind in _APPENDING]
         for index in writers:
             if index not in chosen:
                 self.warn(
@@ -57,21 +57,21 @@ class StagePlanner:
                     f"{dataset.name} is already made by the statement at "
                     f"{first.parsed.statement.where()}: this one gives lineage only",
                 )
-        if any(lineages[i].stage is None and lineages[i].kind not in LOAD_KINDS for i in chosen):
+        if any(lineage_of(i).stage is None and lineage_of(i).kind not in LOAD_KINDS for i in chosen):
             return [], []
-        keys = list(first.parsed.merge_keys) if first.kind == "merge" else []
+        keys = list(first.merge_keys) if first.kind == "merge" else []
         for index in dataset.changers:
-            changer = lineages[index]
-            reads_same = set(changer.sources) & {s for i in chosen for s in lineages[i].sources}
+            changer = lineage_of(index)
+            reads_same = set(changer.sources) & {s for i in chosen for s in lineage_of(i).sources}
             if (
                 changer.kind == "delete"
-                and changer.parsed.merge_keys
+                and changer.merge_keys
                 and len(chosen) == 1
                 and first.kind == "insert"
                 and reads_same
                 and not keys
             ):
-                keys = list(changer.parsed.merge_keys)
+                keys = list(changer.merge_keys)
                 self.warn(
                     index,
                     f"DELETE … USING then INSERT is a merge on {', '.join(keys)}: the stage loads "
@@ -91,7 +91,7 @@ class StagePlanner:
     def _inputs_made(self, dataset: Dataset, statements: list[int]) -> bool:
         """A stage can run only if it reads tables and each is made by a stage, existing or onboarded now."""
         for index in statements:
-            lineage = self.datasets.lineages[index]
+            lineage = self.datasets.lineage(index)
             if not lineage.sources:
                 self.warn(index, f"reads no table: no stage for {dataset.name}, lineage only")
                 return False
