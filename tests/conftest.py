@@ -46,6 +46,10 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 # fixture, is an integration test.
 REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url"})
 
+# Fixtures that several test modules use, shared from here rather than imported from one test module into
+# another.
+pytest_plugins = ["tests.fixtures.lineage", "tests.fixtures.warehouse", "tests.fixtures.webhook"]
+
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,7 +19,7 @@ from medallion_assets.control.sla import judge
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
 from medallion_assets.runner import run_pipeline
-from tests.test_notifications import HOOK_ENV, webhook  # noqa: F401 — the fixture
+from tests.fixtures.webhook import HOOK_ENV
 
 BRONZE = AssetKey(["bronze", "clicks"])
 

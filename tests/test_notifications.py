@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from datetime import UTC
 from email import message_from_bytes
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import pytest
@@ -19,43 +17,7 @@ from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.notifications import Message, deliver_due, deliveries, enqueue
 from medallion_assets.loading import validate_files
-
-HOOK_ENV = "MEDALLION_TEST_WEBHOOK_URL"
-
-
-class Webhook:
-    """An HTTP server on loopback that records every POST and answers with the statuses it is given, then 200."""
-
-    def __init__(self, statuses: list[int] | None = None):
-        self.received: list[dict] = []
-        self.statuses = list(statuses or [])
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 — http.server's naming
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                recorder.received.append({"path": self.path, "body": json.loads(body)})
-                self.send_response(recorder.statuses.pop(0) if recorder.statuses else 200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/T000/secret-token"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def webhook(monkeypatch):
-    server = Webhook()
-    monkeypatch.setenv(HOOK_ENV, server.url)
-    yield server
-    server.close()
+from tests.fixtures.webhook import HOOK_ENV, Webhook
 
 
 @pytest.fixture

@@ -34,18 +34,7 @@ from medallion_assets.storage.warehouse import (
     staged_parquet,
     warehouse_from_url,
 )
-from tests.test_warehouse import (  # noqa: F401 (warehouse, schema, table and pg_schema are fixtures)
-    NULLABLE,
-    ROLE,
-    SCHEMA,
-    batch,
-    content,
-    pg_schema,
-    run_on_postgres,
-    schema,
-    table,
-    warehouse,
-)
+from tests.test_warehouse import NULLABLE, ROLE, SCHEMA, batch, content, run_on_postgres
 
 WIDER = pa.schema([*SCHEMA, ("email", pa.string()), ("score", pa.int32())])
 OLD = [(1, "FR", 1.0), (2, "DE", 2.0)]
