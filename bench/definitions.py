@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
 from dagster import (
     AssetCheckSpec,
@@ -338,7 +339,7 @@ def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
         for _ in range(repeats):
             for domain in sampled:
                 seconds, _, _ = code_location_load(
-                    lambda: build_definitions(catalog_url, lake_root, warehouse_url, domain=domain)
+                    partial(build_definitions, catalog_url, lake_root, warehouse_url, domain=domain)
                 )
                 totals["one domain"].append(sum(seconds.values()))
                 for worker, data in workers.items():

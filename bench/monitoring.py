@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from dagster import instance_for_test
+from dagster import DagsterInstance, instance_for_test
 from sqlalchemy import insert
 
 from medallion_assets.catalog.models import Notification, Pipeline, Source, Stage, Target, VolumeBand
@@ -121,7 +121,7 @@ def generated_history(store: CatalogStore, now: datetime) -> None:
         last_day = 3 if p < 25 else 0
         for day in range(last_day, DAYS):
             at = now - timedelta(days=day, hours=2)
-            for order, (layer, name) in enumerate(STAGES):
+            for layer, name in STAGES:
                 rows = 10_000 + (day * 37 + p) % 200
                 entries.append(
                     dict(
@@ -218,6 +218,26 @@ def hanging_server() -> socket.socket:
     return listener
 
 
+def tick_every_second(
+    instance: DagsterInstance, store: CatalogStore, stop: threading.Event, sensor_cpu: list[float]
+) -> None:
+    """Tick the notification sensor every second until `stop` is set; then add the CPU seconds this thread
+    used to `sensor_cpu`."""
+    cursor, cpu_started = None, time.thread_time()
+    while not stop.is_set():
+        # A failed stage would do; a halt is quicker to make: each tick sends one more.
+        store.record_audit(
+            pipeline_id="user_events_etl",
+            stage_name="silver_clean",
+            event="stage",
+            status="halted",
+            error="bench",
+        )
+        cursor, _ = notification_tick(instance, store, cursor)
+        stop.wait(1)
+    sensor_cpu.append(time.thread_time() - cpu_started)
+
+
 def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
     listener = hanging_server()
     os.environ[HOOK_ENV] = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
@@ -239,23 +259,9 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
                     defs = build_definitions(store.url, f"{folder}/lake", f"duckdb:///{folder}/wh.duckdb")
                     with instance_for_test() as instance:
                         stop, sensor_cpu = threading.Event(), []
-
-                        def ticks() -> None:
-                            cursor, cpu_started = None, time.thread_time()
-                            while not stop.is_set():
-                                # A failed stage would do; a halt is quicker to make: each tick sends one more.
-                                store.record_audit(
-                                    pipeline_id="user_events_etl",
-                                    stage_name="silver_clean",
-                                    event="stage",
-                                    status="halted",
-                                    error="bench",
-                                )
-                                cursor, _ = notification_tick(instance, store, cursor)
-                                stop.wait(1)
-                            sensor_cpu.append(time.thread_time() - cpu_started)
-
-                        ticker = threading.Thread(target=ticks, daemon=True)
+                        ticker = threading.Thread(
+                            target=tick_every_second, args=(instance, store, stop, sensor_cpu), daemon=True
+                        )
                         ticker.start()
                         started = time.perf_counter()
                         report = run_pipeline(defs, store.snapshot(), store, "user_events_etl", instance)

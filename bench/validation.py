@@ -28,6 +28,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 
 import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -102,9 +104,9 @@ def silver(bronze_rows: DataFrame) -> DataFrame:
     return typed.dropDuplicates(["event_id"])
 
 
-def timed(action) -> tuple[float, object]:
+def timed(action: Callable[..., object], *args: object) -> tuple[float, object]:
     start = time.perf_counter()
-    result = action()
+    result = action(*args)
     return time.perf_counter() - start, result
 
 
@@ -166,18 +168,19 @@ def main() -> None:
         run_ge(read_back(spark, f"{tmp}/warm"))
         for repeat in range(args.repeats):
             steps = [
-                ("a", lambda: transform_and_write(spark, args.rows, f"{tmp}/a{repeat}")),
-                ("b_observe", lambda: transform_write_and_observe(spark, args.rows, f"{tmp}/o{repeat}")),
+                ("a", partial(transform_and_write, spark, args.rows, f"{tmp}/a{repeat}")),
+                ("b_observe", partial(transform_write_and_observe, spark, args.rows, f"{tmp}/o{repeat}")),
             ]
             results = {}
             for name, step in steps if repeat % 2 == 0 else steps[::-1]:
                 seconds, results[name] = timed(step)
                 figures[name].append(seconds)
-            seconds, outcomes = timed(lambda: evaluate_rules(read_back(spark, f"{tmp}/a{repeat}"), RULES))
+            written = f"{tmp}/a{repeat}"
+            seconds, outcomes = timed(lambda path: evaluate_rules(read_back(spark, path), RULES), written)
             figures["rules"].append(seconds)
-            seconds, ge_result = timed(lambda: run_ge(read_back(spark, f"{tmp}/a{repeat}")))
+            seconds, ge_result = timed(lambda path: run_ge(read_back(spark, path)), written)
             figures["ge"].append(seconds)
-            seconds, _ = timed(lambda: run_ge(read_back(spark, f"{tmp}/a{repeat}"), "BOOLEAN_ONLY"))
+            seconds, _ = timed(lambda path: run_ge(read_back(spark, path), "BOOLEAN_ONLY"), written)
             figures["ge_boolean"].append(seconds)
             # Observed during the write or evaluated over the written rows, the outcomes are the same.
             assert [o.message for o in results["b_observe"]] == [o.message for o in outcomes], (

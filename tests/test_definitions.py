@@ -107,10 +107,13 @@ stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id:
 
 def test_changing_a_stage_changes_its_code_version_only(catalog_url, tmp_path):
     lake, warehouse = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
-    versions = lambda: {
-        s.key.to_user_string(): s.code_version  # noqa: E731
-        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
-    }
+
+    def versions() -> dict[str, str | None]:
+        return {
+            s.key.to_user_string(): s.code_version
+            for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
+        }
+
     before = versions()
     changed = tmp_path / "changed.yaml"
     changed.write_text(
