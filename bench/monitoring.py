@@ -2,15 +2,15 @@
 
 (a) A notification sensor tick over a generated catalog of 500 pipelines (3 stages each, every dataset with an
     SLA, 11 notification rows) and 30 days of audit history (one run a day: 45,000 stage entries). The tick
-    reads the catalog, judges 1,500 SLAs, reads new audit entries and failed Dagster runs (a real instance), and
-    delivers to a webhook on loopback. Measured: the first tick (25 missed SLAs and 10 halts to tell) and
-    steady ticks (nothing new). Baseline, same run: one `store.snapshot()`, the catalog read every sensor makes.
-    The volume check's own cost is measured too: judging all 1,500 stages against their last 14 runs.
+    reads the catalog, judges 1,500 SLAs, reads new audit entries and failed Dagster runs (a real instance),
+    and delivers to a webhook on loopback. Measured: the first tick (25 missed SLAs and 10 halts to tell) and
+    steady ticks (nothing new). Baseline, same run: one `store.snapshot()`, the catalog read every sensor
+    makes. The volume check's own cost is measured too: judging all 1,500 stages against their last 14 runs.
 (b) Delivery off the run's path: the seed's user_events_etl run with no notification rows, and with rows that
     point at a webhook that accepts connections and never answers, while a thread ticks the notification
     sensor every second (each delivery attempt then hangs for its 10 s timeout). Runs alternate; the ratio of
-    median run times is the cost delivery adds to a run, and the CPU the sensor's thread used (what it can take
-    from a run in the same process; a daemon runs it in another) is reported as a share of the run.
+    median run times is the cost delivery adds to a run, and the CPU the sensor's thread used (what it can
+    take from a run in the same process; a daemon runs it in another) is reported as a share of the run.
 
     .venv/bin/python bench/monitoring.py            # (a), and (b) with 3 runs per mode
     .venv/bin/python bench/monitoring.py --quick    # (b) with 1 run per mode
@@ -114,8 +114,8 @@ def generated_catalog(store: CatalogStore) -> None:
 
 
 def generated_history(store: CatalogStore, now: datetime) -> None:
-    """A run a day per pipeline for 30 days, the last two hours ago; 25 pipelines stopped three days ago (their
-    SLAs are missed); 10 stages halted half an hour ago (new events for the first tick)."""
+    """A run a day per pipeline for 30 days, the last two hours ago; 25 pipelines stopped three days ago
+    (their SLAs are missed); 10 stages halted half an hour ago (new events for the first tick)."""
     entries = []
     for p in range(PIPELINES):
         last_day = 3 if p < 25 else 0
@@ -192,8 +192,8 @@ def sensor_tick(catalog_url: str | None) -> None:
     server.shutdown()
     baseline = statistics.median(snapshot_times)
     print(
-        f"(a) {PIPELINES} pipelines, {PIPELINES * len(STAGES)} datasets with SLAs, {DAYS} days of audit history "
-        f"({store.engine.dialect.name} catalog)"
+        f"(a) {PIPELINES} pipelines, {PIPELINES * len(STAGES)} datasets with SLAs, {DAYS} days of audit "
+        f"history ({store.engine.dialect.name} catalog)"
     )
     print(f"    baseline, one catalog snapshot: {baseline * 1000:.0f} ms")
     print(

@@ -12,11 +12,11 @@ GE    Great Expectations 1.x running the same 10 expectations as one suite, one 
       and the default result format (SUMMARY: counts and a sample of unexpected values, like our outcomes);
 GE-b  the same with result_format BOOLEAN_ONLY, Great Expectations' cheapest setting (no counts at all).
 
-Nothing is cached across steps: each computes from the generated data or the written files. (a) and (b') run in
-alternating order. Prints medians of `--repeats` runs, (b')/(a) (goal <= 1.15), and Great Expectations' time
-against ours (goal >= 5): against what the observed rules add to the write, (b') - (a), and against the rules
-alone on the written parquet (both then read the same files; only GE's is a fair like-for-like without the
-dedupe's knowledge).
+Nothing is cached across steps: each computes from the generated data or the written files. (a) and (b') run
+in alternating order. Prints medians of `--repeats` runs, (b')/(a) (goal <= 1.15), and Great Expectations'
+time against ours (goal >= 5): against what the observed rules add to the write, (b') - (a), and against the
+rules alone on the written parquet (both then read the same files; only GE's is a fair like-for-like without
+the dedupe's knowledge).
 
     python bench/validation.py --rows 2000000
 """
@@ -67,7 +67,8 @@ RULES = [
 
 
 def expectations() -> list:
-    """The 10 rules as Great Expectations 1.x expectations; schema_match becomes a check of the column names."""
+    """The 10 rules as Great Expectations 1.x expectations; schema_match becomes a check of the column
+    names."""
     E = gx.expectations
     return [
         E.ExpectTableRowCountToBeBetween(min_value=1),
@@ -84,7 +85,8 @@ def expectations() -> list:
 
 
 def bronze(spark: SparkSession, rows: int) -> DataFrame:
-    """Bronze-like rows, all strings, with known defects: 1% duplicate keys, nulls, bad statuses, ranges, emails."""
+    """Bronze-like rows, all strings, with known defects: 1% duplicate keys, nulls, bad statuses, ranges,
+    emails."""
     return spark.range(rows).selectExpr(
         f"CAST(id % {rows - rows // 100} AS STRING) AS event_id",
         "IF(id % 1000 = 0, NULL, CAST(id * 7919 % 100000 AS STRING)) AS user_id",
@@ -132,7 +134,8 @@ def transform_and_write(spark: SparkSession, rows: int, path: str) -> None:
 
 
 def transform_write_and_observe(spark: SparkSession, rows: int, path: str) -> list:
-    """(b'): the rules observed during the write; the transform deduplicates on event_id, so unique is known."""
+    """(b'): the rules observed during the write; the transform deduplicates on event_id, so unique is
+    known."""
     observed, finish = observe_rules(silver(bronze(spark, rows)), RULES, unique_on=["event_id"])
     observed.write.parquet(path)
     return finish(read_back(spark, path))
@@ -202,7 +205,8 @@ def main() -> None:
     )
     print(
         f"(b')/(a) = {median['b_observe'] / median['a']:.3f}  (goal <= 1.15); "
-        f"transform then rules on the written files, ((a) + rules)/(a) = {1 + median['rules'] / median['a']:.3f}"
+        "transform then rules on the written files, ((a) + rules)/(a) = "
+        f"{1 + median['rules'] / median['a']:.3f}"
     )
     print(f"what the observed rules add to the write, median of (b') - (a) per run: {added:.2f}s")
     for key, label in (("ge", "GE"), ("ge_boolean", "GE BOOLEAN_ONLY")):

@@ -91,9 +91,11 @@ def test_a_pipeline_added_to_the_catalog_appears_after_reload(catalog_url, tmp_p
     added = tmp_path / "clicks.yaml"
     added.write_text("""
 pipelines: [{pipeline_id: clicks_etl}]
-sources: [{source_id: clicks_raw, s3_path: "s3://medallion-raw/clicks/", file_format: jsonl, columns: {id: string}}]
+sources: [{source_id: clicks_raw, s3_path: "s3://medallion-raw/clicks/", file_format: jsonl,
+           columns: {id: string}}]
 targets: [{target_id: bronze_clicks, layer: bronze}]
-stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id: clicks_raw, target_id: bronze_clicks}]
+stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id: clicks_raw,
+          target_id: bronze_clicks}]
 """)
     store = CatalogStore(catalog_url)
     store.upsert(validate_files(store.snapshot(), [added]).rows)

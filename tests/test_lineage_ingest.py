@@ -1,7 +1,7 @@
-"""Lineage from other tools: OpenLineage events read from a file or stdin (`medallion lineage ingest`) and received
-over HTTP on loopback (`medallion lineage serve`, Marquez's POST /api/v1/lineage) join the catalog graph, so
-lineage and recovery paths cross orchestrators; a malformed event is refused with the schema error and the rest
-of its batch is ingested."""
+"""Lineage from other tools: OpenLineage events read from a file or stdin (`medallion lineage ingest`) and
+received over HTTP on loopback (`medallion lineage serve`, Marquez's POST /api/v1/lineage) join the catalog
+graph, so lineage and recovery paths cross orchestrators; a malformed event is refused with the schema error
+and the rest of its batch is ingested."""
 
 from __future__ import annotations
 
@@ -315,11 +315,13 @@ def send(server: LineageServer, document: dict) -> tuple[int, bytes]:
 
 
 def test_paths_served_after_concurrent_events_equal_those_computed_from_scratch(seeded, serving, tmp_path):
-    """Events sent at once by many clients each add their edges to the graph the server keeps and rank again only
-    what they reach; the result is what reading the whole catalog again gives, and the catalog was read once."""
+    """Events sent at once by many clients each add their edges to the graph the server keeps and rank again
+    only what they reach; the result is what reading the whole catalog again gives, and the catalog was read
+    once."""
     server = serving(seeded)
     shop_orders = ("postgres://shopdb:5432", "shop.public.orders")
-    # Twenty feeds of the shop's orders: more ways into every dataset downstream than the 16 paths kept of each.
+    # Twenty feeds of the shop's orders: more ways into every dataset downstream than the 16 paths kept of
+    # each.
     feeds = [
         event(AIRFLOW, f"airflow/feed_{number}", [("s3://vendor", f"feed_{number}")], [shop_orders])
         for number in range(20)

@@ -1,5 +1,6 @@
 """Notifications over real channels: SNS on moto's server, a webhook server and an SMTP server on loopback;
-rows checked by the catalog loader; the outbox delivering at least once, never twice, retrying with backoff."""
+rows checked by the catalog loader; the outbox delivering at least once, never twice, retrying with
+backoff."""
 
 from __future__ import annotations
 
@@ -56,8 +57,8 @@ def test_unknown_channel_and_pasted_secret_are_refused_at_load_with_file_and_lin
         "  - {notification_id: pager, events: [run_failed], channel: pagerduty}\n"
         "  - {notification_id: pasted, events: [run_failed], channel: webhook,\n"
         "     params: {url_env: 'https://hooks.example.com/T0/B0/very-secret'}}\n"
-        "  - {notification_id: lost, events: [sla_missed], scope: pipeline, scope_id: nowhere, channel: webhook,\n"
-        "     params: {url_env: HOOK}}\n"
+        "  - {notification_id: lost, events: [sla_missed], scope: pipeline, scope_id: nowhere, channel: "
+        "webhook,\n     params: {url_env: HOOK}}\n"
     )
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [catalog])
@@ -65,8 +66,8 @@ def test_unknown_channel_and_pasted_secret_are_refused_at_load_with_file_and_lin
     assert problems == [
         f"{catalog}:2: notifications[pager].channel: unknown channel 'pagerduty'; registered channels: "
         "email, sns, webhook",
-        f"{catalog}:3: notifications[pasted].params: params for webhook: url_env: Value error, must be the name of "
-        "an environment variable (A-Z, 0-9, _) that holds the secret, never the secret",
+        f"{catalog}:3: notifications[pasted].params: params for webhook: url_env: Value error, must be the "
+        "name of an environment variable (A-Z, 0-9, _) that holds the secret, never the secret",
         f"{catalog}:5: notifications[lost].scope_id: unknown pipeline 'nowhere'",
     ]
     assert "very-secret" not in str(refused.value)
