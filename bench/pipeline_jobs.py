@@ -2,9 +2,9 @@
 
 A catalog of N datasets (N/4 pipelines, generated as in bench/definitions.py) is loaded as Dagster loads a
 code location (build, resolve, snapshot: `code_location_load` of bench/definitions.py), `--repeats` times
-alternating the order: (a) Medallion's Definitions as they are; (b) the same plus `define_asset_job(<pipeline
-id>, AssetSelection.groups(<pipeline's group>))` for every pipeline. Reported: medians and the ratio (b) /
-(a).
+alternating the order: (a) Medallion's Definitions as they are; (b) the same plus
+`define_asset_job(<pipeline id>, AssetSelection.groups(<pipeline's group>))` for every pipeline. Reported:
+medians and the ratio (b) / (a).
 
     python bench/pipeline_jobs.py --sizes 1000 2000 --repeats 2
 """

@@ -153,8 +153,8 @@ def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_t
             "-c",
             RUN_WORKER.replace(
                 "print(",
-                f"open({str(load_data)!r}, "
-                "'w').write(__import__('dagster').serialize_value(repository.repository_load_data)); print(",
+                f"open({str(load_data)!r}, 'w')"
+                ".write(__import__('dagster').serialize_value(repository.repository_load_data)); print(",
             ),
         ],
         capture_output=True,

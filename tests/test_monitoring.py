@@ -141,8 +141,7 @@ def test_volume_band_is_median_plus_minus_k_mad_and_says_when_history_is_short()
 def test_a_day_with_a_tenth_of_the_usual_rows_raises_one_volume_warning(tmp_path, bucket, spark, webhook):
     notify = (
         "notifications:\n  - {notification_id: web_hook, events: [volume_anomaly, check_failed], scope: "
-        "owner, "
-        f"scope_id: 'team:web', channel: webhook, params: {{url_env: {HOOK_ENV}}}}}\n"
+        f"owner, scope_id: 'team:web', channel: webhook, params: {{url_env: {HOOK_ENV}}}}}\n"
     )
     medallion = Installation(
         tmp_path,
