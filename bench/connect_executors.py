@@ -49,8 +49,8 @@ def main() -> None:
                     times[executor].append(seconds)
     one, many = statistics.median(times["in_process"]), statistics.median(times["multiprocess"])
     print(
-        f"orders_etl on Spark Connect, {args.rows:,} events: in_process {one:.1f} s, multiprocess {many:.1f} s "
-        f"(medians of {args.repeats}); multiprocess / in_process = {many / one:.2f}"
+        f"orders_etl on Spark Connect, {args.rows:,} events: in_process {one:.1f} s, "
+        f"multiprocess {many:.1f} s (medians of {args.repeats}); multiprocess / in_process = {many / one:.2f}"
     )
 
 

@@ -1,4 +1,5 @@
-"""Benchmark: a code-location load of Medallion's Definitions from a generated catalog, against hand-written specs.
+"""Benchmark: a code-location load of Medallion's Definitions from a generated catalog, against hand-written
+specs.
 
 For each size N (datasets, i.e. asset keys), a catalog of N/4 pipelines is generated, each shaped like the
 seed's user_events_etl: a raw JSONL source, bronze → silver → gold (a warehouse target with SQL), one rule set
@@ -16,7 +17,8 @@ into a repository and loads every definition in it (`Definitions.validate_loadab
 plus a partitions check), then the webserver fetches the repository snapshot (`RepositorySnap.from_def` with
 deferred job snapshots, serialized). Each phase is timed; the ratios are on the sums. All sides are checked to
 produce the same asset graph (keys, deps, groups), and (a) and (c) the same asset checks. One extra run of (a)
-times the steps `build_definitions` is made of (catalog migrate and read, asset factory, Definitions) one by one.
+times the steps `build_definitions` is made of (catalog migrate and read, asset factory, Definitions) one by
+one.
 
     python bench/definitions.py                      # 1k, 2k, 5k, 10k datasets, 3 repeats
     python bench/definitions.py --quick              # 200 and 400 datasets, 2 repeats
@@ -26,13 +28,15 @@ With `--locations PER`, the catalog's pipelines are split into domains of PER da
 domain's load (the same phases, median over three domains: first, middle, last), a run worker's start (a new
 Python process that imports Medallion and rebuilds its domain's Definitions as `dagster api execute_run` does
 before the first step; wall time), once with the load data the code server gave Dagster (the catalog snapshot)
-and once without it (reading the catalog again), and the same graph as one `multi_asset` per pipeline (can_subset, same checks), the shape
-Dagster's integrations use for large graphs; all against the whole catalog as one location, in the same run.
+and once without it (reading the catalog again), and the same graph as one `multi_asset` per pipeline
+(can_subset, same checks), the shape Dagster's integrations use for large graphs; all against the whole
+catalog as one location, in the same run.
 
     python bench/definitions.py --locations 1000 --sizes 1000 10000 --repeats 2
 """
 
-# No `from __future__ import annotations`: Dagster reads the @asset reference's parameter annotations as types.
+# No `from __future__ import annotations`: Dagster reads the @asset reference's parameter annotations as
+# types.
 import argparse
 import gc
 import os
@@ -42,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
 from dagster import (
     AssetCheckSpec,
@@ -252,23 +257,26 @@ def multi_asset_per_pipeline(pipelines: int) -> list[AssetSpec | AssetsDefinitio
     return assets
 
 
-# A run worker's start, as `dagster api execute_run` does it: rebuild the run's code location, given the load data
-# Dagster stored with the run (argv[2], a file), or without it (as before the catalog snapshot was kept there).
+# A run worker's start, as `dagster api execute_run` does it: rebuild the run's code location, given the load
+# data Dagster stored with the run (argv[2], a file), or without it (as before the catalog snapshot was kept
+# there).
 WORKER_START = """
 import sys, time
 from dagster import deserialize_value
 from medallion_assets.dagster_compat import ReconstructableRepository
 start = time.perf_counter()
 load_data = deserialize_value(open(sys.argv[2]).read()) if len(sys.argv) > 2 else None
-repository = ReconstructableRepository.for_module("medallion_assets.locations", sys.argv[1]).with_repository_load_data(
-    load_data).get_definition()
+repository = ReconstructableRepository.for_module(
+    "medallion_assets.locations", sys.argv[1]
+).with_repository_load_data(load_data).get_definition()
 repository.load_all_definitions()
 print(time.perf_counter() - start)
 """
 
 
 def code_server_load_data(domain: str, folder: str) -> str:
-    """The file holding a domain location's load data, as its code server hands it to Dagster for every run."""
+    """The file holding a domain location's load data, as its code server hands it to Dagster for every
+    run."""
     repository = ReconstructableRepository.for_module("medallion_assets.locations", domain).get_definition()
     path = f"{folder}/{domain}.load_data"
     with open(path, "w") as file:
@@ -290,7 +298,8 @@ def run_worker_start(domain: str, load_data: str | None) -> tuple[float, float]:
 
 
 def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
-    """One domain's load and a run worker's start, against the whole catalog and one multi_asset per pipeline."""
+    """One domain's load and a run worker's start, against the whole catalog and one multi_asset per
+    pipeline."""
     pipelines, per_domain = datasets // DATASETS_PER_PIPELINE, per_location // DATASETS_PER_PIPELINE
     with tempfile.TemporaryDirectory(prefix="medallion-bench-locations-") as folder:
         catalog_url, lake_root, warehouse_url = (
@@ -338,7 +347,7 @@ def bench_locations(datasets: int, per_location: int, repeats: int) -> dict:
         for _ in range(repeats):
             for domain in sampled:
                 seconds, _, _ = code_location_load(
-                    lambda: build_definitions(catalog_url, lake_root, warehouse_url, domain=domain)
+                    partial(build_definitions, catalog_url, lake_root, warehouse_url, domain=domain)
                 )
                 totals["one domain"].append(sum(seconds.values()))
                 for worker, data in workers.items():
@@ -370,8 +379,9 @@ def main_locations(sizes: list[int], per_location: int, repeats: int) -> None:
             print(f"  {side:<32}{median:>8.2f}  ({result['max'][side]:.2f})")
         print(
             f"  one domain / whole catalog: {median_ratio(result, 'one domain', 'whole catalog'):.2f};  "
-            f"one domain / multi_asset per pipeline: {median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f};  "
-            f"run worker, snapshot / catalog: {median_ratio(result, 'run worker, snapshot', 'run worker, catalog'):.2f}"
+            "one domain / multi_asset per pipeline: "
+            f"{median_ratio(result, 'one domain', 'multi_asset/pipeline'):.2f};  run worker, snapshot / "
+            f"catalog: {median_ratio(result, 'run worker, snapshot', 'run worker, catalog'):.2f}"
         )
     first, last = min(sizes), max(sizes)
     if first != last:
@@ -387,7 +397,8 @@ def median_ratio(result: dict, side: str, baseline: str) -> float:
 
 
 def code_location_load(make_defs: Callable[[], Definitions]) -> tuple[dict[str, float], set[tuple], set]:
-    """Seconds per phase of loading `make_defs()` as Dagster loads a code location; its asset graph and checks."""
+    """Seconds per phase of loading `make_defs()` as Dagster loads a code location; its asset graph and
+    checks."""
     # Every load starts from the same heap: garbage left by the previous load would otherwise slow down the
     # collector's passes during this one, and charge one side for the other's garbage.
     gc.collect()
@@ -503,14 +514,16 @@ def main() -> None:
         main_locations(sizes, args.locations, repeats)
         return
 
-    # Imports and first-call caches (pydantic, Dagster, SQLAlchemy, alembic) are paid once per process: untimed.
+    # Imports and first-call caches (pydantic, Dagster, SQLAlchemy, alembic) are paid once per process:
+    # untimed.
     bench_size(DATASETS_PER_PIPELINE, 1)
     results = {}
     for datasets in sizes:
         results[datasets] = result = bench_size(datasets, repeats)
         m, h = result["medians"], result["totals"]
         print(
-            f"\n{datasets:,} datasets ({datasets // DATASETS_PER_PIPELINE:,} pipelines), medians of {repeats}:"
+            f"\n{datasets:,} datasets ({datasets // DATASETS_PER_PIPELINE:,} pipelines), medians of "
+            f"{repeats}:"
         )
         print(f"  {'':<14}" + "".join(f"{phase:>10}" for phase in PHASES) + f"{'total':>10}")
         for side in SIDES:

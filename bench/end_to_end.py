@@ -10,7 +10,8 @@ loopback (moto's server mode). Then, `--repeats` times, alternating which side g
     quarantine folder) and writes bronze parquet; reads it, casts event_ts to timestamp (rows that fail to
     quarantine), drops duplicate event_ids and writes silver parquet; aggregates events and distinct users
     per day and replaces the table in DuckDB. Its bronze keeps the source file but not the line number, and
-    its silver keeps an arbitrary copy of a duplicate (they are exact copies), where Medallion keeps the first.
+    its silver keeps an arbitrary copy of a duplicate (they are exact copies), where Medallion keeps the
+    first.
 
 Both run in this process on one Spark session, created before timing with spark.driver.memory=2g. Both must
 load the same gold rows, equal to what the generator says survives (asserted). Prints the medians, the ratio
@@ -77,7 +78,8 @@ def gold_rows(duckdb_file: Path) -> list[tuple]:
 
 
 def run_medallion(spark: SparkSession, workdir: Path) -> dict:
-    """One timed Medallion run from an empty catalog, lake and warehouse; returns times, gold and audit rows."""
+    """One timed Medallion run from an empty catalog, lake and warehouse; returns times, gold and audit
+    rows."""
     catalog_url = f"sqlite:///{workdir / 'catalog.db'}"
     warehouse_file = workdir / "warehouse.duckdb"
     lake_root = str(workdir / "lake")

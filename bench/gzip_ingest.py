@@ -64,8 +64,9 @@ def main() -> None:
                 assert result.rows_read == rows, (kind, result)
     plain, gzip = statistics.median(times["plain"]), statistics.median(times["gzip"])
     print(
-        f"{rows:,} events: plain {sizes['plain'] / 1e6:.0f} MB in {plain:.2f} s, gzip {sizes['gzip'] / 1e6:.0f} MB "
-        f"in {gzip:.2f} s (medians of {repeats}); gzip / plain = {gzip / plain:.2f} (goal <= 1.2)"
+        f"{rows:,} events: plain {sizes['plain'] / 1e6:.0f} MB in {plain:.2f} s, gzip "
+        f"{sizes['gzip'] / 1e6:.0f} MB in {gzip:.2f} s (medians of {repeats}); gzip / plain = "
+        f"{gzip / plain:.2f} (goal <= 1.2)"
     )
 
 

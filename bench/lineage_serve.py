@@ -1,16 +1,16 @@
 """Benchmark: `medallion lineage serve` on loopback, the cost of one event as the catalog grows.
 
 For each size N (datasets), a SQLite catalog of N/2 raw sources, each ingested into its own bronze target, is
-generated with bulk inserts (untimed). A real `LineageServer` on 127.0.0.1 serves it from a process of its own, so
-its peak RSS is the server's alone. Clients in this process send `--events` events under a bounded load (at most
-`--clients` requests in flight), each an export job that writes a file into one of the raw sources' prefixes
-(Airflow filling the landing bucket): a new external dataset and an edge into the catalog, whose raw source and
-bronze target get paths again. Every event must be answered 201.
+generated with bulk inserts (untimed). A real `LineageServer` on 127.0.0.1 serves it from a process of its
+own, so its peak RSS is the server's alone. Clients in this process send `--events` events under a bounded
+load (at most `--clients` requests in flight), each an export job that writes a file into one of the raw
+sources' prefixes (Airflow filling the landing bucket): a new external dataset and an edge into the catalog,
+whose raw source and bronze target get paths again. Every event must be answered 201.
 
-The first event reads the whole catalog (the server keeps what it read from then on) and is reported apart; the
-others are measured: events per second, median and p99 latency, and the per-event cost, as wall time / events
-and as the server process's CPU time / events (which the load of other processes on the machine hardly moves).
-Ratios are against the smallest size, measured in the same run: a flat cost keeps them near 1.
+The first event reads the whole catalog (the server keeps what it read from then on) and is reported apart;
+the others are measured: events per second, median and p99 latency, and the per-event cost, as wall time /
+events and as the server process's CPU time / events (which the load of other processes on the machine hardly
+moves). Ratios are against the smallest size, measured in the same run: a flat cost keeps them near 1.
 
     python bench/lineage_serve.py                                     # 1k, 10k, 100k datasets, 1,000 events
     python bench/lineage_serve.py --sizes 1000 10000 --events 200
@@ -93,8 +93,8 @@ def event(number: int, sources: int) -> bytes:
 
 
 def serve(folder: str, datasets: int, port, measuring, stop, results) -> None:
-    """The server's process: generate the catalog, serve it until told to stop, report peak RSS, reloads and the
-    CPU time (all its threads) spent while measured."""
+    """The server's process: generate the catalog, serve it until told to stop, report peak RSS, reloads and
+    the CPU time (all its threads) spent while measured."""
     started = time.perf_counter()
     store = catalog(Path(folder), datasets)
     generated = time.perf_counter() - started
@@ -173,16 +173,18 @@ def main() -> None:
     base = results[0]
     print(f"{arguments.events:,} events per size, at most {arguments.clients} in flight\n")
     print(
-        "| datasets | catalog generated s | first event s | events/s | wall ms / event | server CPU ms / event "
-        "| median ms | p99 ms | peak RSS MB | catalog reads | wall vs smallest | CPU vs smallest | p99 vs smallest |"
+        "| datasets | catalog generated s | first event s | events/s | wall ms / event | server CPU ms / "
+        "event | median ms | p99 ms | peak RSS MB | catalog reads | wall vs smallest | CPU vs smallest | p99 "
+        "vs smallest |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
-            f"| {r['datasets']:,} | {r['generate_sec']:.1f} | {r['first_sec']:.2f} | {r['events_per_sec']:.0f} | "
-            f"{r['cost_ms']:.1f} | {r['cpu_ms']:.1f} | {r['median_ms']:.1f} | {r['p99_ms']:.1f} | "
-            f"{r['peak_rss_mb']:.0f} | {r['reloads']} | {r['cost_ms'] / base['cost_ms']:.2f}× | "
-            f"{r['cpu_ms'] / base['cpu_ms']:.2f}× | {r['p99_ms'] / base['p99_ms']:.2f}× |"
+            f"| {r['datasets']:,} | {r['generate_sec']:.1f} | {r['first_sec']:.2f} | "
+            f"{r['events_per_sec']:.0f} | {r['cost_ms']:.1f} | {r['cpu_ms']:.1f} | {r['median_ms']:.1f} | "
+            f"{r['p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | {r['reloads']} | "
+            f"{r['cost_ms'] / base['cost_ms']:.2f}× | {r['cpu_ms'] / base['cpu_ms']:.2f}× | "
+            f"{r['p99_ms'] / base['p99_ms']:.2f}× |"
         )
 
 

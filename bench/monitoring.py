@@ -2,15 +2,15 @@
 
 (a) A notification sensor tick over a generated catalog of 500 pipelines (3 stages each, every dataset with an
     SLA, 11 notification rows) and 30 days of audit history (one run a day: 45,000 stage entries). The tick
-    reads the catalog, judges 1,500 SLAs, reads new audit entries and failed Dagster runs (a real instance), and
-    delivers to a webhook on loopback. Measured: the first tick (25 missed SLAs and 10 halts to tell) and
-    steady ticks (nothing new). Baseline, same run: one `store.snapshot()`, the catalog read every sensor makes.
-    The volume check's own cost is measured too: judging all 1,500 stages against their last 14 runs.
+    reads the catalog, judges 1,500 SLAs, reads new audit entries and failed Dagster runs (a real instance),
+    and delivers to a webhook on loopback. Measured: the first tick (25 missed SLAs and 10 halts to tell) and
+    steady ticks (nothing new). Baseline, same run: one `store.snapshot()`, the catalog read every sensor
+    makes. The volume check's own cost is measured too: judging all 1,500 stages against their last 14 runs.
 (b) Delivery off the run's path: the seed's user_events_etl run with no notification rows, and with rows that
     point at a webhook that accepts connections and never answers, while a thread ticks the notification
     sensor every second (each delivery attempt then hangs for its 10 s timeout). Runs alternate; the ratio of
-    median run times is the cost delivery adds to a run, and the CPU the sensor's thread used (what it can take
-    from a run in the same process; a daemon runs it in another) is reported as a share of the run.
+    median run times is the cost delivery adds to a run, and the CPU the sensor's thread used (what it can
+    take from a run in the same process; a daemon runs it in another) is reported as a share of the run.
 
     .venv/bin/python bench/monitoring.py            # (a), and (b) with 3 runs per mode
     .venv/bin/python bench/monitoring.py --quick    # (b) with 1 run per mode
@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from dagster import instance_for_test
+from dagster import DagsterInstance, instance_for_test
 from sqlalchemy import insert
 
 from medallion_assets.catalog.models import Notification, Pipeline, Source, Stage, Target, VolumeBand
@@ -114,14 +114,14 @@ def generated_catalog(store: CatalogStore) -> None:
 
 
 def generated_history(store: CatalogStore, now: datetime) -> None:
-    """A run a day per pipeline for 30 days, the last two hours ago; 25 pipelines stopped three days ago (their
-    SLAs are missed); 10 stages halted half an hour ago (new events for the first tick)."""
+    """A run a day per pipeline for 30 days, the last two hours ago; 25 pipelines stopped three days ago
+    (their SLAs are missed); 10 stages halted half an hour ago (new events for the first tick)."""
     entries = []
     for p in range(PIPELINES):
         last_day = 3 if p < 25 else 0
         for day in range(last_day, DAYS):
             at = now - timedelta(days=day, hours=2)
-            for order, (layer, name) in enumerate(STAGES):
+            for layer, name in STAGES:
                 rows = 10_000 + (day * 37 + p) % 200
                 entries.append(
                     dict(
@@ -192,8 +192,8 @@ def sensor_tick(catalog_url: str | None) -> None:
     server.shutdown()
     baseline = statistics.median(snapshot_times)
     print(
-        f"(a) {PIPELINES} pipelines, {PIPELINES * len(STAGES)} datasets with SLAs, {DAYS} days of audit history "
-        f"({store.engine.dialect.name} catalog)"
+        f"(a) {PIPELINES} pipelines, {PIPELINES * len(STAGES)} datasets with SLAs, {DAYS} days of audit "
+        f"history ({store.engine.dialect.name} catalog)"
     )
     print(f"    baseline, one catalog snapshot: {baseline * 1000:.0f} ms")
     print(
@@ -218,6 +218,26 @@ def hanging_server() -> socket.socket:
     return listener
 
 
+def tick_every_second(
+    instance: DagsterInstance, store: CatalogStore, stop: threading.Event, sensor_cpu: list[float]
+) -> None:
+    """Tick the notification sensor every second until `stop` is set; then add the CPU seconds this thread
+    used to `sensor_cpu`."""
+    cursor, cpu_started = None, time.thread_time()
+    while not stop.is_set():
+        # A failed stage would do; a halt is quicker to make: each tick sends one more.
+        store.record_audit(
+            pipeline_id="user_events_etl",
+            stage_name="silver_clean",
+            event="stage",
+            status="halted",
+            error="bench",
+        )
+        cursor, _ = notification_tick(instance, store, cursor)
+        stop.wait(1)
+    sensor_cpu.append(time.thread_time() - cpu_started)
+
+
 def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
     listener = hanging_server()
     os.environ[HOOK_ENV] = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
@@ -239,23 +259,9 @@ def delivery_off_the_run_path(rows: int, repetitions: int) -> None:
                     defs = build_definitions(store.url, f"{folder}/lake", f"duckdb:///{folder}/wh.duckdb")
                     with instance_for_test() as instance:
                         stop, sensor_cpu = threading.Event(), []
-
-                        def ticks() -> None:
-                            cursor, cpu_started = None, time.thread_time()
-                            while not stop.is_set():
-                                # A failed stage would do; a halt is quicker to make: each tick sends one more.
-                                store.record_audit(
-                                    pipeline_id="user_events_etl",
-                                    stage_name="silver_clean",
-                                    event="stage",
-                                    status="halted",
-                                    error="bench",
-                                )
-                                cursor, _ = notification_tick(instance, store, cursor)
-                                stop.wait(1)
-                            sensor_cpu.append(time.thread_time() - cpu_started)
-
-                        ticker = threading.Thread(target=ticks, daemon=True)
+                        ticker = threading.Thread(
+                            target=tick_every_second, args=(instance, store, stop, sensor_cpu), daemon=True
+                        )
                         ticker.start()
                         started = time.perf_counter()
                         report = run_pipeline(defs, store.snapshot(), store, "user_events_etl", instance)

@@ -1,8 +1,8 @@
 """Benchmark: SQL onboarding speed against plain parsing, and its accuracy on the hand-written corpus.
 
 (1) 1,000 Redshift statements (generated: `--domains` business domains of 10 statements each, in files of 100:
-    CREATE TABLE, COPY, a cleaning INSERT, a temporary table, an aggregate CTAS over a join and a CTE, a MERGE,
-    an UPDATE with a join, a view with a window, an UNLOAD and a GRANT), measured as
+    CREATE TABLE, COPY, a cleaning INSERT, a temporary table, an aggregate CTAS over a join and a CTE, a
+    MERGE, an UPDATE with a join, a view with a window, an UNLOAD and a GRANT), measured as
     (a) the baseline: plain `sqlglot.parse` of the same files;
     (b) `onboard` end to end into an empty SQLite catalog: split, parse, qualify, column lineage, temp-table
         collapsing, catalog rows, validation as YAML is validated, and the write (goal <= 10 s);
@@ -46,19 +46,22 @@ STATEMENTS_PER_FILE = 100
 
 
 def domain_statements(n: int, ddl: bool = True) -> list[str]:
-    """Ten statements of one business domain, shaped like a warehouse's daily ELT script. Without DDL, the COPY
-    lists the columns of a gzip export and an aggregate over a table declared nowhere takes the CREATE TABLE's
-    place."""
+    """Ten statements of one business domain, shaped like a warehouse's daily ELT script. Without DDL, the
+    COPY lists the columns of a gzip export and an aggregate over a table declared nowhere takes the CREATE
+    TABLE's place."""
     loads = (
         [
-            f"CREATE TABLE raw_d{n}.orders (order_id VARCHAR(20), customer_id VARCHAR(20), order_ts VARCHAR(40), "
-            f"amount VARCHAR(20), status VARCHAR(20), channel VARCHAR(20), country CHAR(2), note VARCHAR(200))",
-            f"COPY raw_d{n}.orders FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 10",
+            f"CREATE TABLE raw_d{n}.orders (order_id VARCHAR(20), customer_id VARCHAR(20), order_ts "
+            "VARCHAR(40), amount VARCHAR(20), status VARCHAR(20), channel VARCHAR(20), country CHAR(2), note "
+            "VARCHAR(200))",
+            f"COPY raw_d{n}.orders FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 "
+            "MAXERROR 10",
         ]
         if ddl
         else [
             f"CREATE TABLE gold_d{n}.channel_days AS SELECT DATE(started_at) AS day, channel, "
-            f"COUNT(DISTINCT session_id) AS sessions FROM ext_d{n}.web_sessions WHERE bot = FALSE GROUP BY 1, 2",
+            f"COUNT(DISTINCT session_id) AS sessions FROM ext_d{n}.web_sessions WHERE bot = FALSE GROUP BY "
+            "1, 2",
             f"COPY raw_d{n}.orders (order_id, customer_id, order_ts, amount, status, channel, country, note) "
             f"FROM 's3://raw-{n}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 10 GZIP",
         ]
@@ -66,15 +69,17 @@ def domain_statements(n: int, ddl: bool = True) -> list[str]:
     return [
         *loads,
         f"INSERT INTO silver_d{n}.orders SELECT DISTINCT order_id, customer_id, "
-        f"CAST(order_ts AS TIMESTAMP) AS order_ts, CAST(amount AS DECIMAL(12,2)) AS amount, LOWER(TRIM(status)) AS status, UPPER(channel) AS channel, "
-        f"country FROM raw_d{n}.orders WHERE order_id IS NOT NULL AND amount ~ '^[0-9.]+$'",
-        f"CREATE TEMP TABLE recent_{n} AS SELECT order_id, customer_id, amount, order_ts FROM silver_d{n}.orders "
-        f"WHERE order_ts >= DATEADD(day, -30, GETDATE())",
-        f"CREATE TABLE gold_d{n}.customer_revenue AS WITH per_customer AS (SELECT customer_id, SUM(amount) AS revenue, "
-        f"COUNT(*) AS orders, MAX(order_ts) AS last_order FROM recent_{n} GROUP BY customer_id) "
+        "CAST(order_ts AS TIMESTAMP) AS order_ts, CAST(amount AS DECIMAL(12,2)) AS amount, "
+        f"LOWER(TRIM(status)) AS status, UPPER(channel) AS channel, country FROM raw_d{n}.orders WHERE "
+        "order_id IS NOT NULL AND amount ~ '^[0-9.]+$'",
+        f"CREATE TEMP TABLE recent_{n} AS SELECT order_id, customer_id, amount, order_ts FROM "
+        f"silver_d{n}.orders WHERE order_ts >= DATEADD(day, -30, GETDATE())",
+        f"CREATE TABLE gold_d{n}.customer_revenue AS WITH per_customer AS (SELECT customer_id, SUM(amount) "
+        f"AS revenue, COUNT(*) AS orders, MAX(order_ts) AS last_order FROM recent_{n} GROUP BY customer_id) "
         f"SELECT p.customer_id, o.country, p.revenue, p.orders, p.last_order, "
         f"CASE WHEN p.revenue > 1000 THEN 'high' ELSE 'low' END AS segment FROM per_customer p "
-        f"JOIN (SELECT DISTINCT customer_id, country FROM silver_d{n}.orders) o ON o.customer_id = p.customer_id",
+        f"JOIN (SELECT DISTINCT customer_id, country FROM silver_d{n}.orders) o ON o.customer_id = "
+        "p.customer_id",
         f"MERGE INTO silver_d{n}.customers AS c USING (SELECT customer_id, MAX(country) AS country "
         f"FROM silver_d{n}.orders GROUP BY customer_id) AS u ON c.customer_id = u.customer_id "
         f"WHEN MATCHED THEN UPDATE SET country = u.country "
@@ -85,8 +90,8 @@ def domain_statements(n: int, ddl: bool = True) -> list[str]:
         f"ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY order_ts) AS seq, "
         f"SUM(amount) OVER (PARTITION BY customer_id ORDER BY order_ts ROWS UNBOUNDED PRECEDING) AS running "
         f"FROM silver_d{n}.orders",
-        f"UNLOAD ('SELECT country, SUM(revenue) AS revenue FROM gold_d{n}.customer_revenue GROUP BY country') "
-        f"TO 's3://exports-{n}/revenue/' IAM_ROLE default FORMAT AS PARQUET",
+        f"UNLOAD ('SELECT country, SUM(revenue) AS revenue FROM gold_d{n}.customer_revenue GROUP BY "
+        f"country') TO 's3://exports-{n}/revenue/' IAM_ROLE default FORMAT AS PARQUET",
         f"GRANT SELECT ON gold_d{n}.customer_revenue TO GROUP analysts",
     ]
 
@@ -113,8 +118,8 @@ def wide_select(columns: int) -> tuple[str, dict]:
         ]
     )
     sql = (
-        f"INSERT INTO gold.wide SELECT {', '.join(projections)} FROM silver.a a JOIN silver.b b ON a.c0 = b.id "
-        f"WHERE b.d1 > 0"
+        f"INSERT INTO gold.wide SELECT {', '.join(projections)} FROM silver.a a JOIN silver.b b ON a.c0 = "
+        "b.id WHERE b.d1 > 0"
     )
     schema = {
         "silver": {
@@ -126,7 +131,8 @@ def wide_select(columns: int) -> tuple[str, dict]:
 
 
 def median_seconds(action, repeats: int) -> float:
-    """Median of `repeats` timed runs, after one untimed run that warms imports and sqlglot's dialect tables."""
+    """Median of `repeats` timed runs, after one untimed run that warms imports and sqlglot's dialect
+    tables."""
     action()
     times = []
     for _ in range(repeats):
@@ -229,11 +235,12 @@ def bench_wide_select(columns: int, repeats: int) -> None:
     print(f"(2) column lineage of a {columns}-column SELECT")
     print(f"    (a) sqlglot.parse_one baseline  {parse * 1000:8.1f} ms")
     print(
-        f"    (b) parse + qualify + walk      {lineage_cold * 1000:8.1f} ms   {lineage_cold / parse:5.1f}x parse   "
-        f"(goal <= 100 ms: {'met' if lineage_cold <= 0.1 else 'MISSED'})"
+        f"    (b) parse + qualify + walk      {lineage_cold * 1000:8.1f} ms   {lineage_cold / parse:5.1f}x "
+        f"parse   (goal <= 100 ms: {'met' if lineage_cold <= 0.1 else 'MISSED'})"
     )
     print(
-        f"    (c) from the cache              {lineage_warm * 1000:8.2f} ms   {lineage_warm / parse:5.3f}x parse"
+        f"    (c) from the cache              {lineage_warm * 1000:8.2f} ms   {lineage_warm / parse:5.3f}x "
+        "parse"
     )
     print(
         f"    (d) (b) without the schema      {no_schema * 1000:8.1f} ms   {no_schema / parse:5.1f}x parse   "
@@ -258,10 +265,12 @@ def bench_accuracy() -> None:
             f"{scores.column.expected} column edges expected ({scores.kinds_expected})"
         )
         print(
-            f"    table level             precision {scores.table.precision:.3f}  recall {scores.table.recall:.3f}"
+            f"    table level             precision {scores.table.precision:.3f}  recall "
+            f"{scores.table.recall:.3f}"
         )
         print(
-            f"    column level, kinds     precision {scores.column.precision:.3f}  recall {scores.column.recall:.3f}"
+            f"    column level, kinds     precision {scores.column.precision:.3f}  recall "
+            f"{scores.column.recall:.3f}"
         )
         print(
             f"    column level, no kinds  precision {scores.column_any_kind.precision:.3f}  "

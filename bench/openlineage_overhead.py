@@ -5,14 +5,15 @@ loopback) in four emission modes, alternating their order from one repetition to
 
 - off:        OPENLINEAGE_DISABLED=true, the baseline;
 - file:       the file transport, one JSON file per event (what Medallion does with no configuration);
-- http-hang:  the http transport to a server on loopback that never answers (the client's 5 s timeout runs out);
+- http-hang:  the http transport to a server on loopback that never answers (the client's 5 s timeout runs
+  out);
 - http-500:   the http transport to a server on loopback that answers every event with 500.
 
 Each run starts from a fresh SQLite catalog (loaded untimed), lake and DuckDB warehouse, so every run ingests
 everything, and times `build_definitions` + `run_pipeline` on an ephemeral Dagster instance; the process's
 emitter is rebuilt for the mode before the run. After the run, the emitter is closed (its flush, at most
-MEDALLION_OPENLINEAGE_FLUSH_SEC, happens at process exit in real use and is reported apart). `off` disables the
-transport only: a run still builds its events, whose cost is measured apart. Each run must succeed;
+MEDALLION_OPENLINEAGE_FLUSH_SEC, happens at process exit in real use and is reported apart). `off` disables
+the transport only: a run still builds its events, whose cost is measured apart. Each run must succeed;
 the broken endpoints must leave a warning in the log. Prints the median run time per mode, its ratio to `off`,
 and the median of the ratios paired within a repetition (the runs next to each other, which a busy machine
 disturbs alike): goals file ≤ 1.02, http-hang and http-500 ≤ 1.05.
@@ -82,7 +83,8 @@ def _serve_broken(hang: bool, ports) -> None:
 
 @contextmanager
 def broken_endpoint(hang: bool) -> Iterator[str]:
-    """The endpoint in a process of its own, as a real one would be: its threads do not compete with the run's."""
+    """The endpoint in a process of its own, as a real one would be: its threads do not compete with the
+    run's."""
     context = multiprocessing.get_context("spawn")
     ports = context.Queue()
     process = context.Process(target=_serve_broken, args=(hang, ports), daemon=True)
@@ -196,9 +198,9 @@ def main() -> None:
                 result = run_once(mode, scratch, endpoints, warnings)
                 results[mode].append(result)
                 print(
-                    f"repeat {repeat + 1} {mode:<9} run {result['total']:6.2f} s  flush {result['flush']:5.2f} s  "
-                    f"sent {result['sent']:>2} failed {result['failed']:>2} dropped {result['dropped']:>2}  "
-                    f"warnings {len(result['warnings'])}"
+                    f"repeat {repeat + 1} {mode:<9} run {result['total']:6.2f} s  flush "
+                    f"{result['flush']:5.2f} s  sent {result['sent']:>2} failed {result['failed']:>2} "
+                    f"dropped {result['dropped']:>2}  warnings {len(result['warnings'])}"
                 )
     report(rows, results)
 
@@ -213,13 +215,14 @@ def report(rows: int, results: dict[str, list[dict]]) -> None:
         cpu = statistics.median(r["emitter_cpu"] / r["total"] for r in results[mode])
         verdict = "met" if paired <= GOALS[mode] else "MISSED"
         print(
-            f"  {mode:<10} {median:6.2f} s  {median / baseline:.3f}, paired {paired:.3f}  (≤ {GOALS[mode]:.2f}: "
-            f"{verdict})  emitter thread CPU {cpu:.2%} of the run  "
+            f"  {mode:<10} {median:6.2f} s  {median / baseline:.3f}, paired {paired:.3f}  (≤ "
+            f"{GOALS[mode]:.2f}: {verdict})  emitter thread CPU {cpu:.2%} of the run  "
             f"flush at exit, median {statistics.median(r['flush'] for r in results[mode]):.2f} s"
         )
     building = statistics.median(r["building"] for runs in results.values() for r in runs)
     print(
-        f"  building the run's events (in every mode): {building * 1000:.0f} ms, {building / baseline:.2%} of a run"
+        f"  building the run's events (in every mode): {building * 1000:.0f} ms, {building / baseline:.2%} "
+        "of a run"
     )
     for mode in ("http-hang", "http-500"):
         warned = [r["warnings"][0] for r in results[mode] if r["warnings"]]

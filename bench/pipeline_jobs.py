@@ -1,9 +1,10 @@
 """Benchmark: what one Dagster job per pipeline (named after it) would add to a code-location load.
 
-A catalog of N datasets (N/4 pipelines, generated as in bench/definitions.py) is loaded as Dagster loads a code
-location (build, resolve, snapshot: `code_location_load` of bench/definitions.py), `--repeats` times alternating
-the order: (a) Medallion's Definitions as they are; (b) the same plus `define_asset_job(<pipeline id>,
-AssetSelection.groups(<pipeline's group>))` for every pipeline. Reported: medians and the ratio (b) / (a).
+A catalog of N datasets (N/4 pipelines, generated as in bench/definitions.py) is loaded as Dagster loads a
+code location (build, resolve, snapshot: `code_location_load` of bench/definitions.py), `--repeats` times
+alternating the order: (a) Medallion's Definitions as they are; (b) the same plus
+`define_asset_job(<pipeline id>, AssetSelection.groups(<pipeline's group>))` for every pipeline. Reported:
+medians and the ratio (b) / (a).
 
     python bench/pipeline_jobs.py --sizes 1000 2000 --repeats 2
 """
@@ -62,7 +63,8 @@ def main() -> None:
         medians = {side: statistics.median(values) for side, values in totals.items()}
         print(
             f"{datasets:,} datasets: as is {medians['as is']:.2f} s, job per pipeline "
-            f"{medians['job per pipeline']:.2f} s, ratio {medians['job per pipeline'] / medians['as is']:.2f}",
+            f"{medians['job per pipeline']:.2f} s, ratio "
+            f"{medians['job per pipeline'] / medians['as is']:.2f}",
             flush=True,
         )
 

@@ -1,18 +1,18 @@
 """Benchmark: the run queue of a team deployment, fed by the launcher sensor.
 
-A PostgreSQL-backed instance (the shipped dagster.yaml merged with deploy/postgres.yaml, as `medallion instance
-init --postgres` writes it), a real `dagster-daemon run` with the queued run coordinator, and a catalog of
-`--runs` tiny pipelines: one bronze stage each, ingesting one small JSONL object from the loopback S3 server, so
-the measurement is about the queue, not the data. Their sources live in `--pools` buckets, so each pipeline's
-step draws on one of `--pools` concurrency pools (source_<bucket>); criticality and expected cost vary, so the
-launcher gives the runs a spread of `dagster/priority` values. The launcher sensor is turned on as the README
-tells an operator to, and enqueues every pipeline (new data in its source) in the order its plan gives, within
-each pool's limit; the daemon dequeues and launches each run in a run worker of its own.
+A PostgreSQL-backed instance (the shipped dagster.yaml merged with deploy/postgres.yaml, as `medallion
+instance init --postgres` writes it), a real `dagster-daemon run` with the queued run coordinator, and a
+catalog of `--runs` tiny pipelines: one bronze stage each, ingesting one small JSONL object from the loopback
+S3 server, so the measurement is about the queue, not the data. Their sources live in `--pools` buckets, so
+each pipeline's step draws on one of `--pools` concurrency pools (source_<bucket>); criticality and expected
+cost vary, so the launcher gives the runs a spread of `dagster/priority` values. The launcher sensor is turned
+on as the README tells an operator to, and enqueues every pipeline (new data in its source) in the order its
+plan gives, within each pool's limit; the daemon dequeues and launches each run in a run worker of its own.
 
 Reported from Dagster's own run records and events, once every run has ended:
 - runs dequeued per minute: runs over the time from the first RUN_STARTING event (the daemon's dequeue) to
-  the last (and, as its baseline in the same run, runs finished per minute over the same window: the queue cannot dequeue faster
-  than runs end once it is full);
+  the last (and, as its baseline in the same run, runs finished per minute over the same window: the queue
+  cannot dequeue faster than runs end once it is full);
 - per pool, Spearman's rank correlation between priority (highest first) and dequeue order: 1.0 when every
   run of the pool left the queue in priority order (goal >= 0.95). Ties in priority take their mean rank.
 
@@ -54,7 +54,10 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CRITICALITIES = ("high", "normal", "low")
 ENDED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
-EVENT = '{"event_id": "e1", "user_id": "u1", "event_type": "click", "event_ts": "2024-01-01T00:00:00Z", "value": 1.5}\n'
+EVENT = (
+    '{"event_id": "e1", "user_id": "u1", "event_type": "click", "event_ts": "2024-01-01T00:00:00Z", '
+    '"value": 1.5}\n'
+)
 
 
 def catalog_rows(runs: int, pools: int) -> dict[str, list]:
@@ -254,16 +257,18 @@ def main() -> None:
     args = parser.parse_args()
     result = measure(args.runs, args.pools, args.max_concurrent, args.deadline)
     print(
-        f"{result['runs']} runs ({result['succeeded']} succeeded) through the queue ({args.pools} pools, max_concurrent_runs {args.max_concurrent}), "
-        f"dequeued over {result['minutes']:.1f} min:"
+        f"{result['runs']} runs ({result['succeeded']} succeeded) through the queue ({args.pools} pools, "
+        f"max_concurrent_runs {args.max_concurrent}), dequeued over {result['minutes']:.1f} min:"
     )
     print(
-        f"  dequeued per minute {result['dequeued_per_minute']:.2f};  finished per minute (baseline, same window) "
-        f"{result['finished_per_minute']:.2f};  ratio {result['dequeued_per_minute'] / result['finished_per_minute']:.2f}"
+        f"  dequeued per minute {result['dequeued_per_minute']:.2f};  finished per minute (baseline, same "
+        f"window) {result['finished_per_minute']:.2f};  ratio "
+        f"{result['dequeued_per_minute'] / result['finished_per_minute']:.2f}"
     )
     for pool, rho in result["spearman"].items():
         print(
-            f"  {pool}: Spearman(priority, dequeue order) {rho:.3f}  (priorities {result['priorities'][pool]})"
+            f"  {pool}: Spearman(priority, dequeue order) {rho:.3f}  (priorities "
+            f"{result['priorities'][pool]})"
         )
     print(
         f"  lowest: {min(result['spearman'].values()):.3f} (goal >= 0.95); median "

@@ -58,8 +58,8 @@ def main() -> None:
             times[name].append(time.perf_counter() - started)
     rlike, re2_time = statistics.median(times["rlike"]), statistics.median(times["re2"])
     print(
-        f"{arguments.rows:,} rows, medians of {arguments.repeats}: rlike {rlike:.2f} s, RE2 {re2_time:.2f} s, "
-        f"RE2 / rlike {re2_time / rlike:.1f}×"
+        f"{arguments.rows:,} rows, medians of {arguments.repeats}: rlike {rlike:.2f} s, "
+        f"RE2 {re2_time:.2f} s, RE2 / rlike {re2_time / rlike:.1f}×"
     )
 
 

@@ -12,11 +12,11 @@ GE    Great Expectations 1.x running the same 10 expectations as one suite, one 
       and the default result format (SUMMARY: counts and a sample of unexpected values, like our outcomes);
 GE-b  the same with result_format BOOLEAN_ONLY, Great Expectations' cheapest setting (no counts at all).
 
-Nothing is cached across steps: each computes from the generated data or the written files. (a) and (b') run in
-alternating order. Prints medians of `--repeats` runs, (b')/(a) (goal <= 1.15), and Great Expectations' time
-against ours (goal >= 5): against what the observed rules add to the write, (b') - (a), and against the rules
-alone on the written parquet (both then read the same files; only GE's is a fair like-for-like without the
-dedupe's knowledge).
+Nothing is cached across steps: each computes from the generated data or the written files. (a) and (b') run
+in alternating order. Prints medians of `--repeats` runs, (b')/(a) (goal <= 1.15), and Great Expectations'
+time against ours (goal >= 5): against what the observed rules add to the write, (b') - (a), and against the
+rules alone on the written parquet (both then read the same files; only GE's is a fair like-for-like without
+the dedupe's knowledge).
 
     python bench/validation.py --rows 2000000
 """
@@ -28,6 +28,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 
 import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -65,7 +67,8 @@ RULES = [
 
 
 def expectations() -> list:
-    """The 10 rules as Great Expectations 1.x expectations; schema_match becomes a check of the column names."""
+    """The 10 rules as Great Expectations 1.x expectations; schema_match becomes a check of the column
+    names."""
     E = gx.expectations
     return [
         E.ExpectTableRowCountToBeBetween(min_value=1),
@@ -82,7 +85,8 @@ def expectations() -> list:
 
 
 def bronze(spark: SparkSession, rows: int) -> DataFrame:
-    """Bronze-like rows, all strings, with known defects: 1% duplicate keys, nulls, bad statuses, ranges, emails."""
+    """Bronze-like rows, all strings, with known defects: 1% duplicate keys, nulls, bad statuses, ranges,
+    emails."""
     return spark.range(rows).selectExpr(
         f"CAST(id % {rows - rows // 100} AS STRING) AS event_id",
         "IF(id % 1000 = 0, NULL, CAST(id * 7919 % 100000 AS STRING)) AS user_id",
@@ -102,9 +106,9 @@ def silver(bronze_rows: DataFrame) -> DataFrame:
     return typed.dropDuplicates(["event_id"])
 
 
-def timed(action) -> tuple[float, object]:
+def timed(action: Callable[..., object], *args: object) -> tuple[float, object]:
     start = time.perf_counter()
-    result = action()
+    result = action(*args)
     return time.perf_counter() - start, result
 
 
@@ -130,7 +134,8 @@ def transform_and_write(spark: SparkSession, rows: int, path: str) -> None:
 
 
 def transform_write_and_observe(spark: SparkSession, rows: int, path: str) -> list:
-    """(b'): the rules observed during the write; the transform deduplicates on event_id, so unique is known."""
+    """(b'): the rules observed during the write; the transform deduplicates on event_id, so unique is
+    known."""
     observed, finish = observe_rules(silver(bronze(spark, rows)), RULES, unique_on=["event_id"])
     observed.write.parquet(path)
     return finish(read_back(spark, path))
@@ -166,18 +171,19 @@ def main() -> None:
         run_ge(read_back(spark, f"{tmp}/warm"))
         for repeat in range(args.repeats):
             steps = [
-                ("a", lambda: transform_and_write(spark, args.rows, f"{tmp}/a{repeat}")),
-                ("b_observe", lambda: transform_write_and_observe(spark, args.rows, f"{tmp}/o{repeat}")),
+                ("a", partial(transform_and_write, spark, args.rows, f"{tmp}/a{repeat}")),
+                ("b_observe", partial(transform_write_and_observe, spark, args.rows, f"{tmp}/o{repeat}")),
             ]
             results = {}
             for name, step in steps if repeat % 2 == 0 else steps[::-1]:
                 seconds, results[name] = timed(step)
                 figures[name].append(seconds)
-            seconds, outcomes = timed(lambda: evaluate_rules(read_back(spark, f"{tmp}/a{repeat}"), RULES))
+            written = f"{tmp}/a{repeat}"
+            seconds, outcomes = timed(lambda path: evaluate_rules(read_back(spark, path), RULES), written)
             figures["rules"].append(seconds)
-            seconds, ge_result = timed(lambda: run_ge(read_back(spark, f"{tmp}/a{repeat}")))
+            seconds, ge_result = timed(lambda path: run_ge(read_back(spark, path)), written)
             figures["ge"].append(seconds)
-            seconds, _ = timed(lambda: run_ge(read_back(spark, f"{tmp}/a{repeat}"), "BOOLEAN_ONLY"))
+            seconds, _ = timed(lambda path: run_ge(read_back(spark, path), "BOOLEAN_ONLY"), written)
             figures["ge_boolean"].append(seconds)
             # Observed during the write or evaluated over the written rows, the outcomes are the same.
             assert [o.message for o in results["b_observe"]] == [o.message for o in outcomes], (
@@ -199,7 +205,8 @@ def main() -> None:
     )
     print(
         f"(b')/(a) = {median['b_observe'] / median['a']:.3f}  (goal <= 1.15); "
-        f"transform then rules on the written files, ((a) + rules)/(a) = {1 + median['rules'] / median['a']:.3f}"
+        "transform then rules on the written files, ((a) + rules)/(a) = "
+        f"{1 + median['rules'] / median['a']:.3f}"
     )
     print(f"what the observed rules add to the write, median of (b') - (a) per run: {added:.2f}s")
     for key, label in (("ge", "GE"), ("ge_boolean", "GE BOOLEAN_ONLY")):

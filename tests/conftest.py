@@ -4,9 +4,10 @@ A part that cannot be started fails the test run loudly; nothing is skipped.
 
 Two tiers. A test is `integration` when it uses a fixture of a real part (REAL_PARTS) or is marked so, itself
 or by its module (`pytestmark = pytest.mark.integration`: tests that start processes, a daemon, a browser or
-the CLI as a user would); every other test is `unit`, and `make test-unit` (`pytest -m unit`) runs those alone. A unit
-test is held to it: while it runs, starting a process (Spark's JVM, a daemon, a server) or connecting off
-this machine raises, naming the test, so a test that needs real parts cannot pass as a unit test.
+the CLI as a user would); every other test is `unit`, and `make test-unit` (`pytest -m unit`) runs those
+alone. A unit test is held to it: while it runs, starting a process (Spark's JVM, a daemon, a server) or
+connecting off this machine raises, naming the test, so a test that needs real parts cannot pass as a unit
+test.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 # The fixtures that start or reach a real server; a test using any of them, directly or through another
 # fixture, is an integration test.
 REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url"})
+
+# Fixtures that several test modules use, shared from here rather than imported from one test module into
+# another.
+pytest_plugins = ["tests.fixtures.lineage", "tests.fixtures.warehouse", "tests.fixtures.webhook"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
@@ -278,7 +283,8 @@ def raw_data(s3_endpoint) -> SampleSummary:
 
 @pytest.fixture
 def medallion(tmp_path, raw_data, spark) -> Medallion:
-    """The seed installation. Its runs use the suite's Spark session (`spark`), created first with its settings."""
+    """The seed installation. Its runs use the suite's Spark session (`spark`), created first with its
+    settings."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
     installation = Medallion(store, tmp_path / "lake", f"duckdb:///{tmp_path}/warehouse.duckdb")

@@ -8,5 +8,6 @@ from medallion_assets.openlineage.schema_validation import validate_event
 
 
 def validate(event: dict) -> dict:
-    """The event against the core schema, and each facet, which must be a standard one, against its own schema."""
+    """The event against the core schema, and each facet, which must be a standard one, against its own
+    schema."""
     return validate_event(event, standard_facets_only=True)

@@ -1,6 +1,6 @@
-"""The Dagster UI as a user sees it: `medallion ui` on the embedded home (a real dagster webserver and daemon),
-driven by headless Chromium through Selenium. Materialize all from the group's lineage, then halt with the
-README's plain SQL kill switch and read the halt and its reason on the run page."""
+"""The Dagster UI as a user sees it: `medallion ui` on the embedded home (a real dagster webserver and
+daemon), driven by headless Chromium through Selenium. Materialize all from the group's lineage, then halt
+with the README's plain SQL kill switch and read the halt and its reason on the run page."""
 
 from __future__ import annotations
 
@@ -119,7 +119,8 @@ def browser(tmp_path):
 
 
 def _materialize_all(browser, ui: UI) -> str:
-    """Open the group's lineage, click "Materialize all"; returns the launched run's id (from the toast's link)."""
+    """Open the group's lineage, click "Materialize all"; returns the launched run's id (from the toast's
+    link)."""
     browser.get(f"{ui.url}/locations/medallion/asset-groups/user_events_etl/lineage")
     for skip in browser.find_elements(
         By.XPATH, "//button[normalize-space()='Skip']"
@@ -177,8 +178,8 @@ def test_materialize_all_from_the_ui_then_a_plain_sql_kill_switch_halts_it_visib
     halted_run_id = _materialize_all(browser, ui)
     halted = _finished(ui, halted_run_id)
     reason = "stage user_events_etl.silver_clean disabled by sql: bad upstream"
-    # The flag may find the run still queued (the control sensor cancels it) or started (its stage halts): either
-    # way the run says so, with the reason, on its page.
+    # The flag may find the run still queued (the control sensor cancels it) or started (its stage halts):
+    # either way the run says so, with the reason, on its page.
     if halted.status == DagsterRunStatus.CANCELED:
         status, message = "cancelled", f"cancelled by the medallion_control sensor: {reason}"
     else:

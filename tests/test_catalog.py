@@ -138,13 +138,15 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
     messages = [str(p).replace(str(tmp_path) + "/", "") for p in raised.value.problems]
     assert messages == [
         "bad.yaml:3: pipelines[p1; DROP TABLE pipelines].pipeline_id: Value error, identifier "
-        "'p1; DROP TABLE pipelines' is not a plain name (letters, digits and underscores, not starting with a digit)",
+        "'p1; DROP TABLE pipelines' is not a plain name (letters, digits and underscores, not starting with "
+        "a digit)",
         "bad.yaml:5: sources[raw_a].file_format: Input should be 'jsonl', 'csv' or 'parquet'; got 'xml'",
         "bad.yaml:6: sources[raw_b].columns: Value error, column 'bad col' is not a plain name "
         "(letters, digits and underscores, not starting with a digit)",
         "bad.yaml:10: targets[bronze_c]: duplicate key, first defined at bad.yaml:9",
-        "bad.yaml:14: validation_rules[rs].check_def.0.type: Input should be 'row_count', 'not_null', 'unique', "
-        "'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; got 'telepathy'",
+        "bad.yaml:14: validation_rules[rs].check_def.0.type: Input should be 'row_count', 'not_null', "
+        "'unique', 'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; "
+        "got 'telepathy'",
         "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
         "bad.yaml:19: stages[p1, 4].target_id: unknown target 'silver_z'",
         "bad.yaml:19: stages[p1, 4].input_id: unknown source or target 'nowhere'",

@@ -1,4 +1,5 @@
-"""Compressed raw objects, read by Spark executors: gzip, bzip2 and zstd, by ending or declared; corrupt ones."""
+"""Compressed raw objects, read by Spark executors: gzip, bzip2 and zstd, by ending or declared; corrupt
+ones."""
 
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def test_new_fields_in_a_compressed_object_are_drift(spark, tmp_path):
 
 
 def test_gzipped_seed_data_on_s3_flows_to_the_same_gold(medallion, s3_endpoint):
-    """The seed's bucket, gzipped: executors fetch the objects through boto3 and gold is what it always was."""
+    """The seed's bucket, gzipped: executors fetch the objects through boto3 and gold is what it always
+    was."""
     from medallion_assets.sample_data import write_sample_data
 
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()

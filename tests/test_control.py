@@ -102,8 +102,8 @@ def test_the_readme_update_finds_rows_made_on_load_and_keeps_the_author_it_names
     with store.engine.begin() as connection:
         updated = connection.execute(
             text(
-                "UPDATE control_flags SET flag_value = false, reason = 'bucket migration', updated_by = 'alice' "
-                "WHERE entity_type = 'pipeline' AND entity_id = 'user_events_etl'"
+                "UPDATE control_flags SET flag_value = false, reason = 'bucket migration', updated_by = "
+                "'alice' WHERE entity_type = 'pipeline' AND entity_id = 'user_events_etl'"
             )
         )
         assert updated.rowcount == 1

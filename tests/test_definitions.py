@@ -91,9 +91,11 @@ def test_a_pipeline_added_to_the_catalog_appears_after_reload(catalog_url, tmp_p
     added = tmp_path / "clicks.yaml"
     added.write_text("""
 pipelines: [{pipeline_id: clicks_etl}]
-sources: [{source_id: clicks_raw, s3_path: "s3://medallion-raw/clicks/", file_format: jsonl, columns: {id: string}}]
+sources: [{source_id: clicks_raw, s3_path: "s3://medallion-raw/clicks/", file_format: jsonl,
+           columns: {id: string}}]
 targets: [{target_id: bronze_clicks, layer: bronze}]
-stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id: clicks_raw, target_id: bronze_clicks}]
+stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id: clicks_raw,
+          target_id: bronze_clicks}]
 """)
     store = CatalogStore(catalog_url)
     store.upsert(validate_files(store.snapshot(), [added]).rows)
@@ -107,10 +109,13 @@ stages: [{pipeline_id: clicks_etl, stage_order: 1, stage_name: ingest, input_id:
 
 def test_changing_a_stage_changes_its_code_version_only(catalog_url, tmp_path):
     lake, warehouse = str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb"
-    versions = lambda: {
-        s.key.to_user_string(): s.code_version  # noqa: E731
-        for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
-    }
+
+    def versions() -> dict[str, str | None]:
+        return {
+            s.key.to_user_string(): s.code_version
+            for s in build_definitions(catalog_url, lake, warehouse).resolve_all_asset_specs()
+        }
+
     before = versions()
     changed = tmp_path / "changed.yaml"
     changed.write_text(

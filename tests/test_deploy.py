@@ -174,14 +174,17 @@ def add_user_events(name: str) -> None:
     """A new raw file for user_events_etl: the launcher sees new data and launches the pipeline."""
     import boto3
 
-    line = f'{{"event_id": "{name}", "user_id": "u000001", "event_type": "click", "event_ts": "2024-01-01T00:00:00Z", "value": 1.5}}\n'
+    line = (
+        f'{{"event_id": "{name}", "user_id": "u000001", "event_type": "click", '
+        '"event_ts": "2024-01-01T00:00:00Z", "value": 1.5}\n'
+    )
     boto3.client("s3").put_object(Bucket="medallion-raw", Key=f"user_events/{name}.jsonl", Body=line.encode())
 
 
 def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_frees_its_slots(deployment):
     daemon = deployment.start_daemon()
-    # The launcher sensor sees both seed pipelines' new raw data; the queued run coordinator dequeues the runs,
-    # each in a run worker of its own.
+    # The launcher sensor sees both seed pipelines' new raw data; the queued run coordinator dequeues the
+    # runs, each in a run worker of its own.
     first = {
         pipeline: wait_for(f"a run of {pipeline}", lambda p=pipeline: deployment.runs(p))[0].run_id
         for pipeline in ("user_events_etl", "orders_etl")
@@ -201,8 +204,8 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
     assert deployment.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
-    # A new raw file relaunches user_events_etl; a lock on its gold table holds the warehouse load, and with it
-    # the load's slot of the warehouse's pool, until the worker is killed.
+    # A new raw file relaunches user_events_etl; a lock on its gold table holds the warehouse load, and with
+    # it the load's slot of the warehouse's pool, until the worker is killed.
     snapshot = deployment.store.snapshot()
     gold_stage = next(
         s for s in snapshot.stages("user_events_etl") if snapshot.targets[s.target_id].layer == "gold"
@@ -301,7 +304,8 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
         target_key(snapshot.targets[s.target_id]).to_user_string(): "success"
         for s in snapshot.stages("orders_etl")
     }
-    # The launcher's run ingested the raw files already: bronze finds nothing new, and says how many rows it has.
+    # The launcher's run ingested the raw files already: bronze finds nothing new, and says how many rows it
+    # has.
     assert all(a["rows"] is not None and a["checks"] for a in report["assets"]), report
     assert all(c["passed"] for a in report["assets"] for c in a["checks"] if c["severity"] == "error"), report
     [run] = [r for r in deployment.runs("orders_etl") if r.run_id != first_run.run_id]
@@ -324,8 +328,9 @@ def test_medallion_run_without_a_daemon_says_so(deployment):
 
     assert done.returncode == 4
     assert done.stderr.strip() == (
-        f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} queues runs, but no dagster-daemon "
-        "is running for it: start `dagster-daemon run` (or `medallion ui`), or unset DAGSTER_HOME to run in process"
+        f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} queues runs, but no "
+        "dagster-daemon is running for it: start `dagster-daemon run` (or `medallion ui`), or unset "
+        "DAGSTER_HOME to run in process"
     )
     assert deployment.instance.get_runs() == []
 

@@ -1,4 +1,5 @@
-"""The failure lifecycle's state between attempts: what healing asks of later attempts travels in the run's tags."""
+"""The failure lifecycle's state between attempts: what healing asks of later attempts travels in the run's
+tags."""
 
 from __future__ import annotations
 

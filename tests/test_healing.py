@@ -1,4 +1,5 @@
-"""Self-healing: each built-in action proven by injecting its real fault into a real run, and the rules' checks.
+"""Self-healing: each built-in action proven by injecting its real fault into a real run, and the rules'
+checks.
 
 Faults are real: objects that are not UTF-8, files with new fields, an empty prefix that fills later, a
 warehouse backend killed with pg_terminate_backend, a leftover staging table, a result over Spark's driver
@@ -142,7 +143,8 @@ def test_upstream_data_not_there_yet_is_waited_for_with_backoff(
     fast.write_text("""
 healing_actions:
   - {healing_id: upstream_not_there_yet, error_code: NoAvailablePath, message_pattern: "holds no objects",
-     layer: bronze, action: wait_for_upstream, params: {deadline_sec: 60, first_wait_sec: 0.2, max_wait_sec: 1}}
+     layer: bronze, action: wait_for_upstream,
+     params: {deadline_sec: 60, first_wait_sec: 0.2, max_wait_sec: 1}}
 """)
     medallion.load(fast)
 
@@ -407,7 +409,8 @@ targets:
 stages:
   - {pipeline_id: user_events_etl, stage_order: 4, stage_name: gold_fanout, input_id: silver_user_events,
      target_id: gold_event_fanout,
-     transform_sql: "SELECT s.event_id, r.id AS copy, repeat('x', 40) AS padding FROM silver_user_events s CROSS JOIN range(100) r"}
+     transform_sql: "SELECT s.event_id, r.id AS copy, repeat('x', 40) AS padding
+       FROM silver_user_events s CROSS JOIN range(100) r"}
 """)
     medallion.load(tmp_path / "fanout.yaml")
     report = medallion.run("user_events_etl")
@@ -469,13 +472,13 @@ healing_actions:
         healing_lines[0]
         .split("  ", 1)[1]
         .startswith(
-            "user_events_etl.bronze_ingest  healing:retry  attempt 1: rule stop_hammering → trip_circuit_breaker: "
-            "1 of 2 failures in 10 min  NoAvailablePath: "
+            "user_events_etl.bronze_ingest  healing:retry  attempt 1: rule stop_hammering → "
+            "trip_circuit_breaker: 1 of 2 failures in 10 min  NoAvailablePath: "
         )
     )
     assert (
-        " healing:give_up  attempt 2: rule stop_hammering → trip_circuit_breaker: pipeline user_events_etl disabled"
-        in healing_lines[1]
+        " healing:give_up  attempt 2: rule stop_hammering → trip_circuit_breaker: pipeline user_events_etl "
+        "disabled" in healing_lines[1]
     )
 
 

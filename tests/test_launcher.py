@@ -23,8 +23,8 @@ from medallion_assets.definitions import build_definitions
 from medallion_assets.storage.objects import list_objects
 from tests.conftest import REPO
 
-# (pipeline, criticality, expected cost, source system). Balanced: normal (2×1/1) before low (1×1/1) before the
-# costly critical one (8×1/20); focus: critical first, the others held.
+# (pipeline, criticality, expected cost, source system). Balanced: normal (2×1/1) before low (1×1/1) before
+# the costly critical one (8×1/20); focus: critical first, the others held.
 PIPELINES = [
     ("crit_etl", "critical", 20.0, "sys_a"),
     ("norm_etl", "normal", 1.0, "sys_b"),
@@ -35,7 +35,8 @@ PIPELINES = [
 
 @pytest.fixture
 def store(tmp_path) -> CatalogStore:
-    """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a time."""
+    """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a
+    time."""
     rows = {
         "pipelines": [],
         "sources": [],

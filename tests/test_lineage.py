@@ -1,5 +1,5 @@
-"""The lineage graph, recovery paths and availability on the seed catalog plus a replica of the orders in a second
-bucket, on the loopback S3 API; and the `medallion lineage` and `medallion paths` commands."""
+"""The lineage graph, recovery paths and availability on the seed catalog plus a replica of the orders in a
+second bucket, on the loopback S3 API; and the `medallion lineage` and `medallion paths` commands."""
 
 from __future__ import annotations
 
@@ -44,10 +44,12 @@ LINEAGE = """\
 dataset_lineage:
   - {upstream: silver_orders, downstream: gold_daily_revenue, via: orders_etl.gold_daily_revenue, cost: 1.5}
 column_lineage:
-  - {downstream: gold_daily_revenue, downstream_column: revenue, upstream: silver_orders, upstream_column: amount,
-     transformation: aggregate}
-  - {downstream: gold_daily_revenue, downstream_column: country, upstream: silver_orders, upstream_column: country}
-  - {downstream: silver_orders, downstream_column: country, upstream: bronze_customers, upstream_column: country}
+  - {downstream: gold_daily_revenue, downstream_column: revenue, upstream: silver_orders,
+     upstream_column: amount, transformation: aggregate}
+  - {downstream: gold_daily_revenue, downstream_column: country, upstream: silver_orders,
+     upstream_column: country}
+  - {downstream: silver_orders, downstream_column: country, upstream: bronze_customers,
+     upstream_column: country}
 """
 GOLD = "gold_daily_revenue"
 VIA_PRIMARY = ("orders_raw", "bronze_orders", "silver_orders", GOLD)
@@ -256,7 +258,8 @@ def test_operator_flags_mark_systems_down_and_probes_are_cached(installation):
                     flag_name="available",
                     flag_value=False,
                 ),
-                # A kill switch (flag `enabled`) says "do not run", not "cannot be read": it leaves availability alone.
+                # A kill switch (flag `enabled`) says "do not run", not "cannot be read": it leaves
+                # availability alone.
                 ControlFlag(
                     entity_type="source", entity_id="customers_raw", flag_name="enabled", flag_value=False
                 ),
@@ -306,7 +309,8 @@ dataset_lineage:
   - {upstream: gold_daily_revenue, downstream: bronze_orders, via: rebuild_from_gold, kind: alternate}
   - {upstream: silver_user_events, downstream: silver_user_events, via: self_join, kind: sql}
 column_lineage:
-  - {downstream: gold_daily_revenue, downstream_column: revenue, upstream: silver_order, upstream_column: amount}
+  - {downstream: gold_daily_revenue, downstream_column: revenue, upstream: silver_order,
+     upstream_column: amount}
 """
 
 
@@ -432,7 +436,8 @@ def test_cli_paths_before_and_after_the_primary_bucket_is_deleted(cli, installat
 
 
 def test_cli_history_and_refresh(cli, installation):
-    # Versions and their diffs are tested in test_lineage_versions.py; loading the seed recorded the first ones.
+    # Versions and their diffs are tested in test_lineage_versions.py; loading the seed recorded the first
+    # ones.
     assert cli.invoke(main, ["lineage", "history", "gold_forecast"]).exit_code == 2
     [first] = json.loads(cli.invoke(main, ["lineage", "history", GOLD, "--json"]).stdout)["versions"]
     assert (first["version"], first["inputs"], first["via"]) == (

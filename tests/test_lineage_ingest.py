@@ -1,7 +1,7 @@
-"""Lineage from other tools: OpenLineage events read from a file or stdin (`medallion lineage ingest`) and received
-over HTTP on loopback (`medallion lineage serve`, Marquez's POST /api/v1/lineage) join the catalog graph, so
-lineage and recovery paths cross orchestrators; a malformed event is refused with the schema error and the rest
-of its batch is ingested."""
+"""Lineage from other tools: OpenLineage events read from a file or stdin (`medallion lineage ingest`) and
+received over HTTP on loopback (`medallion lineage serve`, Marquez's POST /api/v1/lineage) join the catalog
+graph, so lineage and recovery paths cross orchestrators; a malformed event is refused with the schema error
+and the rest of its batch is ingested."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -67,18 +66,6 @@ EXPORT = event(
     [("postgres://shopdb:5432", "shop.public.orders")],
     [("s3://medallion-raw", "orders/part-00000.csv")],
 )
-
-
-@pytest.fixture
-def catalog(tmp_path, monkeypatch) -> CatalogStore:
-    """The seed catalog; the warehouse (whose tables dbt reads) at a known file."""
-    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
-    store.migrate()
-    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
-    monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
-    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
-    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
-    return store
 
 
 def dbt_report(tmp_path) -> dict:
@@ -198,29 +185,6 @@ def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, bytes
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
-
-
-@pytest.fixture
-def serving(tmp_path):
-    """Start a real server on a catalog with the given options; each is shut down at the end."""
-    servers = []
-
-    def start(store: CatalogStore, **options) -> LineageServer:
-        server = LineageServer(
-            ("127.0.0.1", 0),
-            store,
-            str(tmp_path / "lake"),
-            f"duckdb:///{tmp_path}/warehouse.duckdb",
-            **options,
-        )
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
@@ -351,11 +315,13 @@ def send(server: LineageServer, document: dict) -> tuple[int, bytes]:
 
 
 def test_paths_served_after_concurrent_events_equal_those_computed_from_scratch(seeded, serving, tmp_path):
-    """Events sent at once by many clients each add their edges to the graph the server keeps and rank again only
-    what they reach; the result is what reading the whole catalog again gives, and the catalog was read once."""
+    """Events sent at once by many clients each add their edges to the graph the server keeps and rank again
+    only what they reach; the result is what reading the whole catalog again gives, and the catalog was read
+    once."""
     server = serving(seeded)
     shop_orders = ("postgres://shopdb:5432", "shop.public.orders")
-    # Twenty feeds of the shop's orders: more ways into every dataset downstream than the 16 paths kept of each.
+    # Twenty feeds of the shop's orders: more ways into every dataset downstream than the 16 paths kept of
+    # each.
     feeds = [
         event(AIRFLOW, f"airflow/feed_{number}", [("s3://vendor", f"feed_{number}")], [shop_orders])
         for number in range(20)

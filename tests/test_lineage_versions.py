@@ -1,6 +1,7 @@
 """Lineage versions: recorded whenever a catalog write changes how a dataset is made, whoever writes; shown by
-`medallion lineage history` with their diffs; followed by the asset's code_version. The seed's forecast example
-(metadata_seed/revenue_forecast.v1/v2.yaml.example) shows a forecast that starts to read the weather."""
+`medallion lineage history` with their diffs; followed by the asset's code_version. The seed's forecast
+example (metadata_seed/revenue_forecast.v1/v2.yaml.example) shows a forecast that starts to read the
+weather."""
 
 from __future__ import annotations
 

@@ -131,8 +131,9 @@ import sys
 from dagster import deserialize_value
 from medallion_assets.dagster_compat import ReconstructableRepository
 load_data = deserialize_value(open(sys.argv[1]).read()) if len(sys.argv) > 1 else None
-repository = ReconstructableRepository.for_module("medallion_assets.locations", "sales").with_repository_load_data(
-    load_data).get_definition()
+repository = ReconstructableRepository.for_module(
+    "medallion_assets.locations", "sales"
+).with_repository_load_data(load_data).get_definition()
 print(sorted(key.to_user_string() for key in repository.asset_graph.get_all_asset_keys()))
 """
 
@@ -152,7 +153,8 @@ def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_t
             "-c",
             RUN_WORKER.replace(
                 "print(",
-                f"open({str(load_data)!r}, 'w').write(__import__('dagster').serialize_value(repository.repository_load_data)); print(",
+                f"open({str(load_data)!r}, 'w')"
+                ".write(__import__('dagster').serialize_value(repository.repository_load_data)); print(",
             ),
         ],
         capture_output=True,

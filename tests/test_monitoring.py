@@ -19,7 +19,7 @@ from medallion_assets.control.sla import judge
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
 from medallion_assets.runner import run_pipeline
-from tests.test_notifications import HOOK_ENV, webhook  # noqa: F401 — the fixture
+from tests.fixtures.webhook import HOOK_ENV
 
 BRONZE = AssetKey(["bronze", "clicks"])
 
@@ -35,7 +35,8 @@ targets:
   - {{target_id: clicks, layer: bronze, sla: {{max_stale_minutes: 120, warn_stale_minutes: 60}}}}
   - {{target_id: pages, layer: silver, keys: [page]}}
 stages:
-  - {{pipeline_id: clicks_etl, stage_order: 1, stage_name: bronze_ingest, input_id: clicks_raw, target_id: clicks}}
+  - {{pipeline_id: clicks_etl, stage_order: 1, stage_name: bronze_ingest, input_id: clicks_raw,
+     target_id: clicks}}
   - {{pipeline_id: clicks_etl, stage_order: 2, stage_name: silver_pages, input_id: clicks, target_id: pages}}
 {notifications}"""
 
@@ -139,8 +140,8 @@ def test_volume_band_is_median_plus_minus_k_mad_and_says_when_history_is_short()
 
 def test_a_day_with_a_tenth_of_the_usual_rows_raises_one_volume_warning(tmp_path, bucket, spark, webhook):
     notify = (
-        "notifications:\n  - {notification_id: web_hook, events: [volume_anomaly, check_failed], scope: owner, "
-        f"scope_id: 'team:web', channel: webhook, params: {{url_env: {HOOK_ENV}}}}}\n"
+        "notifications:\n  - {notification_id: web_hook, events: [volume_anomaly, check_failed], scope: "
+        f"owner, scope_id: 'team:web', channel: webhook, params: {{url_env: {HOOK_ENV}}}}}\n"
     )
     medallion = Installation(
         tmp_path,
@@ -183,8 +184,9 @@ def test_a_day_with_a_tenth_of_the_usual_rows_raises_one_volume_warning(tmp_path
         volume = check_metadata("volume_anomaly")
         # MAD 1 would make a band of ±3 rows; the band is at least 1% of the median wide on each side.
         assert volume["explanation"] == (
-            "rows_read=102 is outside [991.98, 1012.02] = median 1002 ± 3·MAD 1 of the last 14 successful runs; "
-            "rows_written=100 is outside [991.98, 1012.02] = median 1002 ± 3·MAD 1 of the last 14 successful runs"
+            "rows_read=102 is outside [991.98, 1012.02] = median 1002 ± 3·MAD 1 of the last 14 successful "
+            "runs; rows_written=100 is outside [991.98, 1012.02] = median 1002 ± 3·MAD 1 of the last 14 "
+            "successful runs"
         )
         assert volume["history_runs"] == 14
         quality = check_metadata("dq_rate")

@@ -1,14 +1,13 @@
 """Notifications over real channels: SNS on moto's server, a webhook server and an SMTP server on loopback;
-rows checked by the catalog loader; the outbox delivering at least once, never twice, retrying with backoff."""
+rows checked by the catalog loader; the outbox delivering at least once, never twice, retrying with
+backoff."""
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
 from datetime import UTC
 from email import message_from_bytes
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import pytest
@@ -19,43 +18,7 @@ from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.notifications import Message, deliver_due, deliveries, enqueue
 from medallion_assets.loading import validate_files
-
-HOOK_ENV = "MEDALLION_TEST_WEBHOOK_URL"
-
-
-class Webhook:
-    """An HTTP server on loopback that records every POST and answers with the statuses it is given, then 200."""
-
-    def __init__(self, statuses: list[int] | None = None):
-        self.received: list[dict] = []
-        self.statuses = list(statuses or [])
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 — http.server's naming
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                recorder.received.append({"path": self.path, "body": json.loads(body)})
-                self.send_response(recorder.statuses.pop(0) if recorder.statuses else 200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/T000/secret-token"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def webhook(monkeypatch):
-    server = Webhook()
-    monkeypatch.setenv(HOOK_ENV, server.url)
-    yield server
-    server.close()
+from tests.fixtures.webhook import HOOK_ENV, Webhook
 
 
 @pytest.fixture
@@ -94,8 +57,8 @@ def test_unknown_channel_and_pasted_secret_are_refused_at_load_with_file_and_lin
         "  - {notification_id: pager, events: [run_failed], channel: pagerduty}\n"
         "  - {notification_id: pasted, events: [run_failed], channel: webhook,\n"
         "     params: {url_env: 'https://hooks.example.com/T0/B0/very-secret'}}\n"
-        "  - {notification_id: lost, events: [sla_missed], scope: pipeline, scope_id: nowhere, channel: webhook,\n"
-        "     params: {url_env: HOOK}}\n"
+        "  - {notification_id: lost, events: [sla_missed], scope: pipeline, scope_id: nowhere, channel: "
+        "webhook,\n     params: {url_env: HOOK}}\n"
     )
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [catalog])
@@ -103,8 +66,8 @@ def test_unknown_channel_and_pasted_secret_are_refused_at_load_with_file_and_lin
     assert problems == [
         f"{catalog}:2: notifications[pager].channel: unknown channel 'pagerduty'; registered channels: "
         "email, sns, webhook",
-        f"{catalog}:3: notifications[pasted].params: params for webhook: url_env: Value error, must be the name of "
-        "an environment variable (A-Z, 0-9, _) that holds the secret, never the secret",
+        f"{catalog}:3: notifications[pasted].params: params for webhook: url_env: Value error, must be the "
+        "name of an environment variable (A-Z, 0-9, _) that holds the secret, never the secret",
         f"{catalog}:5: notifications[lost].scope_id: unknown pipeline 'nowhere'",
     ]
     assert "very-secret" not in str(refused.value)

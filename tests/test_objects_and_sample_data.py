@@ -319,16 +319,20 @@ def test_reference_agrees_with_the_sample_summary(tmp_path):
 
 _HAND_WRITTEN_RAW = {
     "user_events/part-00000.jsonl": [
-        '{"event_id": "e1", "user_id": "u1", "event_type": "view", "event_ts": "2026-11-01T10:00:00Z", "value": null}',
-        '{"event_id": "e2", "user_id": "u2", "event_type": "click", "event_ts": "2026-11-01T23:59:59Z", "value": 1.5}',
+        '{"event_id": "e1", "user_id": "u1", "event_type": "view", "event_ts": "2026-11-01T10:00:00Z", '
+        '"value": null}',
+        '{"event_id": "e2", "user_id": "u2", "event_type": "click", "event_ts": "2026-11-01T23:59:59Z", '
+        '"value": 1.5}',
         # 01:30 UTC on the next day.
         '{"event_id": "e3", "user_id": "u1", "event_type": "view", "event_ts": "2026-11-01T23:30:00-02:00"}',
         '{"event_id": "e4", "user_id"',
         "#### partial upload ####",
     ],
     "user_events/part-00001.jsonl": [
-        '{"event_id": "e2", "user_id": "u2", "event_type": "click", "event_ts": "2026-11-01T23:59:59Z", "value": 1.5}',
-        '{"event_id": "e5", "user_id": "u3", "event_type": "purchase", "event_ts": "not-a-date", "value": 9.99}',
+        '{"event_id": "e2", "user_id": "u2", "event_type": "click", "event_ts": "2026-11-01T23:59:59Z", '
+        '"value": 1.5}',
+        '{"event_id": "e5", "user_id": "u3", "event_type": "purchase", "event_ts": "not-a-date", "value": '
+        "9.99}",
         '{"event_id": "e6", "user_id": "u2", "event_type": "purchase", "event_ts": "2026-11-02T08:00:00Z"}',
         '{"event_id": "e7", "user_id": "u2", "event_type": "view", "event_ts": "2026-11-02T09:00:00Z"}',
         "[1, 2, 3]",

@@ -1,8 +1,9 @@
-"""SQL onboarding: accuracy on a hand-written corpus, the command's behaviour, and the loop closed through Dagster.
+"""SQL onboarding: accuracy on a hand-written corpus, the command's behaviour, and the loop closed through
+Dagster.
 
-The closing-the-loop test onboards SQL only (the seed's gold stage, and COPY → cleaning INSERT → aggregate CTAS),
-materializes the generated assets on real Spark against a loopback S3 API, and compares gold with the same SQL
-run directly on PostgreSQL over the same rows.
+The closing-the-loop test onboards SQL only (the seed's gold stage, and COPY → cleaning INSERT → aggregate
+CTAS), materializes the generated assets on real Spark against a loopback S3 API, and compares gold with the
+same SQL run directly on PostgreSQL over the same rows.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def chain_statements(bucket: str) -> list[str]:
         "CREATE SCHEMA IF NOT EXISTS shop_raw",
         "CREATE TABLE shop_raw.orders (order_id VARCHAR(20), customer_id VARCHAR(20), order_ts VARCHAR(40), "
         "amount VARCHAR(20))",
-        f"COPY shop_raw.orders FROM 's3://{bucket}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 MAXERROR 100",
+        f"COPY shop_raw.orders FROM 's3://{bucket}/orders/' IAM_ROLE default FORMAT AS CSV IGNOREHEADER 1 "
+        "MAXERROR 100",
         "CREATE TABLE shop_clean.orders (order_id VARCHAR(20), customer_id VARCHAR(20), order_ts TIMESTAMP, "
         "amount DECIMAL(12,2))",
         "INSERT INTO shop_clean.orders\n"
@@ -68,12 +70,12 @@ def no_ddl_chain_statements(bucket: str) -> list[str]:
         f"COPY lake_raw.orders (order_id, customer_id, order_ts, amount) FROM 's3://{bucket}/no_ddl/orders/' "
         "IAM_ROLE default CSV IGNOREHEADER 1 MAXERROR 100",
         "CREATE TABLE lake_clean.orders AS\n"
-        "SELECT DISTINCT order_id, customer_id, order_ts::TIMESTAMP AS order_ts, amount::DECIMAL(12,2) AS amount\n"
-        "FROM lake_raw.orders\n"
+        "SELECT DISTINCT order_id, customer_id, order_ts::TIMESTAMP AS order_ts, amount::DECIMAL(12,2) AS "
+        "amount\nFROM lake_raw.orders\n"
         "WHERE amount ~ '^[0-9]+([.][0-9]+)?$'",
         "CREATE TABLE lake_mart.customer_days AS\n"
-        "SELECT DATE(order_ts) AS order_date, COUNT(DISTINCT customer_id) AS customers, SUM(amount) AS revenue\n"
-        "FROM (SELECT customer_id, order_ts, amount,\n"
+        "SELECT DATE(order_ts) AS order_date, COUNT(DISTINCT customer_id) AS customers, SUM(amount) AS "
+        "revenue\nFROM (SELECT customer_id, order_ts, amount,\n"
         "             ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY order_ts) AS copy_number\n"
         "      FROM lake_clean.orders) AS deduplicated\n"
         "WHERE copy_number = 1\n"
@@ -139,12 +141,13 @@ def test_no_ddl_corpus_meets_the_goals_and_says_what_every_statement_became(stor
     # The refused loads fail with what to change; every other statement is onboarded or skipped with a reason.
     failed = {s.line: s.error.removeprefix(f"{s.file}:") for s in report.statements if s.status == "failed"}
     assert failed == {
-        20: "20: the columns of raw.date are unknown (parquet files carry theirs, but a source declares its columns): "
-        "list them in the COPY (raw.date (a, b, …) FROM …) or declare them with CREATE TABLE before it",
-        22: "22: COPY ORC: the bronze ingest cannot read ORC files (it reads CSV, JSON lines and parquet: export them "
-        "as parquet)",
-        24: "25: COPY MANIFEST: the bronze ingest cannot read manifests, which list the files to load (point the COPY "
-        "at the files' prefix instead)",
+        20: "20: the columns of raw.date are unknown (parquet files carry theirs, but a source declares its "
+        "columns): list them in the COPY (raw.date (a, b, …) FROM …) or declare them with CREATE TABLE "
+        "before it",
+        22: "22: COPY ORC: the bronze ingest cannot read ORC files (it reads CSV, JSON lines and parquet: "
+        "export them as parquet)",
+        24: "25: COPY MANIFEST: the bronze ingest cannot read manifests, which list the files to load (point "
+        "the COPY at the files' prefix instead)",
     }
     assert all(s.reason for s in report.statements if s.status == "skipped")
 
@@ -225,7 +228,8 @@ def test_without_ddl_columns_resolve_by_scope_and_a_truly_ambiguous_one_is_repor
     sql = write_sql(
         tmp_path / "unknown.sql",
         [
-            "INSERT INTO mart.mystery SELECT l.a, b, c FROM ext.left_t l JOIN ext.right_t r ON l.id = r.id WHERE l.b > 0",
+            "INSERT INTO mart.mystery SELECT l.a, b, c FROM ext.left_t l JOIN ext.right_t r ON l.id = r.id "
+            "WHERE l.b > 0",
             "INSERT INTO mart.whole SELECT * FROM ext.left_t",
         ],
     )
@@ -268,7 +272,8 @@ def test_columns_shown_in_one_run_resolve_bare_columns_in_the_next_through_the_c
     first = write_sql(
         tmp_path / "first.sql",
         [
-            "CREATE TABLE silver.orders_clean AS SELECT order_id, amount::DECIMAL(12,2) AS amount FROM staging.feed"
+            "CREATE TABLE silver.orders_clean AS SELECT order_id, amount::DECIMAL(12,2) AS amount FROM "
+            "staging.feed"
         ],
     )
     assert not onboard([first], store, pipeline_id="p").failed
@@ -328,27 +333,29 @@ def test_copy_options_become_the_raw_source_and_unreadable_formats_are_refused(s
             "COPY raw.p FROM 's3://b/p/' IAM_ROLE default FORMAT AS PARQUET",
             "CREATE EXTERNAL TABLE spectrum.j (id INT) ROW FORMAT SERDE 'org.openx.data.jsonserde.JsonSerDe' "
             "LOCATION 's3://b/json/'",
-            "CREATE EXTERNAL TABLE spectrum.c (id INT) ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.OpenCSVSerde' "
-            "WITH SERDEPROPERTIES ('separatorChar' = ',') STORED AS TEXTFILE LOCATION 's3://b/c/'",
+            "CREATE EXTERNAL TABLE spectrum.c (id INT) ROW FORMAT SERDE "
+            "'org.apache.hadoop.hive.serde2.OpenCSVSerde' WITH SERDEPROPERTIES ('separatorChar' = ',') "
+            "STORED AS TEXTFILE LOCATION 's3://b/c/'",
         ],
     )
     report = onboard([sql], store, pipeline_id="loads")
     errors = [s.error for s in report.statements if s.error]
     assert errors == [
-        f"{sql}:14: COPY AVRO: the bronze ingest cannot read Avro files (it reads CSV, JSON lines and parquet: "
-        "export them as parquet)",
+        f"{sql}:14: COPY AVRO: the bronze ingest cannot read Avro files (it reads CSV, JSON lines and "
+        "parquet: export them as parquet)",
         f"{sql}:16: COPY ORC: the bronze ingest cannot read ORC files (it reads CSV, JSON lines and parquet: "
         "export them as parquet)",
-        f"{sql}:18: COPY MANIFEST: the bronze ingest cannot read manifests, which list the files to load (point "
-        "the COPY at the files' prefix instead)",
-        f"{sql}:20: COPY FIXEDWIDTH: the bronze ingest cannot read fixed-width files (it reads CSV, JSON lines and "
-        "parquet: export them delimited)",
+        f"{sql}:18: COPY MANIFEST: the bronze ingest cannot read manifests, which list the files to load "
+        "(point the COPY at the files' prefix instead)",
+        f"{sql}:20: COPY FIXEDWIDTH: the bronze ingest cannot read fixed-width files (it reads CSV, JSON "
+        "lines and parquet: export them delimited)",
         f"{sql}:22: the columns of raw.p are unknown (parquet files carry theirs, but a source declares its "
-        "columns): list them in the COPY (raw.p (a, b, …) FROM …) or declare them with CREATE TABLE before it",
-        f"{sql}:24: CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
-        "with a LOCATION 's3://…' become sources (a SerDe is not read)",
-        f"{sql}:26: CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
-        "with a LOCATION 's3://…' become sources (a SerDe is not read)",
+        "columns): list them in the COPY (raw.p (a, b, …) FROM …) or declare them with CREATE TABLE before "
+        "it",
+        f"{sql}:24: CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS "
+        "PARQUET with a LOCATION 's3://…' become sources (a SerDe is not read)",
+        f"{sql}:26: CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS "
+        "PARQUET with a LOCATION 's3://…' become sources (a SerDe is not read)",
     ]
     assert report.statements[1].warnings == [
         "COPY option BLANKSASNULL is not carried over to the bronze ingest"
@@ -444,7 +451,8 @@ def test_layers_follow_the_graph_then_conventions_then_the_override(store, tmp_p
         [
             "CREATE TABLE landing.visits (visit_id VARCHAR(20), page VARCHAR(100), ms INT)",
             "COPY landing.visits FROM 's3://b/visits/' IAM_ROLE default FORMAT AS PARQUET",
-            "CREATE TABLE work.visits AS SELECT visit_id, LOWER(page) AS page, ms FROM landing.visits WHERE ms >= 0",
+            "CREATE TABLE work.visits AS SELECT visit_id, LOWER(page) AS page, ms FROM landing.visits WHERE "
+            "ms >= 0",
             "CREATE TABLE work.page_times AS SELECT page, AVG(ms) AS avg_ms FROM work.visits GROUP BY page",
             "CREATE TABLE mart.slow_visits AS SELECT visit_id, page FROM work.visits WHERE ms > 1000",
             "CREATE TABLE work.visit_copy AS SELECT visit_id, page FROM work.visits",
@@ -528,9 +536,11 @@ def test_generated_stage_sql_gives_what_the_original_sql_gives(spark, store, tmp
     ]
     statements = [
         "CREATE TEMP TABLE big_orders AS SELECT customer_id, amount FROM raw.orders WHERE amount > 10",
-        "CREATE TEMP TABLE big_totals AS SELECT customer_id, SUM(amount) AS total FROM big_orders GROUP BY customer_id",
-        "CREATE TABLE analytics.country_totals AS SELECT c.country, SUM(t.total) AS total, COUNT(*) AS customers "
-        "FROM big_totals t JOIN raw.customers c ON c.customer_id = t.customer_id GROUP BY c.country",
+        "CREATE TEMP TABLE big_totals AS SELECT customer_id, SUM(amount) AS total FROM big_orders GROUP BY "
+        "customer_id",
+        "CREATE TABLE analytics.country_totals AS SELECT c.country, SUM(t.total) AS total, COUNT(*) AS "
+        "customers FROM big_totals t JOIN raw.customers c ON c.customer_id = t.customer_id GROUP BY "
+        "c.country",
         "CREATE TABLE analytics.ids (id INT, role VARCHAR(10))",
         "INSERT INTO analytics.ids SELECT order_id, 'order' FROM raw.orders",
         "INSERT INTO analytics.ids SELECT customer_id, 'customer' FROM raw.customers",
@@ -719,7 +729,8 @@ def utc_naive(moment) -> datetime:
 def run_directly_on_postgres(
     url: str, statements: list[str], tables: dict[str, tuple[str, list[tuple]]], result_table: str
 ) -> list[dict]:
-    """Create `tables` (DDL, rows), run `statements` verbatim, return `result_table` ordered by its first column."""
+    """Create `tables` (DDL, rows), run `statements` verbatim, return `result_table` ordered by its first
+    column."""
     with psycopg2.connect(url) as connection, connection.cursor() as cursor:
         cursor.execute("SET TIME ZONE 'UTC'")
         for name, (ddl, rows) in tables.items():
@@ -769,9 +780,9 @@ def test_onboarded_sql_runs_through_dagster_and_gold_equals_the_sql_run_directly
         [SEED_GOLD_SQL],
         {
             "silver_user_events": (
-                "CREATE TABLE silver_user_events (event_id TEXT, user_id TEXT, event_type TEXT, event_ts TIMESTAMP, "
-                "value DOUBLE PRECISION); CREATE SCHEMA analytics; CREATE TABLE analytics.daily_user_events "
-                "(event_date DATE, total_events BIGINT, unique_users BIGINT)",
+                "CREATE TABLE silver_user_events (event_id TEXT, user_id TEXT, event_type TEXT, event_ts "
+                "TIMESTAMP, value DOUBLE PRECISION); CREATE SCHEMA analytics; CREATE TABLE "
+                "analytics.daily_user_events (event_date DATE, total_events BIGINT, unique_users BIGINT)",
                 [
                     (r["event_id"], r["user_id"], r["event_type"], utc_naive(r["event_ts"]), r["value"])
                     for r in silver_events
@@ -783,8 +794,8 @@ def test_onboarded_sql_runs_through_dagster_and_gold_equals_the_sql_run_directly
     assert medallion.gold("analytics.daily_user_events") == user_events_directly
     assert user_events_directly
 
-    # PostgreSQL cannot COPY from S3: the rows COPY would load are inserted instead, then every statement after
-    # the COPY runs as written, but the GRANT (its group does not exist there).
+    # PostgreSQL cannot COPY from S3: the rows COPY would load are inserted instead, then every statement
+    # after the COPY runs as written, but the GRANT (its group does not exist there).
     copy_index = next(i for i, s in enumerate(statements) if s.startswith("COPY"))
     orders_directly = run_directly_on_postgres(
         pg_database,
@@ -800,8 +811,8 @@ def test_onboarded_sql_runs_through_dagster_and_gold_equals_the_sql_run_directly
     assert medallion.gold("shop_mart.daily_orders") == orders_directly
     assert sum(row["orders"] for row in orders_directly) > 0
 
-    # Without DDL: the columns come from the COPY's list and the CTAS outputs, lineage from one table in scope.
-    # Its own raw files: a source's files are ingested once, and the orders above were.
+    # Without DDL: the columns come from the COPY's list and the CTAS outputs, lineage from one table in
+    # scope. Its own raw files: a source's files are ingested once, and the orders above were.
     write_sample_data(f"s3://{bucket}/no_ddl", rows=1000, lines_per_file=500)
     no_ddl = no_ddl_chain_statements(bucket)
     report = onboard(

@@ -1,8 +1,10 @@
-"""OpenLineage events: valid against the specification's JSON schemas, correlated three levels deep, named by the
-naming conventions, free of secrets, and sent by an emitter that a hanging or failing endpoint cannot stall.
+"""OpenLineage events: valid against the specification's JSON schemas, correlated three levels deep, named by
+the naming conventions, free of secrets, and sent by an emitter that a hanging or failing endpoint cannot
+stall.
 
 Every event a test builds or receives goes through `validate`: the core schema, then each facet against the
-schema its `_schemaURL` names, all resolved offline from the package's copy of the specification through their `$id`s.
+schema its `_schemaURL` names, all resolved offline from the package's copy of the specification through their
+`$id`s.
 """
 
 from __future__ import annotations
@@ -270,7 +272,8 @@ class _Endpoint(BaseHTTPRequestHandler):
 
 @contextmanager
 def endpoint(monkeypatch, answer: Callable[[dict], int]) -> Iterator[ThreadingHTTPServer]:
-    """An HTTP server on loopback, configured as the client's http transport through OPENLINEAGE__ variables."""
+    """An HTTP server on loopback, configured as the client's http transport through OPENLINEAGE__
+    variables."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)
     server.received, server.answer = [], answer
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -398,7 +401,8 @@ def test_a_hanging_endpoint_neither_blocks_nor_breaks_the_caller(
         sent_while_hanging, dropped_while_hanging = emitter.sent, emitter.dropped
         release.set()
     assert not flushed and sent_while_hanging == 0
-    # 21 events: at most one in the sender's hands and four in the queue; the rest, and the one after close, dropped.
+    # 21 events: at most one in the sender's hands and four in the queue; the rest, and the one after close,
+    # dropped.
     assert dropped_while_hanging >= 21 - 1 - 4
     assert "OpenLineage event dropped (1 so far): the queue of 4 events is full" in caplog.messages
     assert "OpenLineage: flush gave up after 0.2 s; undelivered events are dropped" in caplog.messages

@@ -63,8 +63,8 @@ def test_user_events_gold_equals_an_independent_computation(medallion, raw_data)
 
 
 def events_after(folder, earlier: set, last: set[tuple[str, str]]) -> list[dict]:
-    """The OpenLineage events written to `folder` since `earlier`, once the (eventType, job) pairs `last` are in:
-    the emitter is asynchronous."""
+    """The OpenLineage events written to `folder` since `earlier`, once the (eventType, job) pairs `last` are
+    in: the emitter is asynchronous."""
     deadline = time.monotonic() + 20
     while True:
         ours = [json.loads(path.read_text()) for path in set(folder.iterdir()) - earlier]
@@ -124,7 +124,8 @@ def test_a_rerun_ingests_nothing_twice(medallion, raw_data):
         == first_bronze["rows_written"]
     )
     assert medallion.gold("analytics.daily_user_events") == first_gold
-    # Bronze's row count (Dagster's dagster/row_count) is its dataset's, as its checks judge, not the empty batch.
+    # Bronze's row count (Dagster's dagster/row_count) is its dataset's, as its checks judge, not the empty
+    # batch.
     assert second_bronze["details"]["rows_in_dataset"] == first_bronze["rows_written"]
     assert second.assets[0].rows == 0 and second.assets[0].checks == [
         {"name": "row_count", "passed": True, "severity": "error"}
@@ -301,7 +302,8 @@ def test_with_bronze_down_too_the_rebuild_fails_listing_every_path(medallion, ra
 
 
 def test_the_forecast_example_runs_in_both_lineage_versions(medallion, raw_data):
-    """v1: the revenue of the same day a week before; v2 also reads the weather and takes a fifth off rainy days."""
+    """v1: the revenue of the same day a week before; v2 also reads the weather and takes a fifth off rainy
+    days."""
     medallion.set_retries(3, backoff_sec=0)
     assert medallion.run("orders_etl").status == "success"
     medallion.load(SEED / "revenue_forecast.v1.yaml.example")

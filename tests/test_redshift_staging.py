@@ -11,7 +11,7 @@ import pytest
 
 from medallion_assets.engine.stages import staged_on_executors
 from medallion_assets.storage.warehouse import StagedParquet, WarehouseError, warehouse_from_url
-from tests.test_warehouse import batch, content, pg_schema, redshift_url  # noqa: F401  (a fixture)
+from tests.test_warehouse import batch, content, redshift_url
 
 ROWS = [(i, ("FR", "DE", "JP")[i % 3], i / 4) for i in range(1, 301)]
 

@@ -76,9 +76,10 @@ def test_sql_that_cannot_analyse_is_never_retried(medallion, raw_data, tmp_path)
     broken = tmp_path / "broken.yaml"
     broken.write_text("""
 stages:
-  - {pipeline_id: user_events_etl, stage_order: 3, stage_name: gold_daily_aggregate, input_id: silver_user_events,
-     target_id: gold_daily_user_events,
-     transform_sql: "SELECT no_such_function(event_ts) AS event_date, 1 AS total_events, 1 AS unique_users FROM silver_user_events"}
+  - {pipeline_id: user_events_etl, stage_order: 3, stage_name: gold_daily_aggregate,
+     input_id: silver_user_events, target_id: gold_daily_user_events,
+     transform_sql: "SELECT no_such_function(event_ts) AS event_date, 1 AS total_events, 1 AS unique_users
+       FROM silver_user_events"}
 """)
     medallion.load(broken)
     medallion.set_retries(3)

@@ -170,8 +170,8 @@ def test_validate_warns_about_contradictory_settings_with_what_will_happen():
     assert profile_warnings(snapshot) == [
         "profile_settings[balanced, wieght_low]: unknown setting, ignored; known: "
         + ", ".join(DEFAULT_SETTINGS),
-        "profile_settings[balanced, launches_per_system_per_tick] = 0 must be positive: ignored, the default 1 "
-        "is used",
+        "profile_settings[balanced, launches_per_system_per_tick] = 0 must be positive: ignored, the default "
+        "1 is used",
     ]
     orders = snapshot.pipelines["orders_etl"]
     snapshot.add("pipelines", orders.model_copy(update={"criticality": "high"}))

@@ -1,4 +1,5 @@
-"""The same catalog and assets on a Spark standalone cluster and on Spark Connect, chosen by configuration alone.
+"""The same catalog and assets on a Spark standalone cluster and on Spark Connect, chosen by configuration
+alone.
 
 Each run is `medallion run` in a process of its own, as a user would start it, with SPARK_MASTER or
 SPARK_REMOTE set; the servers are real, started from the pyspark wheel on loopback.
@@ -38,8 +39,9 @@ def connect(s3_endpoint, tmp_path_factory):
 
 
 def run_env(installation: Medallion, **spark: str) -> dict[str, str]:
-    """The environment of a `medallion run` on `installation`. The cluster is on this machine, so its executors'
-    Python workers run this interpreter, as PYSPARK_PYTHON says (a cluster's own setting, elsewhere)."""
+    """The environment of a `medallion run` on `installation`. The cluster is on this machine, so its
+    executors' Python workers run this interpreter, as PYSPARK_PYTHON says (a cluster's own setting,
+    elsewhere)."""
     env = {
         **os.environ,
         "MEDALLION_CATALOG_URL": installation.store.url,
@@ -81,7 +83,8 @@ def test_seed_pipelines_on_a_standalone_cluster(medallion, raw_data, cluster):
 
 
 def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallion, cluster):
-    """The worker's executor is killed while it reads raw objects; Spark reruns the lost tasks on a new one."""
+    """The worker's executor is killed while it reads raw objects; Spark reruns the lost tasks on a new
+    one."""
     master, worker = cluster
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
     summary = write_sample_data(RAW, rows=300_000, lines_per_file=20_000, gzipped=True)
@@ -104,7 +107,8 @@ def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallio
 
 
 def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
-    """SIGKILL the executor JVM as soon as it has Python workers (they exist only while raw objects are read)."""
+    """SIGKILL the executor JVM as soon as it has Python workers (they exist only while raw objects are
+    read)."""
     deadline = time.monotonic() + 600
     while run.poll() is None and time.monotonic() < deadline:
         for executor in psutil.Process(worker_pid).children(recursive=True):

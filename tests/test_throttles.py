@@ -348,6 +348,6 @@ def test_the_catalog_refuses_throttles_on_unknown_systems_and_limits_out_of_rang
         f"{bad}:4: throttles[target, warehouse, bytes_per_hour].limit_value: Input should be greater than 0",
         f"{bad}:2: throttles[source, crm, rows_per_minute].system_id: unknown source system 'crm'; "
         "known source systems: medallion_raw, medallion_replica",
-        f"{bad}:3: throttles[target, warehouse, concurrency].limit_value: a concurrency limit is a whole number "
-        "of steps, not 1.5",
+        f"{bad}:3: throttles[target, warehouse, concurrency].limit_value: a concurrency limit is a whole "
+        "number of steps, not 1.5",
     ]

@@ -50,41 +50,6 @@ def content(warehouse, table: str) -> list[tuple]:
     return sorted(tuple(row.values()) for row in warehouse.query(f"SELECT id, country, amount FROM {table}"))
 
 
-@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.integration)])
-def warehouse(request, tmp_path):
-    """The same tests run on a DuckDB file and on the PostgreSQL server."""
-    url = (
-        f"duckdb:///{tmp_path}/warehouse.duckdb"
-        if request.param == "duckdb"
-        else request.getfixturevalue("pg_url")
-    )
-    with warehouse_from_url(url) as opened:
-        yield opened
-
-
-@pytest.fixture
-def schema(warehouse) -> str:
-    """A schema name of this test's own, dropped afterwards."""
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    yield name
-    warehouse.query(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-
-
-@pytest.fixture
-def table(schema) -> str:
-    return f"{schema}.daily"
-
-
-@pytest.fixture
-def pg_schema(pg_url) -> str:
-    """A schema name of this test's own on the PostgreSQL server, dropped afterwards."""
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg2.connect(pg_url) as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-    connection.close()
-
-
 def redshift_url(pg_url: str, bucket: str, password: str) -> str:
     """A redshift:// URL that reaches the PostgreSQL server, which speaks the same protocol."""
     parts = urlsplit(pg_url)

@@ -34,18 +34,7 @@ from medallion_assets.storage.warehouse import (
     staged_parquet,
     warehouse_from_url,
 )
-from tests.test_warehouse import (  # noqa: F401 (warehouse, schema, table and pg_schema are fixtures)
-    NULLABLE,
-    ROLE,
-    SCHEMA,
-    batch,
-    content,
-    pg_schema,
-    run_on_postgres,
-    schema,
-    table,
-    warehouse,
-)
+from tests.test_warehouse import NULLABLE, ROLE, SCHEMA, batch, content, run_on_postgres
 
 WIDER = pa.schema([*SCHEMA, ("email", pa.string()), ("score", pa.int32())])
 OLD = [(1, "FR", 1.0), (2, "DE", 2.0)]
@@ -71,7 +60,8 @@ def tables_in(warehouse, schema_name: str) -> list[str]:
     )
 
 
-# --- a lost connection ----------------------------------------------------------------------------------------
+# --- a lost connection
+# ----------------------------------------------------------------------------------------
 
 
 def blocked_backend(
@@ -166,7 +156,8 @@ def test_a_closed_duckdb_connection_is_lost_until_reconnected(tmp_path):
         assert content(warehouse, "gold.daily") == [*OLD, (3, "JP", 3.0)]
 
 
-# --- a leftover staging table ---------------------------------------------------------------------------------
+# --- a leftover staging table
+# ---------------------------------------------------------------------------------
 
 
 def test_a_leftover_staging_table_stops_merges_until_dropped(warehouse, schema, table):
@@ -201,7 +192,8 @@ def test_drop_staging_takes_plain_table_names_only(warehouse, schema, table, nam
     assert content(warehouse, table) == OLD
 
 
-# --- schema drift and breaking changes ------------------------------------------------------------------------
+# --- schema drift and breaking changes
+# ------------------------------------------------------------------------
 
 
 def wider(*rows: tuple) -> pa.Table:
@@ -311,7 +303,8 @@ def test_every_mapped_type_reloads_as_the_same_type(warehouse, table):
     assert warehouse.load(table, one_row, "merge", ["id"]) == LoadResult(table, 1, 1)
 
 
-# --- a load streamed as record batches ------------------------------------------------------------------------
+# --- a load streamed as record batches
+# ------------------------------------------------------------------------
 
 
 class Batches:
@@ -417,7 +410,8 @@ def test_a_stream_is_staged_for_redshift_as_one_parquet_object(bucket):
     assert pq.read_table(io.BytesIO(body)).equals(batch((1, "FR", 1.0), (2, None, None)))
 
 
-# --- the SQL of it all, for Redshift ---------------------------------------------------------------------------
+# --- the SQL of it all, for Redshift
+# ---------------------------------------------------------------------------
 
 
 def test_redshift_merges_with_evolution_and_key_check_parse_and_run(pg_url, pg_schema):

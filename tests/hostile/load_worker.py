@@ -16,11 +16,15 @@ def main(url: str, *files: str) -> None:
     store = CatalogStore(url)
     store.migrate()
     for file in files:
-        try:
-            store.upsert_checked(lambda snapshot: validate_files(snapshot, [file]).rows)
-            print(f"{file}\tloaded", flush=True)
-        except CatalogInvalid as refused:
-            print(f"{file}\trefused\t{refused.problems[0].message}", flush=True)
+        load(store, file)
+
+
+def load(store: CatalogStore, file: str) -> None:
+    try:
+        store.upsert_checked(lambda snapshot: validate_files(snapshot, [file]).rows)
+        print(f"{file}\tloaded", flush=True)
+    except CatalogInvalid as refused:
+        print(f"{file}\trefused\t{refused.problems[0].message}", flush=True)
 
 
 if __name__ == "__main__":

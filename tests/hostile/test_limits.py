@@ -136,6 +136,7 @@ def test_dagster_metadata_never_shows_a_password_of_the_lake_url(store, tmp_path
 def test_a_catastrophic_regex_rule_runs_in_linear_time_in_spark(spark):
     rows = spark.createDataFrame([("a" * 100_000 + "b",), ("aaa",), (None,)], "code string")
     [outcome] = evaluate_rules(rows, [Rule(type="regex", column="code", pattern=CATASTROPHIC)])
-    # Spark's own rlike (Java's backtracking engine) took 3 s on 30 a's and a b, twice as long for each more a.
+    # Spark's own rlike (Java's backtracking engine) took 3 s on 30 a's and a b, twice as long for each more
+    # a.
     assert outcome.message == "regex_code: 1 of 3 rows have code not matching '(a+)+$'"
     assert outcome.failing_rows == 1

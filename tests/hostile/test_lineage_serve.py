@@ -12,13 +12,13 @@ from medallion_assets.cli import main
 from medallion_assets.openlineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
 from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
 from medallion_assets.recovery.routes import CatalogRoutes
-from tests.test_lineage_ingest import AIRFLOW, EXPORT, catalog, event, serving  # noqa: F401 (fixtures)
+from tests.test_lineage_ingest import AIRFLOW, EXPORT, event
 
 TOKEN = "s3cr3t-lineage-token"
 
 
 @pytest.fixture
-def serve(catalog, serving):  # noqa: F811
+def serve(catalog, serving):
     """Start a real server on the seed catalog with the given options."""
     return lambda **options: serving(catalog, **options)
 

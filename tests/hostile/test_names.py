@@ -1,4 +1,5 @@
-"""Names: no catalog name is cut short, folded onto another, or read with a trailing newline by a warehouse."""
+"""Names: no catalog name is cut short, folded onto another, or read with a trailing newline by a
+warehouse."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ def test_a_name_postgresql_would_truncate_is_refused_before_any_sql(pg_database)
         with pytest.raises(InvalidIdentifier) as refused:
             warehouse.load(long_name, ROWS, "replace")
     assert str(refused.value) == (
-        "name 'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_final' is 66 bytes; postgres keeps "
-        "only 63, so it would be cut to 'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_fi'"
+        "name 'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_final' is 66 bytes; postgres "
+        "keeps only 63, so it would be cut to "
+        "'revenue_by_country_and_day_for_the_finance_team_dashboard_v2_fi'"
     )
     assert tables(pg_database) == {}
 
@@ -94,12 +96,12 @@ def test_targets_that_fold_to_one_table_or_name_a_staging_table_are_refused_at_l
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [SEED, clash])
     assert [str(problem) for problem in refused.value.problems] == [
-        f"{clash}:3: targets[gold_b].location: 'Analytics.Daily_User_Events_Copy' is the same table as target "
-        "gold_a's (names fold to lower case)",
+        f"{clash}:3: targets[gold_b].location: 'Analytics.Daily_User_Events_Copy' is the same table as "
+        "target gold_a's (names fold to lower case)",
         f"{clash}:4: targets[gold_c].location: 'analytics.daily_user_events__medallion_stage' ends with "
         "'__medallion_stage', the name of a merge's staging table",
-        f"{clash}:5: targets[gold_d].location: 'analytics.{'x' * 115}' is too long: its staging table adds 17 "
-        "characters and a name may have at most 127",
+        f"{clash}:5: targets[gold_d].location: 'analytics.{'x' * 115}' is too long: its staging table adds "
+        "17 characters and a name may have at most 127",
     ]
     assert store.snapshot().targets == {}
 

@@ -53,7 +53,8 @@ def test_lake_and_quarantine_paths_take_only_plain_dataset_ids(dataset):
 
 
 def test_a_landing_object_with_a_climbing_key_is_not_copied_out_of_quarantine(medallion, tmp_path):
-    """The attack: an unreadable object whose key climbs six folders, out of the lake into the installation."""
+    """The attack: an unreadable object whose key climbs six folders, out of the lake into the
+    installation."""
     key = "user_events/" + "../" * 6 + "escaped.jsonl"
     corrupt = gzip.compress(b'{"event_id": "e1"}\n')  # not UTF-8 text: the corrupt-object rule quarantines it
     boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=corrupt)

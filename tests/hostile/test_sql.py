@@ -1,4 +1,5 @@
-"""SQL: a stage's transform_sql is one query over its declared inputs, refused otherwise at load and at run."""
+"""SQL: a stage's transform_sql is one query over its declared inputs, refused otherwise at load and at
+run."""
 
 from __future__ import annotations
 
@@ -34,12 +35,14 @@ ATTACKS = [
         "calls java_method(), which runs JVM code; it is not allowed",
     ),
     (
-        "SELECT system.builtin.`reflect`('java.lang.Thread', 'sleep', 99999999L) AS x FROM silver_user_events",
+        "SELECT system.builtin.`reflect`('java.lang.Thread', 'sleep', 99999999L) AS x FROM "
+        "silver_user_events",
         "calls reflect(), which runs JVM code; it is not allowed",
     ),
     (
         "SELECT TRANSFORM(event_id) USING 'touch /tmp/owned' AS (event_date) FROM silver_user_events",
-        "holds QUERYTRANSFORM (TRANSFORM(event_id) USING 'touch /tmp/owned' AS (event_date)); only a query is allowed",
+        "holds QUERYTRANSFORM (TRANSFORM(event_id) USING 'touch /tmp/owned' AS (event_date)); only a query "
+        "is allowed",
     ),
     (
         "CREATE TABLE wiped USING parquet LOCATION '/srv/lake/silver' AS SELECT 1",
@@ -64,8 +67,8 @@ ATTACKS = [
     ("SELECT * FROM silver_orders", f"reads 'silver_orders', which the stage does not declare; {DECLARED}"),
     (
         "SELECT * FROM spark_catalog.default.silver_user_events",
-        "reads spark_catalog.default.silver_user_events by path or qualified name; it may read only its declared "
-        "inputs (silver_user_events), by id",
+        "reads spark_catalog.default.silver_user_events by path or qualified name; it may read only its "
+        "declared inputs (silver_user_events), by id",
     ),
 ]
 
@@ -127,8 +130,8 @@ def test_the_attacks_are_real_spark_would_run_them(spark, tmp_path):
 
 def test_a_typo_in_a_column_is_refused_at_load_with_the_names_it_could_have_meant(store, tmp_path):
     sql = (
-        "SELECT event_ts::DATE AS event_date, COUNT(*) AS total_events, COUNT(DISTINCT usr_id) AS unique_users "
-        "FROM silver_user_events GROUP BY 1"
+        "SELECT event_ts::DATE AS event_date, COUNT(*) AS total_events, COUNT(DISTINCT usr_id) AS "
+        "unique_users FROM silver_user_events GROUP BY 1"
     )
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [stage_file(tmp_path, sql)])
@@ -145,6 +148,7 @@ def test_a_qualified_typo_and_an_unknown_alias_are_refused_in_a_join(store, tmp_
         ("c.country", "names column 'c.countyr', which its input does not have; did you mean country?"),
         ("o.amount", "names column x.amount, but reads no relation 'x'"),
     ]:
+        broken_sql = seed_sql.replace(typo, {"c.country": "c.countyr", "o.amount": "x.amount"}[typo])
         (tmp_path / "join.yaml").write_text(f"""stages:
   - pipeline_id: orders_etl
     stage_order: 3
@@ -152,7 +156,7 @@ def test_a_qualified_typo_and_an_unknown_alias_are_refused_in_a_join(store, tmp_
     input_id: bronze_orders
     inputs: [bronze_customers]
     target_id: silver_orders
-    transform_sql: {json.dumps(seed_sql.replace(typo, {"c.country": "c.countyr", "o.amount": "x.amount"}[typo]))}
+    transform_sql: {json.dumps(broken_sql)}
 """)
         with pytest.raises(CatalogInvalid) as refused:
             validate_files(store.snapshot(), [tmp_path / "join.yaml"])
