@@ -1,4 +1,5 @@
-"""`medallion healing actions`: the registered actions a healing_actions row may name, with their parameters."""
+"""`medallion healing actions`: the registered actions a healing_actions row may name, with their
+parameters."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ def healing() -> None:
 
 @healing.command("actions")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def actions(as_json) -> None:
+def actions(as_json: bool) -> None:
     """List every registered healing action, its parameters and defaults."""
-    from medallion_assets.control.healing import ACTIONS
+    # control.healing registers the built-in actions when imported; the registry lives in control.remedies.
+    import medallion_assets.control.healing  # noqa: F401
+    from medallion_assets.control.remedies import ACTIONS
 
     listed = [
         {

@@ -12,13 +12,14 @@ from medallion_assets.redaction import echo
 
 @click.group()
 def profile() -> None:
-    """Scheduling profiles (balanced, focus): the medallion_launcher sensor applies a change on its next tick."""
+    """Scheduling profiles (balanced, focus): the medallion_launcher sensor applies a change on its next
+    tick."""
 
 
 @profile.command("set")
 @click.argument("profile_id", metavar="balanced|focus")
 @click.option("--pipeline", "pipeline_id", help="override the profile for this pipeline only")
-def profile_set(profile_id, pipeline_id) -> None:
+def profile_set(profile_id: str, pipeline_id: str | None) -> None:
     """Make PROFILE the default profile, or one pipeline's profile (a pipeline_profiles row)."""
     from medallion_assets.catalog.models import PipelineProfile, Profile
     from medallion_assets.control.scheduling import PROFILES
@@ -77,7 +78,7 @@ def profile_show() -> None:
     help="scenario YAML or JSON (see medallion_assets/control/simulator.py)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print results as JSON")
-def simulate(scenario_path, as_json) -> None:
+def simulate(scenario_path: str, as_json: bool) -> None:
     """Simulate a scenario under its own profiles, and under a FIFO baseline (plain cron schedules)."""
     from medallion_assets.control.simulator import ScenarioInvalid, load_scenario, results_json
     from medallion_assets.control.simulator import simulate as run_simulation

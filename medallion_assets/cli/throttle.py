@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from medallion_assets.cli.common import catalog_store, refuse
 from medallion_assets.redaction import echo
 
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
 KINDS = ("source", "target")
 METRICS = ("rows_per_minute", "bytes_per_hour", "concurrency")
 
 
-def _instance():
+def _instance() -> DagsterInstance:
     """The Dagster instance under DAGSTER_HOME, whose pools Medallion sets."""
     from dagster import DagsterInstance
 
@@ -38,7 +42,7 @@ def throttle() -> None:
 @click.option(
     "--limit", "limit", required=True, type=int, help="steps at once, rows per minute or bytes per hour"
 )
-def set_throttle(system_kind, system_id, metric, limit) -> None:
+def set_throttle(system_kind: str, system_id: str, metric: str, limit: int) -> None:
     """Limit a source or target system (ID as `medallion throttle show` lists it)."""
     from medallion_assets.catalog.models import Throttle
     from medallion_assets.control.throttles import throttle_problem
@@ -66,8 +70,9 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
 
 @throttle.command("show")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def show(as_json) -> None:
-    """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets' tokens."""
+def show(as_json: bool) -> None:
+    """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets'
+    tokens."""
     from medallion_assets.control.throttles import (
         DEFAULT_CONCURRENCY_LIMIT,
         RATE_WINDOWS_SEC,
@@ -83,7 +88,7 @@ def show(as_json) -> None:
     # The storage holds its instance only weakly: keep the instance alive while the storage is read.
     instance = _instance() if os.environ.get("DAGSTER_HOME") else None
     storage = instance.event_log_storage if instance else None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind, systems in known_systems(snapshot).items():
         for system in systems:
             pool = pool_name(kind, system)
@@ -129,8 +134,8 @@ def show(as_json) -> None:
             state = f"pool {row['pool']} (set DAGSTER_HOME to see its slots)"
         else:
             state = (
-                f"pool {row['pool']}: limit {row['pool_limit']} on the instance, {row['slots_in_use']} in use, "
-                f"{row['steps_waiting']} waiting"
+                f"pool {row['pool']}: limit {row['pool_limit']} on the instance, "
+                f"{row['slots_in_use']} in use, {row['steps_waiting']} waiting"
             )
         echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {limit:<14} {state}")
 
