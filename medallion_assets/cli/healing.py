@@ -4,6 +4,7 @@ parameters."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -23,7 +24,7 @@ def actions(as_json: bool) -> None:
     import medallion_assets.control.healing  # noqa: F401
     from medallion_assets.control.remedies import ACTIONS
 
-    listed = [
+    listed: list[dict[str, Any]] = [
         {
             "name": action.name,
             "description": action.description,

@@ -371,6 +371,7 @@ def demo(rows: int) -> None:
     try:
         for target in store.snapshot().targets.values():
             if target.kind == "warehouse":
+                assert target.location is not None  # the Target model requires it of a warehouse target
                 echo(f"\n{target.location}:")
                 for row in warehouse.query(f"SELECT * FROM {quote_qualified(target.location)} ORDER BY 1, 2"):
                     echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))

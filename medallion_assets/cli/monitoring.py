@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from medallion_assets.cli.common import EXIT_FAILED, EXIT_INVALID, catalog_store
 from medallion_assets.redaction import echo
+
+if TYPE_CHECKING:
+    from medallion_assets.catalog.models import Notification
 
 
 @click.command("status")
@@ -74,7 +78,9 @@ def notify_test(notification_id: str) -> None:
     from medallion_assets.control.notifications import DeliveryFailed, Message, send
 
     store = catalog_store()
-    rows = {row.notification_id: row for row in store.read_table("notifications")}
+    # read_table types its rows as the base model; this table's rows are Notification.
+    notifications = cast("list[Notification]", store.read_table("notifications"))
+    rows = {row.notification_id: row for row in notifications}
     row = rows.get(notification_id)
     if row is None:
         echo(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import getpass
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from medallion_assets.cli.common import catalog_store, refuse
 from medallion_assets.redaction import echo
+
+if TYPE_CHECKING:
+    from medallion_assets.catalog.models import Profile
 
 
 @click.group()
@@ -26,15 +30,18 @@ def profile_set(profile_id: str, pipeline_id: str | None) -> None:
 
     if profile_id not in PROFILES:
         refuse(f"unknown profile {profile_id!r}; known profiles: {', '.join(PROFILES)}")
+    chosen = cast(Literal["balanced", "focus"], profile_id)  # one of PROFILES, as just checked
     store = catalog_store()
     snapshot = store.snapshot()
     if pipeline_id:
         if pipeline_id not in snapshot.pipelines:
             refuse(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}")
-        store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=profile_id)]})
+        store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=chosen)]})
         subject = f"pipeline {pipeline_id}"
     else:
-        existing = {row.profile_id: row for row in snapshot.tables["profiles"].values()}
+        # The snapshot types its rows as the base model; the profiles table holds Profile rows.
+        profiles = cast("dict[tuple[Any, ...], Profile]", snapshot.tables["profiles"])
+        existing = {row.profile_id: row for row in profiles.values()}
         rows = [
             existing.get(p, Profile(profile_id=p)).model_copy(update={"is_default": p == profile_id})
             for p in PROFILES

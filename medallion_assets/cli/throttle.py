@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
@@ -13,6 +13,8 @@ from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
+
+    from medallion_assets.catalog.models import Throttle
 
 KINDS = ("source", "target")
 METRICS = ("rows_per_minute", "bytes_per_hour", "concurrency")
@@ -42,7 +44,12 @@ def throttle() -> None:
 @click.option(
     "--limit", "limit", required=True, type=int, help="steps at once, rows per minute or bytes per hour"
 )
-def set_throttle(system_kind: str, system_id: str, metric: str, limit: int) -> None:
+def set_throttle(
+    system_kind: Literal["source", "target"],
+    system_id: str,
+    metric: Literal["rows_per_minute", "bytes_per_hour", "concurrency"],
+    limit: int,
+) -> None:
     """Limit a source or target system (ID as `medallion throttle show` lists it)."""
     from medallion_assets.catalog.models import Throttle
     from medallion_assets.control.throttles import throttle_problem
@@ -83,7 +90,9 @@ def show(as_json: bool) -> None:
 
     store = catalog_store()
     snapshot = store.snapshot()
-    throttles = {t.key(): t.limit_value for t in snapshot.tables["throttles"].values()}
+    # The snapshot types its rows as the base model; the throttles table holds Throttle rows.
+    rows_of_throttles = cast("dict[tuple[Any, ...], Throttle]", snapshot.tables["throttles"])
+    throttles = {t.key(): t.limit_value for t in rows_of_throttles.values()}
     levels = bucket_levels(store)
     # The storage holds its instance only weakly: keep the instance alive while the storage is read.
     instance = _instance() if os.environ.get("DAGSTER_HOME") else None
@@ -125,7 +134,7 @@ def show(as_json: bool) -> None:
         echo(json.dumps(rows, indent=2))
         return
     for row in rows:
-        limit = f"{row['limit']:g}" + (" (default)" if row["default"] else "")
+        shown_limit = f"{row['limit']:g}" + (" (default)" if row["default"] else "")
         if row["metric"] != "concurrency":
             state = (
                 "bucket full (untouched)" if row["tokens"] is None else f"bucket {row['tokens']:.0f} tokens"
@@ -137,7 +146,7 @@ def show(as_json: bool) -> None:
                 f"pool {row['pool']}: limit {row['pool_limit']} on the instance, "
                 f"{row['slots_in_use']} in use, {row['steps_waiting']} waiting"
             )
-        echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {limit:<14} {state}")
+        echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {shown_limit:<14} {state}")
 
 
 @throttle.command("sync")

@@ -117,8 +117,8 @@ def _declared_routes(snapshot: CatalogSnapshot, produced: set[str]) -> Iterable[
             continue
         line: Line = "alternate" if not row.is_default else "side" if row.downstream in produced else "main"
         yield row.upstream, row.downstream, Route(row.via, row.kind, row.cost, line)
-    for row in _table(snapshot, "external_lineage", ExternalLineage).values():
-        yield row.upstream, row.downstream, _external_route(row, produced)
+    for external in _table(snapshot, "external_lineage", ExternalLineage).values():
+        yield external.upstream, external.downstream, _external_route(external, produced)
 
 
 def _external_route(row: ExternalLineage, produced: Collection[str]) -> Route:

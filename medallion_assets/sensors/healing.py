@@ -58,14 +58,15 @@ class UnusableHealingRules(ValueError):
 
 def _error_fault(error: SerializableErrorInfo, stage: Stage, layer: str, attempt: int, run_id: str) -> Fault:
     """A Fault from a failure recorded in the event log: class names and messages along its cause chain."""
-    codes: set[str] = set()
+    codes: set[str | None] = set()
     messages: list[str] = []
     cause: SerializableErrorInfo | None = error
     while cause is not None:
         codes.add(cause.cls_name)
         messages.append(cause.message.strip())
         cause = cause.cause or cause.context
-    return Fault(stage, layer, attempt, frozenset(codes - {None}), " | ".join(messages), run_id)
+    named = frozenset(code for code in codes if code is not None)
+    return Fault(stage, layer, attempt, named, " | ".join(messages), run_id)
 
 
 def failed_steps(instance: DagsterInstance, run: DagsterRun) -> list[tuple[str, SerializableErrorInfo]]:
@@ -104,7 +105,7 @@ def unmaterialized(instance: DagsterInstance, run: DagsterRun) -> list[AssetKey]
     planned = keys(DagsterEventType.ASSET_MATERIALIZATION_PLANNED) - keys(
         DagsterEventType.ASSET_MATERIALIZATION
     )
-    return sorted(planned, key=lambda key: key.path)
+    return sorted(planned, key=lambda key: tuple(key.path))
 
 
 def rerun_requests(
