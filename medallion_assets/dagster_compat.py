@@ -19,8 +19,10 @@ from dagster._core.definitions.definitions_load_context import DefinitionsLoadCo
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
-from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.schedules import cron_string_iterator, get_latest_completed_cron_tick
+
+# Where dagster._utils.error takes it from, which does not re-export it.
+from dagster_shared.error import SerializableErrorInfo
 
 if TYPE_CHECKING:
     from dagster._core.definitions.reconstruct import ReconstructableRepository
@@ -142,12 +144,13 @@ WHY: dict[str, str] = {
     "DefinitionsLoadContext": (
         "Where a code location's loader leaves reconstruction metadata (the catalog snapshot) for Dagster to "
         "keep with its load data, and where a run worker finds it again instead of reading the catalog; the "
-        "public `Definitions.with_reconstruction_metadata` only sets the Definitions' metadata, which does not"
-        " reach the load data in Dagster 1.13."
+        "public `Definitions.with_reconstruction_metadata` only sets the Definitions' metadata, which does "
+        "not reach the load data in Dagster 1.13."
     ),
     "DefinitionsLoadType": "Tells a run worker's load (RECONSTRUCTION) from the code server's (see above).",
     "ReconstructableRepository": (
-        "Tests and benchmarks: rebuild a code location's definitions with that metadata, as a run worker does."
+        "Tests and benchmarks: rebuild a code location's definitions with that metadata, as a run worker "
+        "does."
     ),
     "queue_daemon_running": (
         "Whether the daemon's queue loop sends heartbeats. The public `DagsterInstance.get_daemon_statuses` "

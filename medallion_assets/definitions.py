@@ -58,7 +58,8 @@ def unpack_snapshot(packed: str) -> CatalogSnapshot:
 
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
     """The environment variable a setting comes from, when it does. Dagster keeps and shows a resource setting
-    given as an EnvVar by the variable's name, never its value: a catalog or warehouse URL may hold a password."""
+    given as an EnvVar by the variable's name, never its value: a catalog or warehouse URL may hold a
+    password."""
     return EnvVar(variable) if explicit is None and variable in os.environ else None
 
 

@@ -1,14 +1,15 @@
 """The Dagster instance Medallion's runs go to: its configuration, and opening it with a clear error.
 
 The shipped `dagster.yaml` holds what every instance needs (the queued run coordinator, run limits, pools, run
-monitoring); `deploy/postgres.yaml` adds only Dagster's storage on PostgreSQL (dagster-postgres). A deployment's
-instance is the two merged (`medallion instance init --postgres`), so they never drift apart.
+monitoring); `deploy/postgres.yaml` adds only Dagster's storage on PostgreSQL (dagster-postgres). A
+deployment's instance is the two merged (`medallion instance init --postgres`), so they never drift apart.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 from dagster import DagsterInstance, QueuedRunCoordinator
@@ -34,16 +35,16 @@ class NoDaemon(DeploymentError):
     """The instance queues runs, but no dagster-daemon empties its queue."""
 
 
-def instance_config(postgres: bool = False) -> dict:
+def instance_config(postgres: bool = False) -> dict[str, Any]:
     """The shipped dagster.yaml, with PostgreSQL storage when `postgres`; the overlay's top-level blocks are
     added whole (it has only `storage`, which dagster.yaml leaves to Dagster's SQLite default)."""
-    config = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    config: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
     if postgres:
         config.update(yaml.safe_load(POSTGRES_STORAGE.read_text()))
     return config
 
 
-def write_instance_config(dagster_home: Path, config: dict, postgres: bool) -> Path:
+def write_instance_config(dagster_home: Path, config: dict[str, Any], postgres: bool) -> Path:
     path = Path(dagster_home) / "dagster.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
@@ -67,7 +68,8 @@ def open_instance() -> DagsterInstance:
         refused = _connection_error(error)
         if refused is None:
             raise
-        # The driver's own first line (host, port, refused or timed out), never the URL, which may hold a password.
+        # The driver's own first line (host, port, refused or timed out), never the URL, which may hold a
+        # password.
         reason = str(refused).strip().splitlines()[0]
         raise InstanceUnavailable(
             f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} cannot reach "

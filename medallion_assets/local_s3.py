@@ -57,7 +57,8 @@ def serve_folder(root: Path) -> Iterator[str]:
     """Serve the files under `root/<bucket>/<key>` as S3 objects on loopback, for the embedded home.
 
     Objects are uploaded from disk at every start, so they outlive the server (their ETags, the MD5 of their
-    content, stay the same, so ingestion bookmarks still hold); objects written through S3 meanwhile are not kept.
+    content, stay the same, so ingestion bookmarks still hold); objects written through S3 meanwhile are not
+    kept.
     """
     buckets = sorted(folder.name for folder in root.iterdir() if folder.is_dir())
     with local_s3(buckets=tuple(buckets)) as endpoint:

@@ -8,10 +8,11 @@ working, and its error names the row.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-from dagster import definitions
+from dagster import Definitions, definitions
 
 from medallion_assets.definitions import build_definitions
 
@@ -20,13 +21,14 @@ def location_name(domain: str) -> str:
     return f"medallion_{domain}"
 
 
-def __getattr__(domain: str):
-    """The Definitions of one domain, loaded by Dagster when its code location loads (PEP 562 module attribute)."""
+def __getattr__(domain: str) -> Callable[..., Definitions]:
+    """The Definitions of one domain, loaded by Dagster when its code location loads (PEP 562 module
+    attribute)."""
     if domain.startswith("__"):  # Python's own look-ups (__path__, __wrapped__ ...) are no domains
         raise AttributeError(domain)
 
     @definitions
-    def domain_definitions():
+    def domain_definitions() -> Definitions:
         return build_definitions(domain=domain)
 
     return domain_definitions

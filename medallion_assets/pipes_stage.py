@@ -16,6 +16,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from pyspark.sql import SparkSession
 
 from medallion_assets import config
+from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.store import open_catalog
 from medallion_assets.control.flags import disabled_reason, read_control_state
 from medallion_assets.control.throttles import CatalogThrottles
@@ -34,7 +35,7 @@ def run(pipes: PipesContext) -> None:
     if stage is None:
         raise LookupError(f"no stage {stage_name!r} in pipeline {pipeline_id!r} of the catalog")
 
-    def halt_reason(current) -> str | None:
+    def halt_reason(current: Stage) -> str | None:
         return disabled_reason(snapshot, read_control_state(store), current)
 
     if reason := halt_reason(stage):

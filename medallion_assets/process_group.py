@@ -6,6 +6,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import NoReturn
 
 import psutil
 
@@ -15,10 +18,11 @@ GRACE_SECONDS = 20
 def run_process_group(command: list[str], env: dict[str, str]) -> int:
     """Run `command` in a process group of its own and return its exit code. Ctrl-C or SIGTERM stops the whole
     group (dagster dev's webserver, daemon, code server and run workers, not only dagster dev): SIGTERM, then
-    SIGKILL for whatever is left after a grace period. Members still alive when the command ends are stopped too."""
+    SIGKILL for whatever is left after a grace period. Members still alive when the command ends are stopped
+    too."""
     process = subprocess.Popen(command, env=env, start_new_session=True)
 
-    def interrupt(signum, frame):
+    def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)
@@ -33,8 +37,9 @@ def run_process_group(command: list[str], env: dict[str, str]) -> int:
 
 
 def _stop_group(group: int) -> None:
-    """SIGTERM every member, then SIGKILL once the grace period is over, until none is left: a member may start
-    another while it stops (dagster dev restarts a code server that exits), so the group is read again each time."""
+    """SIGTERM every member, then SIGKILL once the grace period is over, until none is left: a member may
+    start another while it stops (dagster dev restarts a code server that exits), so the group is read again
+    each time."""
     deadline = time.monotonic() + GRACE_SECONDS
     while members := _members(group):
         for member in members:
@@ -54,7 +59,7 @@ def _members(group: int) -> list[psutil.Process]:
     return members
 
 
-def _quietly(action) -> None:
+def _quietly(action: Callable[[], object]) -> None:
     try:
         action()
     except psutil.NoSuchProcess:

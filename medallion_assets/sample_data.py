@@ -218,7 +218,7 @@ def _write_parts(
     prefix: str, extension: str, header: str | None, lines: Iterable[str], lines_per_file: int, gzipped: bool
 ) -> list[str]:
     """Write ``lines`` as numbered parts of at most ``lines_per_file`` data lines, each under ``header``."""
-    urls = []
+    urls: list[str] = []
     lines = iter(lines)
     while chunk := list(islice(lines, lines_per_file)):
         if header is not None:

@@ -9,7 +9,9 @@ time to recognise its context and resources.
 """
 
 import re
+from collections.abc import Iterator
 from functools import partial
+from typing import Any, cast
 
 from dagster import (
     AssetCheckResult,
@@ -32,7 +34,7 @@ from medallion_assets.assets.monitoring import (
     monitoring_check_results,
     monitoring_check_specs,
 )
-from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.catalog.models import Rule, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.catalog.versions import stage_fingerprint
@@ -61,7 +63,8 @@ def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
 
 
 def dagster_owners(owner: str) -> list[str]:
-    """A catalog owner as a Dagster owner, which must be an email or a `team:` name: anything else names a team."""
+    """A catalog owner as a Dagster owner, which must be an email or a `team:` name: anything else names a
+    team."""
     if not owner:
         return []
     if owner.startswith("team:") or "@" in owner:
@@ -70,9 +73,16 @@ def dagster_owners(owner: str) -> list[str]:
 
 
 def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
-    """The fingerprint of the dataset's lineage version (inputs, transformation, rules, output): it changes exactly
-    when a new lineage version is recorded, so Dagster flags data made by an older version as stale."""
+    """The fingerprint of the dataset's lineage version (inputs, transformation, rules, output): it changes
+    exactly when a new lineage version is recorded, so Dagster flags data made by an older version as
+    stale."""
     return stage_fingerprint(stage, target, snapshot)
+
+
+def _rule_name(rule: Rule) -> str:
+    # Optional only in what the catalog's author writes: the Rule model fills in a name where none is given.
+    assert rule.name is not None
+    return rule.name
 
 
 def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list[AssetCheckSpec]:
@@ -80,7 +90,7 @@ def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list
         return []
     return [
         AssetCheckSpec(
-            rule.name,
+            _rule_name(rule),
             asset=key,
             blocking=rule.severity == "error",
             description=f"{rule.type} ({rule.severity}, action {rule.action})",
@@ -102,9 +112,9 @@ def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
     )
 
 
-def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult]) -> MaterializeResult:
+def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult]) -> MaterializeResult[Any]:
     # Dagster's row count is the dataset's; a bronze run appends a batch to it (rows_written).
-    metadata = {
+    metadata: dict[str, Any] = {
         "dagster/row_count": outcome.details.get("rows_in_dataset", outcome.rows_written),
         "rows_written": outcome.rows_written,
         "rows_read": outcome.rows_read,
@@ -126,7 +136,7 @@ def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult
 
 def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_root: str) -> AssetSpec:
     """The stage's dataset as Dagster shows it: key, deps, group, kinds, owners, code version and metadata."""
-    metadata = {
+    metadata: dict[str, Any] = {
         "pipeline": stage.pipeline_id,
         "stage": stage.stage_name,
         "location": scrub(lake_path(lake_root, target.layer, target.target_id)),
@@ -151,13 +161,15 @@ def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_ro
         description=target.description or stage.stage_name,
         metadata=metadata,
         freshness_policy=freshness_policy(snapshot, stage),
-        # A halted stage yields no materialization (its step fails with the reason); Dagster skips what follows.
+        # A halted stage yields no materialization (its step fails with the reason); Dagster skips what
+        # follows.
         skippable=True,
     )
 
 
 def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
-    """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read live."""
+    """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read
+    live."""
     target = snapshot.targets[stage.target_id]
     key = target_key(target)
 
@@ -176,7 +188,7 @@ def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -
         lake: LakeResource,
         warehouse: WarehouseResource,
         catalog: CatalogResource,
-    ):
+    ) -> Iterator[MaterializeResult[Any]]:
         step = StageStep(context, stage, snapshot, catalog.get_store(), lake.root, warehouse.url)
         yield step.run(spark, warehouse)
 
@@ -209,14 +221,15 @@ class StageStep:
         self.lineage = stage_asset_run(snapshot, stage, context.run_id, lake_root, warehouse_url)
         self.run_tags = context.instance.get_run_by_id(context.run_id).tags
 
-    def run(self, spark: SparkResource, warehouse: WarehouseResource) -> MaterializeResult:
+    def run(self, spark: SparkResource, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         """Run the stage unless a kill switch halts it; a failure goes to healing and retries."""
         emitter().emit(*self.lineage.start())
         reason = self.halt_reason(self.stage)
         if reason:
             raise self.halt(reason, "before start")
-        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load batches);
-        # the run's tags say so (control/failures.py): then every step reads the catalog as healing left it.
+        # Healing may change the catalog mid-run (a new column) and ask for adjustments (smaller load
+        # batches); the run's tags say so (control/failures.py): then every step reads the catalog as healing
+        # left it.
         live = self.store.snapshot() if catalog_healed(self.run_tags) else self.snapshot
         runner = StageRunner(
             spark.get_session(self.lake_root),
@@ -230,7 +243,8 @@ class StageStep:
             recovery=CatalogRoutes(self.store, live),
         )
         try:
-            outcome = runner.run_stage(live.tables["stages"].get(self.stage.key(), self.stage))
+            # The snapshot types its rows as the base model; the stages table holds Stage rows.
+            outcome = runner.run_stage(cast(Stage, live.tables["stages"].get(self.stage.key(), self.stage)))
         except StageHalted as halted:
             raise self.halt(str(halted), "before the load") from None
         except Exception as error:
@@ -277,7 +291,7 @@ class StageStep:
             partial(self.context.instance.add_run_tags, self.context.run_id),
         )
 
-    def succeeded(self, outcome: StageOutcome) -> MaterializeResult:
+    def succeeded(self, outcome: StageOutcome) -> MaterializeResult[Any]:
         """Audit the outcome, close its OpenLineage run and report it with its check results."""
         monitoring = monitoring_check_results(self.store, self.snapshot, self.stage, outcome, self.audit)
         # Failed blocking checks in the result make Dagster fail the step and skip everything downstream.

@@ -6,6 +6,7 @@ Kept apart from factory.py so the factory's own checks and metadata stay readabl
 """
 
 from datetime import timedelta
+from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, FreshnessPolicy
 
@@ -20,8 +21,8 @@ VOLUME_CHECK, DQ_CHECK = "volume_anomaly", "dq_rate"
 
 
 def freshness_policy(snapshot: CatalogSnapshot, stage: Stage) -> FreshnessPolicy | None:
-    """The SLA of the stage's dataset as Dagster's freshness policy, which the daemon evaluates into fresh, late
-    and stale."""
+    """The SLA of the stage's dataset as Dagster's freshness policy, which the daemon evaluates into fresh,
+    late and stale."""
     sla = effective_sla(snapshot, stage)
     return policy_of(sla) if sla else None
 
@@ -34,6 +35,8 @@ def policy_of(sla: Sla) -> FreshnessPolicy:
             lower_bound_delta=timedelta(minutes=sla.window_minutes),
             timezone=sla.timezone,
         )
+    # The Sla model sets exactly one of expected_by and max_stale_minutes.
+    assert sla.max_stale_minutes is not None
     return FreshnessPolicy.time_window(
         fail_window=timedelta(minutes=sla.max_stale_minutes),
         warn_window=timedelta(minutes=sla.warn_stale_minutes) if sla.warn_stale_minutes else None,
@@ -41,7 +44,8 @@ def policy_of(sla: Sla) -> FreshnessPolicy:
 
 
 def measures_quality(stage: Stage) -> bool:
-    """Rows rejected / rows read is a quality rate only where rules judge the rows read: not after SQL reshaped them."""
+    """Rows rejected / rows read is a quality rate only where rules judge the rows read: not after SQL
+    reshaped them."""
     return stage.transform_sql is None
 
 
@@ -62,7 +66,8 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
                 VOLUME_CHECK,
                 asset=key,
                 description=(
-                    f"rows read and written within median ± {band.k:g}·MAD of the last {band.runs} successful runs"
+                    f"rows read and written within median ± {band.k:g}·MAD of the last {band.runs} "
+                    "successful runs"
                 ),
             )
         )
@@ -78,7 +83,7 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
 
 
 def monitoring_check_results(
-    store: CatalogStore, snapshot: CatalogSnapshot, stage: Stage, outcome: StageOutcome, audit: dict
+    store: CatalogStore, snapshot: CatalogSnapshot, stage: Stage, outcome: StageOutcome, audit: dict[str, Any]
 ) -> list[AssetCheckResult]:
     """The stage's volume and quality verdicts, judged before its own audit entry joins the history. A warning
     or failure is audited too, which is how the notification sensor hears of it. The stage's DQ rate is added
@@ -96,7 +101,7 @@ def monitoring_check_results(
         )
         anomalies = [v for v in verdicts if v.status == "anomaly"]
         explanation = "; ".join(v.explanation(band) for v in verdicts)
-        metadata = {
+        metadata: dict[str, Any] = {
             "explanation": explanation,
             "k": band.k,
             "history_runs": verdicts[0].history_runs,

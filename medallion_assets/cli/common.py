@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from medallion_assets.redaction import echo
+
+if TYPE_CHECKING:
+    from medallion_assets.catalog.store import CatalogStore
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -13,7 +16,7 @@ EXIT_HALTED = 3
 EXIT_UNAVAILABLE = 4
 
 
-def catalog_store():
+def catalog_store() -> CatalogStore:
     """The catalog at MEDALLION_CATALOG_URL, migrated to the newest schema."""
     from medallion_assets.catalog.store import open_catalog
 

@@ -1,8 +1,10 @@
-"""`medallion healing actions`: the registered actions a healing_actions row may name, with their parameters."""
+"""`medallion healing actions`: the registered actions a healing_actions row may name, with their
+parameters."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -16,11 +18,13 @@ def healing() -> None:
 
 @healing.command("actions")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def actions(as_json) -> None:
+def actions(as_json: bool) -> None:
     """List every registered healing action, its parameters and defaults."""
-    from medallion_assets.control.healing import ACTIONS
+    # control.healing registers the built-in actions when imported; the registry lives in control.remedies.
+    import medallion_assets.control.healing  # noqa: F401
+    from medallion_assets.control.remedies import ACTIONS
 
-    listed = [
+    listed: list[dict[str, Any]] = [
         {
             "name": action.name,
             "description": action.description,

@@ -30,7 +30,7 @@ def _home() -> Path:
     is_flag=True,
     help="Dagster's storage on PostgreSQL (deploy/postgres.yaml; connection from DAGSTER_PG_* variables)",
 )
-def instance_init(postgres) -> None:
+def instance_init(postgres: bool) -> None:
     """Write $DAGSTER_HOME/dagster.yaml: the shipped dagster.yaml, with PostgreSQL storage if asked."""
     from medallion_assets.instance import instance_config, write_instance_config
 

@@ -1,20 +1,29 @@
-"""`medallion lineage …` and `medallion paths`: what feeds a dataset, every way to produce it, and its history.
+"""`medallion lineage …` and `medallion paths`: what feeds a dataset, every way to produce it, and its
+history.
 
-Heavy modules are imported inside the commands, as in `medallion_assets.cli`, so `medallion --help` stays quick.
+Heavy modules are imported inside the commands, as in `medallion_assets.cli`, so `medallion --help` stays
+quick.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from medallion_assets.cli.common import EXIT_INVALID, catalog_store, refuse
 from medallion_assets.redaction import echo
 
+if TYPE_CHECKING:
+    import networkx as nx
 
-def _catalog():
+    from medallion_assets.catalog.snapshot import CatalogSnapshot
+    from medallion_assets.catalog.store import CatalogStore
+
+
+def _catalog() -> tuple[CatalogStore, CatalogSnapshot, nx.DiGraph]:
     """The catalog store, a snapshot of it and its lineage graph."""
     from medallion_assets.recovery.graph import build_graph
 
@@ -25,7 +34,8 @@ def _catalog():
 
 @click.group()
 def lineage() -> None:
-    """Dataset lineage from the catalog: upstream and downstream datasets, columns, recovery paths, versions."""
+    """Dataset lineage from the catalog: upstream and downstream datasets, columns, recovery paths,
+    versions."""
 
 
 @lineage.command("show")
@@ -35,7 +45,7 @@ def lineage() -> None:
 @click.option("--depth", type=click.IntRange(min=1), default=None, help="at most N hops away (default: all)")
 @click.option("--columns", is_flag=True, help="also the column lineage between the datasets shown")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def show(dataset, direction, depth, columns, as_json) -> None:
+def show(dataset: str, direction: str | None, depth: int | None, columns: bool, as_json: bool) -> None:
     """The datasets DATASET is made from and those made from it, edge by edge, nearest first."""
     from medallion_assets.recovery.graph import UnknownDataset, column_lineage, downstream, upstream
 
@@ -47,7 +57,10 @@ def show(dataset, direction, depth, columns, as_json) -> None:
         }
     except UnknownDataset as error:
         refuse(str(error))
-    report = {"dataset": dataset, **{name: [e._asdict() for e in edges] for name, edges in found.items()}}
+    report: dict[str, Any] = {
+        "dataset": dataset,
+        **{name: [e._asdict() for e in edges] for name, edges in found.items()},
+    }
     if columns:
         shown = {dataset, *(n for edges in found.values() for e in edges for n in (e.upstream, e.downstream))}
         report["columns"] = [row.model_dump() for row in column_lineage(graph, shown)]
@@ -58,23 +71,24 @@ def show(dataset, direction, depth, columns, as_json) -> None:
         echo(f"{name} of {dataset}:" + ("" if edges else " none"))
         for e in edges:
             echo(
-                f"  {e.depth}  {e.upstream} → {e.downstream}  via {e.via} ({e.kind}, {e.line}, cost {e.cost:g})"
+                f"  {e.depth}  {e.upstream} → {e.downstream}  via {e.via} "
+                f"({e.kind}, {e.line}, cost {e.cost:g})"
             )
     if columns:
         echo("columns:" + ("" if report["columns"] else " none recorded"))
         for row in report["columns"]:
             echo(
-                f"  {row['downstream']}.{row['downstream_column']} ← {row['upstream']}.{row['upstream_column']}"
-                f" ({row['transformation']})"
+                f"  {row['downstream']}.{row['downstream_column']} "
+                f"← {row['upstream']}.{row['upstream_column']} ({row['transformation']})"
             )
 
 
 @lineage.command("history")
 @click.argument("dataset")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def history(dataset, as_json) -> None:
-    """The lineage versions of DATASET, oldest first: when, the code version, and what changed (inputs added and
-    removed, columns added, removed and retyped, transformation, rules or output changed)."""
+def history(dataset: str, as_json: bool) -> None:
+    """The lineage versions of DATASET, oldest first: when, the code version, and what changed (inputs added
+    and removed, columns added, removed and retyped, transformation, rules or output changed)."""
     from medallion_assets.catalog.versions import describe_changes, history_report
     from medallion_assets.recovery.graph import UnknownDataset
 
@@ -98,7 +112,8 @@ def history(dataset, as_json) -> None:
 
 @lineage.command("refresh")
 def refresh() -> None:
-    """Recompute every dataset's recovery paths into dataset_recovery_paths (only changed datasets are rewritten)."""
+    """Recompute every dataset's recovery paths into dataset_recovery_paths (only changed datasets are
+    rewritten)."""
     from medallion_assets.recovery.paths import refresh_recovery_paths
 
     store, snapshot, _ = _catalog()
@@ -110,9 +125,9 @@ def refresh() -> None:
 
 @lineage.command("ingest")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-def ingest(file) -> None:
-    """Add the lineage in FILE (newline-delimited OpenLineage events from Airflow, dbt, Spark…; - reads stdin) to
-    the catalog graph. A malformed event is reported with its line and left out; the others are ingested.
+def ingest(file: IO[str]) -> None:
+    """Add the lineage in FILE (newline-delimited OpenLineage events from Airflow, dbt, Spark…; - reads stdin)
+    to the catalog graph. A malformed event is reported with its line and left out; the others are ingested.
 
     Exit codes: 0 every event ingested, 2 some were rejected.
     """
@@ -139,9 +154,9 @@ def ingest(file) -> None:
     help="bearer token every request must carry; required unless --host is a loopback address "
     "(prefer the environment variable MEDALLION_LINEAGE_TOKEN: a command line is visible to all users)",
 )
-def serve(host, port, token) -> None:
-    """Receive OpenLineage events over HTTP at POST /api/v1/lineage, as Marquez does, and add their lineage to the
-    catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
+def serve(host: str, port: int, token: str | None) -> None:
+    """Receive OpenLineage events over HTTP at POST /api/v1/lineage, as Marquez does, and add their lineage to
+    the catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
     from medallion_assets import config
     from medallion_assets.openlineage.server import ENDPOINT, LineageServer
 
@@ -163,7 +178,7 @@ def serve(host, port, token) -> None:
 @click.command("paths")
 @click.argument("dataset")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def paths(dataset, as_json) -> None:
+def paths(dataset: str, as_json: bool) -> None:
     """Every path by which DATASET can be produced, cheapest first, whether each is available now (sources and
     warehouse tables are probed; operators' `available` flags apply), and the path in use."""
     from medallion_assets.recovery.availability import Availability

@@ -7,7 +7,9 @@ import os
 import shutil
 import sys
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +30,11 @@ from medallion_assets.cli.profile import profile, simulate
 from medallion_assets.cli.throttle import throttle
 from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
+
+if TYPE_CHECKING:
+    from medallion_assets.catalog.loader import LoadedRows
+    from medallion_assets.catalog.snapshot import CatalogSnapshot
+    from medallion_assets.catalog.store import CatalogStore
 
 SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
 
@@ -59,7 +66,7 @@ def catalog_init() -> None:
     echo(f"catalog ready at {config.catalog_url()}")
 
 
-def _validated(snapshot, paths):
+def _validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedRows:
     from medallion_assets.catalog.loader import CatalogInvalid
     from medallion_assets.catalog.models import DeprecatedName
     from medallion_assets.loading import validate_files
@@ -82,7 +89,7 @@ def _validated(snapshot, paths):
 
 @catalog.command("validate")
 @click.argument("paths", nargs=-1, required=True)
-def catalog_validate(paths) -> None:
+def catalog_validate(paths: tuple[str, ...]) -> None:
     """Check YAML files or folders against the catalog; lists every problem, writes nothing."""
     from medallion_assets.catalog.loader import merged_snapshot
     from medallion_assets.control.scheduling import profile_warnings
@@ -96,13 +103,14 @@ def catalog_validate(paths) -> None:
 
 @catalog.command("load")
 @click.argument("paths", nargs=-1, required=True)
-def catalog_load(paths) -> None:
+def catalog_load(paths: tuple[str, ...]) -> None:
     """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
     echo(_load(catalog_store(), paths))
 
 
-def _load(store, paths) -> str:
-    """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery paths."""
+def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
+    """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery
+    paths."""
     from medallion_assets.control.flags import add_missing_flags
     from medallion_assets.recovery.paths import refresh_recovery_paths
 
@@ -119,7 +127,7 @@ def _load(store, paths) -> str:
 @catalog.command("show")
 @click.argument("table")
 @click.option("--json", "as_json", is_flag=True, help="print rows as JSON")
-def catalog_show(table, as_json) -> None:
+def catalog_show(table: str, as_json: bool) -> None:
     """Print the rows of a catalog table."""
     try:
         rows = catalog_store().table_rows(table)
@@ -152,7 +160,7 @@ KIND = click.Choice(["global", "pipeline", "stage", "dataset", "source", "target
 @click.argument("kind", type=KIND)
 @click.argument("entity_id", metavar="ID", default="*")
 @click.option("--reason", required=True, help="why; kept in the flag's history")
-def disable(kind, entity_id, reason) -> None:
+def disable(kind: str, entity_id: str, reason: str) -> None:
     """Kill switch: stop KIND ID (a stage is PIPELINE.STAGE; a source or target may be a system)."""
     _flip(kind, entity_id, False, reason)
 
@@ -161,7 +169,7 @@ def disable(kind, entity_id, reason) -> None:
 @click.argument("kind", type=KIND)
 @click.argument("entity_id", metavar="ID", default="*")
 @click.option("--reason", default="", help="why; kept in the flag's history")
-def enable(kind, entity_id, reason) -> None:
+def enable(kind: str, entity_id: str, reason: str) -> None:
     """Lift a kill switch on KIND ID."""
     _flip(kind, entity_id, True, reason)
 
@@ -170,7 +178,7 @@ def enable(kind, entity_id, reason) -> None:
 @click.option("--pipeline", "pipeline_id", help="only this pipeline")
 @click.option("--run", "run_id", help="only this Dagster run")
 @click.option("--json", "as_json", is_flag=True, help="print entries as JSON")
-def audit(pipeline_id, run_id, as_json) -> None:
+def audit(pipeline_id: str | None, run_id: str | None, as_json: bool) -> None:
     """Show the audit log: stage executions, retries, healing, halts, cancellations."""
     where = {k: v for k, v in (("pipeline_id", pipeline_id), ("run_id", run_id)) if v}
     entries = catalog_store().audit_entries(**where)
@@ -190,10 +198,13 @@ def audit(pipeline_id, run_id, as_json) -> None:
         )
 
 
-def _decision(event: str, details: dict) -> str:
+def _decision(event: str, details: dict[str, Any]) -> str:
     """What a healing or retry entry decided, in a few words."""
     if event == "healing":
-        return f"  attempt {details['attempt']}: rule {details['rule']} → {details['action']}: {details['detail']}"
+        return (
+            f"  attempt {details['attempt']}: rule {details['rule']} → {details['action']}: "
+            f"{details['detail']}"
+        )
     if event == "retry":
         return f"  attempt {details['attempt']} failed; next in {details['delay_sec']} s"
     return ""
@@ -205,7 +216,7 @@ def _decision(event: str, details: dict) -> str:
 @click.option("--seed", default=7, show_default=True)
 @click.option("--weather", is_flag=True, help="also daily weather, for the forecast example's second version")
 @click.option("--gzip", "gzipped", is_flag=True, help="gzip-compress the jsonl and csv files (.gz)")
-def sample_data(rows, to_url, seed, weather, gzipped) -> None:
+def sample_data(rows: int, to_url: str, seed: int, weather: bool, gzipped: bool) -> None:
     """Write deterministic raw sample data, with a small known share of malformed records."""
     from medallion_assets.sample_data import write_sample_data, write_weather_sample
 
@@ -228,7 +239,7 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         sys.exit(EXIT_INVALID)
     try:
         dagster_instance = instance()
-        workspace = config.workspace_file()
+        workspace: Path | None = config.workspace_file()
         if (
             config.is_embedded_dagster_home()
             and has_daemon(dagster_instance)
@@ -256,7 +267,7 @@ def _run(pipeline_id: str, as_json: bool) -> str:
 @main.command("run")
 @click.argument("pipeline_id")
 @click.option("--json", "as_json", is_flag=True, help="print the run report as JSON")
-def run(pipeline_id, as_json) -> None:
+def run(pipeline_id: str, as_json: bool) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
 
     An instance with a run queue (dagster.yaml's queued run coordinator) gets the run queued for its
@@ -290,7 +301,7 @@ def _dagster_home() -> Path:
     type=click.Path(path_type=Path),
     help="the workspace file to write",
 )
-def workspace(path) -> None:
+def workspace(path: Path) -> None:
     """Write a Dagster workspace with one code location per catalog domain (pipelines.domain)."""
     from medallion_assets.locations import write_workspace
 
@@ -300,7 +311,7 @@ def workspace(path) -> None:
 
 @main.command("ui")
 @click.option("--port", default=3000, show_default=True)
-def ui(port) -> None:
+def ui(port: int) -> None:
     """Open the Dagster UI (dagster dev) on the catalog's assets; Ctrl-C or SIGTERM stops all it started."""
     import yaml
 
@@ -321,7 +332,8 @@ def ui(port) -> None:
             }
         )
     )
-    # dagster dev starts the webserver and the daemon by name: they are beside this interpreter, on PATH or not.
+    # dagster dev starts the webserver and the daemon by name: they are beside this interpreter, on PATH or
+    # not.
     bin_dir = str(Path(sys.executable).parent)
     env = {
         **os.environ,
@@ -337,7 +349,7 @@ def ui(port) -> None:
 
 @main.command("demo")
 @click.option("--rows", default=20_000, show_default=True, help="number of user events to generate")
-def demo(rows) -> None:
+def demo(rows: int) -> None:
     """Sample data, the seed catalog, every seed pipeline run and the gold rows, all in the embedded home."""
     from medallion_assets.local_s3 import serve_folder
     from medallion_assets.naming import quote_qualified
@@ -359,6 +371,7 @@ def demo(rows) -> None:
     try:
         for target in store.snapshot().targets.values():
             if target.kind == "warehouse":
+                assert target.location is not None  # the Target model requires it of a warehouse target
                 echo(f"\n{target.location}:")
                 for row in warehouse.query(f"SELECT * FROM {quote_qualified(target.location)} ORDER BY 1, 2"):
                     echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))

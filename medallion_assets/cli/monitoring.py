@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from medallion_assets.cli.common import EXIT_FAILED, EXIT_INVALID, catalog_store
 from medallion_assets.redaction import echo
 
+if TYPE_CHECKING:
+    from medallion_assets.catalog.models import Notification
+
 
 @click.command("status")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
-def status(as_json) -> None:
-    """Every pipeline's last run, freshness against its SLA, DQ rate, open anomalies, kill switches and profile."""
+def status(as_json: bool) -> None:
+    """Every pipeline's last run, freshness against its SLA, DQ rate, open anomalies, kill switches and
+    profile."""
     from medallion_assets.control.status import pipeline_status, render
 
     report = pipeline_status(catalog_store())
@@ -27,7 +32,7 @@ def status(as_json) -> None:
 )
 @click.option("--address", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--once", is_flag=True, help="print the metrics once, in Prometheus text format, and exit")
-def metrics(port, address, once) -> None:
+def metrics(port: int, address: str, once: bool) -> None:
     """Prometheus endpoint: runs, failures, halts, duration, rows, DQ rate, freshness lag, throttle waits and
     queue depth per pipeline and stage (queue depth from the Dagster instance under DAGSTER_HOME)."""
     import os
@@ -68,12 +73,14 @@ def notify_channels() -> None:
 
 @notify.command("test")
 @click.argument("notification_id", metavar="CHANNEL")
-def notify_test(notification_id) -> None:
+def notify_test(notification_id: str) -> None:
     """Send a test message through the notifications row CHANNEL now, and say whether it arrived."""
     from medallion_assets.control.notifications import DeliveryFailed, Message, send
 
     store = catalog_store()
-    rows = {row.notification_id: row for row in store.read_table("notifications")}
+    # read_table types its rows as the base model; this table's rows are Notification.
+    notifications = cast("list[Notification]", store.read_table("notifications"))
+    rows = {row.notification_id: row for row in notifications}
     row = rows.get(notification_id)
     if row is None:
         echo(

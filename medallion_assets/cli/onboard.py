@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import get_args
 
 import click
 
@@ -13,7 +14,7 @@ from medallion_assets.naming import InvalidIdentifier, check_identifier
 from medallion_assets.onboarding.onboard import DEFAULT_DIALECT, OnboardingReport
 from medallion_assets.redaction import echo
 
-LAYER_CHOICES = Layer.__args__
+LAYER_CHOICES: tuple[str, ...] = get_args(Layer)
 
 
 def _layer_overrides(specs: tuple[str, ...]) -> dict[str, str]:
@@ -48,11 +49,19 @@ def _layer_overrides(specs: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--json", "as_json", is_flag=True, help="print each statement's target, sources, layer and column lineage"
 )
-def onboard(files, dialect, pipeline_id, layers, dry_run, as_json) -> None:
-    """Read SQL FILES (CREATE TABLE AS, INSERT, MERGE, CREATE VIEW, UPDATE, DELETE, COPY, CREATE EXTERNAL TABLE,
-    ALTER TABLE … APPEND, UNLOAD…) and fill the catalog: sources, targets, stages in the medallion layers with
-    their SQL, table and column lineage, and suggested validation rules. SQL is parsed, never executed; no DDL is
-    needed. Onboarding the same SQL again changes nothing. Each statement gets a line: what it became, or why not.
+def onboard(
+    files: tuple[str, ...],
+    dialect: str,
+    pipeline_id: str | None,
+    layers: tuple[str, ...],
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Read SQL FILES (CREATE TABLE AS, INSERT, MERGE, CREATE VIEW, UPDATE, DELETE, COPY, CREATE EXTERNAL
+    TABLE, ALTER TABLE … APPEND, UNLOAD…) and fill the catalog: sources, targets, stages in the medallion
+    layers with their SQL, table and column lineage, and suggested validation rules. SQL is parsed, never
+    executed; no DDL is needed. Onboarding the same SQL again changes nothing. Each statement gets a line:
+    what it became, or why not.
 
     Column lineage target "*" lists the filter and join-key columns, which shape every row of the target; kind
     "ambiguous" marks a bare column that several tables of unknown columns may hold (all are listed).

@@ -3,37 +3,45 @@
 from __future__ import annotations
 
 import getpass
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from medallion_assets.cli.common import catalog_store, refuse
 from medallion_assets.redaction import echo
 
+if TYPE_CHECKING:
+    from medallion_assets.catalog.models import Profile
+
 
 @click.group()
 def profile() -> None:
-    """Scheduling profiles (balanced, focus): the medallion_launcher sensor applies a change on its next tick."""
+    """Scheduling profiles (balanced, focus): the medallion_launcher sensor applies a change on its next
+    tick."""
 
 
 @profile.command("set")
 @click.argument("profile_id", metavar="balanced|focus")
 @click.option("--pipeline", "pipeline_id", help="override the profile for this pipeline only")
-def profile_set(profile_id, pipeline_id) -> None:
+def profile_set(profile_id: str, pipeline_id: str | None) -> None:
     """Make PROFILE the default profile, or one pipeline's profile (a pipeline_profiles row)."""
     from medallion_assets.catalog.models import PipelineProfile, Profile
     from medallion_assets.control.scheduling import PROFILES
 
     if profile_id not in PROFILES:
         refuse(f"unknown profile {profile_id!r}; known profiles: {', '.join(PROFILES)}")
+    chosen = cast(Literal["balanced", "focus"], profile_id)  # one of PROFILES, as just checked
     store = catalog_store()
     snapshot = store.snapshot()
     if pipeline_id:
         if pipeline_id not in snapshot.pipelines:
             refuse(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}")
-        store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=profile_id)]})
+        store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=chosen)]})
         subject = f"pipeline {pipeline_id}"
     else:
-        existing = {row.profile_id: row for row in snapshot.tables["profiles"].values()}
+        # The snapshot types its rows as the base model; the profiles table holds Profile rows.
+        profiles = cast("dict[tuple[Any, ...], Profile]", snapshot.tables["profiles"])
+        existing = {row.profile_id: row for row in profiles.values()}
         rows = [
             existing.get(p, Profile(profile_id=p)).model_copy(update={"is_default": p == profile_id})
             for p in PROFILES
@@ -77,7 +85,7 @@ def profile_show() -> None:
     help="scenario YAML or JSON (see medallion_assets/control/simulator.py)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print results as JSON")
-def simulate(scenario_path, as_json) -> None:
+def simulate(scenario_path: str, as_json: bool) -> None:
     """Simulate a scenario under its own profiles, and under a FIFO baseline (plain cron schedules)."""
     from medallion_assets.control.simulator import ScenarioInvalid, load_scenario, results_json
     from medallion_assets.control.simulator import simulate as run_simulation

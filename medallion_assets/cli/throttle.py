@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from medallion_assets.cli.common import catalog_store, refuse
 from medallion_assets.redaction import echo
 
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+    from medallion_assets.catalog.models import Throttle
+
 KINDS = ("source", "target")
 METRICS = ("rows_per_minute", "bytes_per_hour", "concurrency")
 
 
-def _instance():
+def _instance() -> DagsterInstance:
     """The Dagster instance under DAGSTER_HOME, whose pools Medallion sets."""
     from dagster import DagsterInstance
 
@@ -38,7 +44,12 @@ def throttle() -> None:
 @click.option(
     "--limit", "limit", required=True, type=int, help="steps at once, rows per minute or bytes per hour"
 )
-def set_throttle(system_kind, system_id, metric, limit) -> None:
+def set_throttle(
+    system_kind: Literal["source", "target"],
+    system_id: str,
+    metric: Literal["rows_per_minute", "bytes_per_hour", "concurrency"],
+    limit: int,
+) -> None:
     """Limit a source or target system (ID as `medallion throttle show` lists it)."""
     from medallion_assets.catalog.models import Throttle
     from medallion_assets.control.throttles import throttle_problem
@@ -66,8 +77,9 @@ def set_throttle(system_kind, system_id, metric, limit) -> None:
 
 @throttle.command("show")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def show(as_json) -> None:
-    """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets' tokens."""
+def show(as_json: bool) -> None:
+    """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets'
+    tokens."""
     from medallion_assets.control.throttles import (
         DEFAULT_CONCURRENCY_LIMIT,
         RATE_WINDOWS_SEC,
@@ -78,12 +90,14 @@ def show(as_json) -> None:
 
     store = catalog_store()
     snapshot = store.snapshot()
-    throttles = {t.key(): t.limit_value for t in snapshot.tables["throttles"].values()}
+    # The snapshot types its rows as the base model; the throttles table holds Throttle rows.
+    rows_of_throttles = cast("dict[tuple[Any, ...], Throttle]", snapshot.tables["throttles"])
+    throttles = {t.key(): t.limit_value for t in rows_of_throttles.values()}
     levels = bucket_levels(store)
     # The storage holds its instance only weakly: keep the instance alive while the storage is read.
     instance = _instance() if os.environ.get("DAGSTER_HOME") else None
     storage = instance.event_log_storage if instance else None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind, systems in known_systems(snapshot).items():
         for system in systems:
             pool = pool_name(kind, system)
@@ -120,7 +134,7 @@ def show(as_json) -> None:
         echo(json.dumps(rows, indent=2))
         return
     for row in rows:
-        limit = f"{row['limit']:g}" + (" (default)" if row["default"] else "")
+        shown_limit = f"{row['limit']:g}" + (" (default)" if row["default"] else "")
         if row["metric"] != "concurrency":
             state = (
                 "bucket full (untouched)" if row["tokens"] is None else f"bucket {row['tokens']:.0f} tokens"
@@ -129,10 +143,10 @@ def show(as_json) -> None:
             state = f"pool {row['pool']} (set DAGSTER_HOME to see its slots)"
         else:
             state = (
-                f"pool {row['pool']}: limit {row['pool_limit']} on the instance, {row['slots_in_use']} in use, "
-                f"{row['steps_waiting']} waiting"
+                f"pool {row['pool']}: limit {row['pool_limit']} on the instance, "
+                f"{row['slots_in_use']} in use, {row['steps_waiting']} waiting"
             )
-        echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {limit:<14} {state}")
+        echo(f"{row['kind']:<7} {row['system']:<20} {row['metric']:<16} {shown_limit:<14} {state}")
 
 
 @throttle.command("sync")

@@ -77,7 +77,8 @@ class Availability:
         self._lock = threading.Lock()
 
     def unavailable(self, datasets: Iterable[str]) -> dict[str, str]:
-        """The given datasets that are down now, each with the reason: an operator's flag, or a failed probe."""
+        """The given datasets that are down now, each with the reason: an operator's flag, or a failed
+        probe."""
         wanted = sorted(set(datasets))
         down = self.flagged(wanted)
         probes = {d: probe for d in wanted if d not in down and (probe := self._probe_for(d)) is not None}
@@ -120,7 +121,9 @@ class Availability:
             return lambda: probe_source(source)
         target = self.targets.get(dataset)
         if target is not None and target.kind == "warehouse":
-            return lambda: probe_table(self.warehouse_url, target.location)
+            table = target.location
+            assert table is not None  # the Target model requires a location of a warehouse target
+            return lambda: probe_table(self.warehouse_url, table)
         return None
 
     def _probed(self, probes: dict[str, Callable[[], str | None]]) -> dict[str, str]:
@@ -134,7 +137,8 @@ class Availability:
             )
             futures = {d: executor.submit(probe) for d, probe in missing.items()}
             wait(futures.values(), timeout=self.probe_timeout_sec)
-            # A probe still waiting on a blocked endpoint is left to finish on its own; its answer is not awaited.
+            # A probe still waiting on a blocked endpoint is left to finish on its own; its answer is not
+            # awaited.
             executor.shutdown(wait=False, cancel_futures=True)
             fresh = {d: self._answer(future) for d, future in futures.items()}
             expires = time.monotonic() + self.ttl_sec
@@ -143,7 +147,7 @@ class Availability:
             results.update(fresh)
         return {d: reason for d, reason in results.items() if reason is not None}
 
-    def _answer(self, future: Future) -> str | None:
+    def _answer(self, future: Future[str | None]) -> str | None:
         if not future.done() or future.cancelled():
             return f"no answer within {self.probe_timeout_sec:g} s"
         error = future.exception()

@@ -1,10 +1,12 @@
-"""The lineage graph: every dataset (raw source or target) is a node, every way one dataset feeds another an edge.
+"""The lineage graph: every dataset (raw source or target) is a node, every way one dataset feeds another an
+edge.
 
 Edges come from stages (each input → the stage's target), from `dataset_lineage` rows of kind `sql` (what the
 onboarding tool parsed) and of kind `alternate` (a replica, or a rebuild from an upstream layer), and from
 `external_lineage` rows, what other tools (Airflow, dbt, Spark) reported in OpenLineage events: their datasets
-outside the catalog are nodes of kind `external`, named `namespace/name`, so paths cross orchestrators. Each edge has
-a cost (latency or money, as the catalog says; 1 for a stage edge it says nothing about) and a *line*:
+outside the catalog are nodes of kind `external`, named `namespace/name`, so paths cross orchestrators. Each
+edge has a cost (latency or money, as the catalog says; 1 for a stage edge it says nothing about) and a
+*line*:
 
 - `main`: a stage's main input (`input_id`), which the pipeline follows when nothing is down;
 - `side`: a stage's further inputs (`inputs`, e.g. the other side of a join), each a supply line of its own;
@@ -21,7 +23,7 @@ import gc
 from collections import defaultdict, deque
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 import networkx as nx
 
@@ -32,9 +34,12 @@ Line = Literal["main", "side", "alternate"]
 LINE_RANK: dict[str, int] = {"main": 0, "side": 1, "alternate": 2}
 STAGE_EDGE_COST = 1.0
 
+R = TypeVar("R", bound=Row)
+
 
 class Route(NamedTuple):
-    """One catalog reason for an edge: the stage, query or alternate (`via`) that reads upstream into downstream."""
+    """One catalog reason for an edge: the stage, query or alternate (`via`) that reads upstream into
+    downstream."""
 
     via: str
     kind: Literal["stage", "sql", "alternate", "openlineage"]
@@ -71,13 +76,20 @@ class UnknownDataset(KeyError):
         super().__init__(_unknown_message(dataset, known))
 
     def __str__(self) -> str:
-        return self.args[0]
+        message: str = self.args[0]
+        return message
 
 
 def _unknown_message(dataset: str, known: Iterable[str]) -> str:
     matches = difflib.get_close_matches(dataset, sorted(known), n=3, cutoff=0.7)
     hint = f"; did you mean: {', '.join(matches)}?" if matches else ""
     return f"unknown dataset {dataset!r}{hint}"
+
+
+def _table(snapshot: CatalogSnapshot, name: str, model: type[R]) -> dict[tuple[Any, ...], R]:
+    """The rows of table `name`, typed as its `model`: the snapshot types every table's rows as the base
+    model."""
+    return cast(dict[tuple[Any, ...], R], snapshot.tables[name])
 
 
 def stage_via(stage: Stage) -> str:
@@ -87,7 +99,7 @@ def stage_via(stage: Stage) -> str:
 
 def _stage_routes(snapshot: CatalogSnapshot, stages: list[Stage]) -> Iterable[tuple[str, str, Route]]:
     """The edges stages imply, costed by the catalog's matching dataset_lineage row when there is one."""
-    declared: dict[tuple, DatasetLineage] = snapshot.tables["dataset_lineage"]
+    declared = _table(snapshot, "dataset_lineage", DatasetLineage)
     for stage in stages:
         via = stage_via(stage)
         for input_id in stage.input_ids():
@@ -100,13 +112,13 @@ def _stage_routes(snapshot: CatalogSnapshot, stages: list[Stage]) -> Iterable[tu
 
 def _declared_routes(snapshot: CatalogSnapshot, produced: set[str]) -> Iterable[tuple[str, str, Route]]:
     # Lineage into a dataset no stage makes names no main input: each such edge is a main line.
-    for row in snapshot.tables["dataset_lineage"].values():
+    for row in _table(snapshot, "dataset_lineage", DatasetLineage).values():
         if row.kind == "stage":
             continue
         line: Line = "alternate" if not row.is_default else "side" if row.downstream in produced else "main"
         yield row.upstream, row.downstream, Route(row.via, row.kind, row.cost, line)
-    for row in snapshot.tables["external_lineage"].values():
-        yield row.upstream, row.downstream, _external_route(row, produced)
+    for external in _table(snapshot, "external_lineage", ExternalLineage).values():
+        yield external.upstream, external.downstream, _external_route(external, produced)
 
 
 def _external_route(row: ExternalLineage, produced: Collection[str]) -> Route:
@@ -115,9 +127,9 @@ def _external_route(row: ExternalLineage, produced: Collection[str]) -> Route:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector around a bulk build of objects that all stay alive (a graph, ranked
-    paths): each collection it would trigger rescans the whole heap, every catalog row, and frees nothing. At
-    100,000 datasets that tripled the graph build time."""
+    """Pause Python's cyclic garbage collector around a bulk build of objects that all stay alive (a graph,
+    ranked paths): each collection it would trigger rescans the whole heap, every catalog row, and frees
+    nothing. At 100,000 datasets that tripled the graph build time."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -130,11 +142,11 @@ def collector_paused() -> Iterator[None]:
 def build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     """The lineage graph of a catalog snapshot.
 
-    Nodes are source and target ids, with `kind` (source | target) and `layer` (raw for sources), and the datasets
-    other tools reported, with `kind` external and no layer. Edges carry
+    Nodes are source and target ids, with `kind` (source | target) and `layer` (raw for sources), and the
+    datasets other tools reported, with `kind` external and no layer. Edges carry
     `via`, `kind`, `line`, `cost` of their best route and all `routes`. Column lineage rows are kept in
-    `graph.graph["column_lineage"]`, the datasets stages make in `graph.graph["produced"]`. Rows naming an unknown
-    dataset are left out: `check_lineage` reports them.
+    `graph.graph["column_lineage"]`, the datasets stages make in `graph.graph["produced"]`. Rows naming an
+    unknown dataset are left out: `check_lineage` reports them.
     """
     with collector_paused():
         return _build_graph(snapshot)
@@ -154,7 +166,7 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     known = {*sources, *targets}
     external = {
         node
-        for row in snapshot.tables["external_lineage"].values()
+        for row in _table(snapshot, "external_lineage", ExternalLineage).values()
         for node in (row.upstream, row.downstream)
     }
     graph.add_nodes_from(external - known, kind="external", layer=None)
@@ -169,15 +181,16 @@ def _build_graph(snapshot: CatalogSnapshot) -> nx.DiGraph:
     graph.add_edges_from(_edge(pair, found) for pair, found in routes.items())
     graph.graph["column_lineage"] = [
         row
-        for row in snapshot.tables["column_lineage"].values()
+        for row in _table(snapshot, "column_lineage", ColumnLineage).values()
         if row.upstream in known and row.downstream in known
     ]
     return graph
 
 
 def add_external_lineage(graph: nx.DiGraph, rows: Iterable[ExternalLineage]) -> None:
-    """Add what other tools reported to a graph `build_graph` made, as if it had been built with the rows: their
-    datasets outside the graph become external nodes, and a row replaces the route of the same job on its edge."""
+    """Add what other tools reported to a graph `build_graph` made, as if it had been built with the rows:
+    their datasets outside the graph become external nodes, and a row replaces the route of the same job on
+    its edge."""
     for row in rows:
         for node in (row.upstream, row.downstream):
             if node not in graph:
@@ -191,7 +204,8 @@ def add_external_lineage(graph: nx.DiGraph, rows: Iterable[ExternalLineage]) -> 
 
 def declared_graph(graph: nx.DiGraph) -> nx.DiGraph:
     """The graph as the catalog's own rows declare it (stages, SQL, alternates), without what other tools
-    reported: external lineage shows where data goes, but never changes which path Medallion's runs read from."""
+    reported: external lineage shows where data goes, but never changes which path Medallion's runs read
+    from."""
     return nx.subgraph_view(
         graph,
         filter_node=lambda node: graph.nodes[node]["kind"] != "external",
@@ -199,7 +213,7 @@ def declared_graph(graph: nx.DiGraph) -> nx.DiGraph:
     )
 
 
-def _edge(pair: tuple[str, str], routes: list[Route]) -> tuple[str, str, dict]:
+def _edge(pair: tuple[str, str], routes: list[Route]) -> tuple[str, str, dict[str, Any]]:
     best = routes[0] if len(routes) == 1 else min(routes, key=lambda r: (LINE_RANK[r.line], r.cost, r.via))
     return (
         *pair,
@@ -223,8 +237,10 @@ def _walk(graph: nx.DiGraph, dataset: str, depth: int | None, upstream: bool) ->
         if depth is not None and hops >= depth:
             continue
         for other, data in sorted(neighbours[node].items()):
-            pair = (other, node) if upstream else (node, other)
-            edges.append(LineageEdge(*pair, data["via"], data["kind"], data["line"], data["cost"], hops + 1))
+            up, down = (other, node) if upstream else (node, other)
+            edges.append(
+                LineageEdge(up, down, data["via"], data["kind"], data["line"], data["cost"], hops + 1)
+            )
             if other not in seen:
                 seen.add(other)
                 queue.append((other, hops + 1))
@@ -249,7 +265,8 @@ def column_lineage(graph: nx.DiGraph, datasets: Iterable[str]) -> list[ColumnLin
 
 
 def check_lineage(snapshot: CatalogSnapshot) -> list[LineageProblem]:
-    """Lineage rows to refuse at catalog load: edges to unknown datasets, stage rows no stage backs, and cycles.
+    """Lineage rows to refuse at catalog load: edges to unknown datasets, stage rows no stage backs, and
+    cycles.
 
     A cycle is reported once per strongly connected part of the graph, printed as a → b → a, on a lineage row
     that closes it. Cycles made of stage edges alone are left to the loader's own stage check.
@@ -271,7 +288,7 @@ def check_lineage(snapshot: CatalogSnapshot) -> list[LineageProblem]:
         for stage in snapshot.stages()
         for input_id in stage.input_ids()
     }
-    for key, row in snapshot.tables["dataset_lineage"].items():
+    for key, row in _table(snapshot, "dataset_lineage", DatasetLineage).items():
         if row.kind == "stage" and key not in stage_edges and {row.upstream, row.downstream} <= known:
             problems.append(
                 LineageProblem(

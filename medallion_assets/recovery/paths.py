@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeAlias
 
 import networkx as nx
 from sqlalchemy import Connection, bindparam, delete, insert, select
@@ -34,6 +35,9 @@ from medallion_assets.recovery.graph import build_graph, collector_paused, requi
 MAX_PATHS = 16
 # Medallion chains are raw → bronze → silver → gold (→ marts), 4 to 6 nodes; 32 only cuts pathological graphs.
 MAX_LENGTH = 32
+
+# A path as _k_cheapest grows it: (cost, number of nodes, its last dataset, the entry it extends or None).
+PathEntry: TypeAlias = tuple[float, int, str, "PathEntry | None"]
 
 
 @dataclass(frozen=True)
@@ -73,16 +77,17 @@ def _k_cheapest(
     order: list[str],
     max_paths: int,
     max_length: int,
-    best: dict[str, list[tuple]] | None = None,
-) -> dict[str, list[tuple]]:
-    """The cheapest paths from the roots to each node of `order`, which lists every node after its predecessors,
-    added to `best` (the paths of their other ancestors, kept from an earlier pass) when given.
+    best: dict[str, list[PathEntry]] | None = None,
+) -> dict[str, list[PathEntry]]:
+    """The cheapest paths from the roots to each node of `order`, which lists every node after its
+    predecessors, added to `best` (the paths of their other ancestors, kept from an earlier pass) when given.
 
-    Paths grow as linked entries (cost, nodes, dataset, entry of the path extended, or None at a root): extending
-    one is O(1) and the entries compare as plain tuples, in C: cheapest first, then fewest nodes, then by the
-    costs and names along the path from its end upwards, an order that does not depend on how the catalog lists
-    its rows. A path stops growing at `max_length` nodes; where that binds (graphs deeper than any medallion
-    chain) a dataset can miss a path within the bound whose beginning was outranked by longer, cheaper ones.
+    Paths grow as linked entries (cost, nodes, dataset, entry of the path extended, or None at a root):
+    extending one is O(1) and the entries compare as plain tuples, in C: cheapest first, then fewest nodes,
+    then by the costs and names along the path from its end upwards, an order that does not depend on how the
+    catalog lists its rows. A path stops growing at `max_length` nodes; where that binds (graphs deeper than
+    any medallion chain) a dataset can miss a path within the bound whose beginning was outranked by longer,
+    cheaper ones.
     """
     with collector_paused():
         best = {} if best is None else best
@@ -103,11 +108,12 @@ def _k_cheapest(
         return best
 
 
-def _path(entry: tuple) -> RecoveryPath:
+def _path(entry: PathEntry) -> RecoveryPath:
     cost, nodes = entry[0], []
-    while entry is not None:
-        nodes.append(entry[2])
-        entry = entry[3]
+    current: PathEntry | None = entry
+    while current is not None:
+        nodes.append(current[2])
+        current = current[3]
     return RecoveryPath(tuple(reversed(nodes)), cost)
 
 
@@ -130,8 +136,8 @@ def _ancestors_in_order(graph: nx.DiGraph, dataset: str) -> list[str]:
 def recovery_paths(
     graph: nx.DiGraph, dataset: str, max_paths: int = MAX_PATHS, max_length: int = MAX_LENGTH
 ) -> list[RecoveryPath]:
-    """The cheapest `max_paths` paths from the roots to `dataset` of at most `max_length` nodes, cheapest first
-    (ties: fewer nodes first). The work grows with the dataset's ancestry, not with the graph."""
+    """The cheapest `max_paths` paths from the roots to `dataset` of at most `max_length` nodes, cheapest
+    first (ties: fewer nodes first). The work grows with the dataset's ancestry, not with the graph."""
     require_dataset(graph, dataset)
     return [
         _path(entry)
@@ -147,9 +153,9 @@ def all_recovery_paths(
 
 
 class RankedPaths:
-    """The ranked recovery paths of every dataset of a graph, kept up to date as edges are added to it: only the
-    datasets downstream of new edges are ranked again, so the work grows with what an edge reaches, not with the
-    graph."""
+    """The ranked recovery paths of every dataset of a graph, kept up to date as edges are added to it: only
+    the datasets downstream of new edges are ranked again, so the work grows with what an edge reaches, not
+    with the graph."""
 
     def __init__(self, graph: nx.DiGraph, max_paths: int = MAX_PATHS, max_length: int = MAX_LENGTH):
         self.graph, self.max_paths, self.max_length = graph, max_paths, max_length
@@ -164,8 +170,8 @@ class RankedPaths:
             }
 
     def edges_added(self, edges: Iterable[tuple[str, str]]) -> list[str]:
-        """Rank the datasets new to the graph and again those at the lower end of edges just added to it, and all
-        downstream of them. Returns those whose ranked paths changed (or that are new), sorted."""
+        """Rank the datasets new to the graph and again those at the lower end of edges just added to it, and
+        all downstream of them. Returns those whose ranked paths changed (or that are new), sorted."""
         reached = {node for edge in edges for node in edge if node not in self._best}
         reached |= {downstream_id for _, downstream_id in edges}
         for dataset in list(reached):
@@ -178,7 +184,8 @@ class RankedPaths:
 
 
 def _in_order(graph: nx.DiGraph, nodes: set[str]) -> list[str]:
-    """`nodes`, each after those of its predecessors that are among them (Kahn's algorithm on their subgraph)."""
+    """`nodes`, each after those of its predecessors that are among them (Kahn's algorithm on their
+    subgraph)."""
     waiting = {node: sum(1 for upstream_id in graph.pred[node] if upstream_id in nodes) for node in nodes}
     ready = sorted(node for node, count in waiting.items() if count == 0)
     order = []
@@ -250,7 +257,7 @@ def active_path(graph: nx.DiGraph, dataset: str, unavailable: Collection[str]) -
 
 def paths_report(
     graph: nx.DiGraph, dataset: str, ranked: list[RecoveryPath], unavailable: Mapping[str, str]
-) -> dict:
+) -> dict[str, Any]:
     """What `medallion paths --json` prints: the dataset's ranked paths with their availability, the active
     path's nodes, and why each unavailable dataset on them is down."""
     active = active_path(graph, dataset, unavailable)
@@ -281,16 +288,16 @@ def refresh_recovery_paths(
 def store_recovery_paths(
     connection: Connection, ranked: Mapping[str, list[RecoveryPath]], datasets: Collection[str] | None = None
 ) -> list[str]:
-    """Bring `dataset_recovery_paths` to `ranked` in the transaction of `connection`: of the given datasets, or
-    (None) of all, where datasets missing from `ranked` lose their rows. Only datasets whose stored paths differ
-    are rewritten (so `computed_at` says when a dataset's paths last changed); returns them, sorted."""
+    """Bring `dataset_recovery_paths` to `ranked` in the transaction of `connection`: of the given datasets,
+    or (None) of all, where datasets missing from `ranked` lose their rows. Only datasets whose stored paths
+    differ are rewritten (so `computed_at` says when a dataset's paths last changed); returns them, sorted."""
     table = dataset_recovery_paths
     computed = {
         dataset: [(p.nodes, p.cost) for p in paths]
         for dataset, paths in ranked.items()
         if datasets is None or dataset in datasets
     }
-    stored: dict[str, list] = defaultdict(list)
+    stored: dict[str, list[tuple[tuple[str, ...], float]]] = defaultdict(list)
     query = select(table.c.dataset, table.c.nodes, table.c.cost).order_by(table.c.dataset, table.c.path_rank)
     if datasets is not None:
         query = query.where(table.c.dataset.in_(datasets))

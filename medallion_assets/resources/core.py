@@ -36,7 +36,7 @@ class SparkResource(LazyPySparkResource):
         return session
 
 
-class LakeResource(ConfigurableResource):
+class LakeResource(ConfigurableResource["LakeResource"]):
     """Root of the lake where bronze, silver, gold and quarantine parquet live (MEDALLION_LAKE_URL)."""
 
     root: str = Field(
@@ -44,7 +44,7 @@ class LakeResource(ConfigurableResource):
     )
 
 
-class WarehouseResource(ConfigurableResource):
+class WarehouseResource(ConfigurableResource["WarehouseResource"]):
     """The warehouse gold is loaded into: DuckDB file, PostgreSQL or Redshift (MEDALLION_WAREHOUSE_URL)."""
 
     url: str = Field(
@@ -56,7 +56,7 @@ class WarehouseResource(ConfigurableResource):
         return warehouse_from_url(self.url)
 
 
-class CatalogResource(ConfigurableResource):
+class CatalogResource(ConfigurableResource["CatalogResource"]):
     """The metadata catalog (MEDALLION_CATALOG_URL): runtime controls, bookmarks and the audit log."""
 
     url: str = Field(default_factory=config.catalog_url, description="SQLAlchemy URL of the catalog")

@@ -23,7 +23,8 @@ from medallion_assets.control.flags import HALT_REASON_TAG, STATUS_TAG, disabled
 from medallion_assets.control.throttles import sync_pool_limits
 
 # A queued run waits at most this long to be cancelled; slower ticks would delay that, faster ones flood the
-# sensor's tick history (at 5 s, 17k ticks a day) for nothing, since running runs check the switches themselves.
+# sensor's tick history (at 5 s, 17k ticks a day) for nothing, since running runs check the switches
+# themselves.
 DEFAULT_INTERVAL_SECONDS = 30
 
 
@@ -66,7 +67,8 @@ def cancel_disabled_queued_runs(
 def build_control_sensor(
     snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
 ) -> SensorDefinition:
-    """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every tick."""
+    """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every
+    tick."""
 
     @sensor(
         name="medallion_control",
@@ -75,7 +77,7 @@ def build_control_sensor(
         description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
         "and sets concurrency pool limits from the throttles table.",
     )
-    def medallion_control(context: SensorEvaluationContext):
+    def medallion_control(context: SensorEvaluationContext) -> SkipReason:
         # The loaded definitions' stages claim the pools; their limits are the throttles rows as they are now.
         changed = sync_pool_limits(
             context.instance, snapshot.replaced({"throttles": store.read_table("throttles")})

@@ -1,4 +1,5 @@
-"""The healing sensor: a failed run whose failure matches a run-level healing rule is re-executed from failure.
+"""The healing sensor: a failed run whose failure matches a run-level healing rule is re-executed from
+failure.
 
 It is the run-level part of the failure lifecycle (control/failures.py, which says why this is not Dagster's
 own run retry or run failure sensor).
@@ -16,13 +17,16 @@ Dagster shows it as a failed tick in the UI: the sensor is itself monitored.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from dagster import (
+    AssetKey,
     DagsterEventType,
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
+    EventLogRecord,
     RunRequest,
     RunsFilter,
     SensorDefinition,
@@ -32,12 +36,13 @@ from dagster import (
 )
 
 from medallion_assets.assets.factory import target_key
-from medallion_assets.catalog.models import Stage
+from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import reexecution
 from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
-from medallion_assets.control.healing import Fault, rule_problems
+from medallion_assets.control.healing import rule_problems
+from medallion_assets.control.remedies import Fault
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 from medallion_assets.naming import PIPELINE_TAG
 
@@ -53,37 +58,54 @@ class UnusableHealingRules(ValueError):
 
 def _error_fault(error: SerializableErrorInfo, stage: Stage, layer: str, attempt: int, run_id: str) -> Fault:
     """A Fault from a failure recorded in the event log: class names and messages along its cause chain."""
-    codes, messages, cause = set(), [], error
+    codes: set[str | None] = set()
+    messages: list[str] = []
+    cause: SerializableErrorInfo | None = error
     while cause is not None:
         codes.add(cause.cls_name)
         messages.append(cause.message.strip())
         cause = cause.cause or cause.context
-    return Fault(stage, layer, attempt, frozenset(codes - {None}), " | ".join(messages), run_id)
+    named = frozenset(code for code in codes if code is not None)
+    return Fault(stage, layer, attempt, named, " | ".join(messages), run_id)
 
 
 def failed_steps(instance: DagsterInstance, run: DagsterRun) -> list[tuple[str, SerializableErrorInfo]]:
     return [
-        (
-            record.event_log_entry.dagster_event.step_key,
-            record.event_log_entry.dagster_event.step_failure_data.error,
-        )
+        _step_failure(record)
         for record in instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_FAILURE).records
     ]
 
 
-def unmaterialized(instance: DagsterInstance, run: DagsterRun) -> list:
+def _step_failure(record: EventLogRecord) -> tuple[str, SerializableErrorInfo]:
+    event = record.event_log_entry.dagster_event
+    # Dagster types these optional for events in general; a step failure always names its step, and every
+    # place Dagster records one gives it the error.
+    assert event is not None and event.step_key is not None
+    error = event.step_failure_data.error
+    assert error is not None
+    return event.step_key, error
+
+
+def _asset_key(record: EventLogRecord) -> AssetKey:
+    event = record.event_log_entry.dagster_event
+    # Optional for events in general; planned and done materializations always name their asset.
+    assert event is not None and event.asset_key is not None
+    return event.asset_key
+
+
+def unmaterialized(instance: DagsterInstance, run: DagsterRun) -> list[AssetKey]:
     """The assets the run planned but did not materialize: the failed ones and those skipped after them."""
 
-    def keys(event_type: DagsterEventType) -> set:
+    def keys(event_type: DagsterEventType) -> set[AssetKey]:
         return {
-            record.event_log_entry.dagster_event.asset_key
+            _asset_key(record)
             for record in instance.get_records_for_run(run.run_id, of_type=event_type).records
         }
 
     planned = keys(DagsterEventType.ASSET_MATERIALIZATION_PLANNED) - keys(
         DagsterEventType.ASSET_MATERIALIZATION
     )
-    return sorted(planned, key=lambda key: key.path)
+    return sorted(planned, key=lambda key: tuple(key.path))
 
 
 def rerun_requests(
@@ -97,7 +119,8 @@ def rerun_requests(
     """A re-execution request for every failed run a run-level rule heals; every decision audited."""
     problems = [
         f"{rule.healing_id}: {problem}"
-        for rule in store.read_table("healing_actions")
+        # read_table types its rows as the base model; this table's rows are HealingAction.
+        for rule in cast(list[HealingAction], store.read_table("healing_actions"))
         if rule.enabled
         for problem in rule_problems(rule)
     ]
@@ -148,7 +171,7 @@ def build_healing_sensor(
         description="Re-executes failed runs from failure when a run-level healing rule matches "
         "(healing_actions, read fresh every tick).",
     )
-    def medallion_healing(context: SensorEvaluationContext):
+    def medallion_healing(context: SensorEvaluationContext) -> list[RunRequest] | SkipReason:
         since = (
             datetime.fromtimestamp(float(context.cursor), UTC)
             if context.cursor

@@ -23,8 +23,10 @@ import json
 import logging
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from dagster import (
+    AssetKey,
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -38,6 +40,7 @@ from dagster import (
 )
 
 from medallion_assets.assets.factory import target_key
+from medallion_assets.catalog.models import Source
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.failures import backing_off
@@ -87,8 +90,8 @@ def _due_since(tag: str | None, default: float) -> float:
 
 
 class Launcher:
-    """One tick's view: the loaded definitions' structure (`snapshot`), under the runtime controls it launches by
-    read now (`fresh`)."""
+    """One tick's view: the loaded definitions' structure (`snapshot`), under the runtime controls it launches
+    by read now (`fresh`)."""
 
     def __init__(
         self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot, store: CatalogStore
@@ -112,7 +115,7 @@ class Launcher:
             due_reason,
         )
 
-    def runnable_assets(self, pipeline_id: str) -> list:
+    def runnable_assets(self, pipeline_id: str) -> list[AssetKey]:
         """Asset keys of the pipeline's stages that no kill switch disables."""
         return [
             target_key(self.snapshot.targets[stage.target_id])
@@ -128,8 +131,12 @@ class Launcher:
         """(due since, why) by schedule, gold staleness or new data; None when the pipeline is not due."""
         pipeline = self.fresh.pipelines[pipeline_id]
         last_run = self.last_run(pipeline_id)
-        failed = last_run is not None and last_run.dagster_run.status == DagsterRunStatus.FAILURE
-        if backing_off((last_run.end_time or self.now) if failed else None, self.now):
+        failed_at = (
+            (last_run.end_time or self.now)
+            if last_run is not None and last_run.dagster_run.status == DagsterRunStatus.FAILURE
+            else None
+        )
+        if backing_off(failed_at, self.now):
             return None
         last = last_run.create_timestamp.timestamp() if last_run else None
         if pipeline.schedule:
@@ -153,7 +160,7 @@ class Launcher:
                 return self.now, f"new data in {source.source_id}"
         return None
 
-    def _new_objects(self, source) -> int:
+    def _new_objects(self, source: Source) -> int:
         try:
             objects = list_objects(source.s3_path, source.source_id)
         except SourceNotFound:
@@ -190,23 +197,21 @@ class Launcher:
         queue): the profile, priority and held state the policy gives it among the runs in flight, audited as
         a launch. It is queued whatever the throttles say: Dagster's pools hold its steps to them."""
         queued, running = self.queued_and_running(self.in_flight())
-        plan = plan_tick(
-            self.policy,
-            self.now,
-            [self.work(pipeline_id, self.now, "requested by medallion run")],
-            queued,
-            running,
-        )
+        work = self.work(pipeline_id, self.now, "requested by medallion run")
+        # The runner asks only for a pipeline of the catalog it has just read.
+        assert work is not None
+        plan = plan_tick(self.policy, self.now, [work], queued, running)
         decision = (plan.launches + plan.waits)[0]
         self._audit(decision, "launch", "requested", run_id=run_id)
         return decision
 
-    def tick(self, pending: dict[str, list]) -> SensorResult:
+    def tick(self, pending: dict[str, list[Any]]) -> SensorResult:
         records = self.in_flight()
         busy = {record.dagster_run.tags[PIPELINE_TAG] for record in records}
         queued, running = self.queued_and_running(records)
 
-        waiting, selections = [], {}
+        waiting: list[Work] = []
+        selections: dict[str, list[AssetKey]] = {}
         for pipeline_id in sorted(self.snapshot.pipelines):
             pipeline = self.fresh.pipelines.get(pipeline_id)
             assets = self.runnable_assets(pipeline_id) if pipeline and pipeline.enabled else []
@@ -216,13 +221,18 @@ class Launcher:
                 continue
             since, reason = min(tuple(pending.get(pipeline_id, due)), due)
             pending[pipeline_id] = [since, reason]
-            waiting.append(self.work(pipeline_id, since, reason))
+            work = self.work(pipeline_id, since, reason)
+            assert work is not None  # the pipeline is in both catalogs: it has runnable assets
+            waiting.append(work)
             selections[pipeline_id] = assets
 
         plan = plan_tick(self.policy, self.now, waiting, queued, running)
-        requests = []
+        requests: list[RunRequest] = []
         for decision in plan.retags:
+            # A retag is of a queued run, which has its id; cancelling it is this sensor's alone.
+            assert decision.run_id is not None
             run = self.instance.get_run_by_id(decision.run_id)
+            assert run is not None
             self.instance.run_coordinator.cancel_run(decision.run_id)
             requests.append(
                 RunRequest(asset_selection=list(run.asset_selection or ()), tags=run_tags(decision))
@@ -260,7 +270,8 @@ def build_launcher_sensor(
     snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
 ) -> SensorDefinition:
     """The profile-aware launcher; targets every asset the catalog defines. Stopped until turned on (the UI's
-    Automation page, or `dagster sensor start medallion_launcher`), so opening the UI launches nothing unasked."""
+    Automation page, or `dagster sensor start medallion_launcher`), so opening the UI launches nothing
+    unasked."""
 
     @sensor(
         name="medallion_launcher",
@@ -270,7 +281,7 @@ def build_launcher_sensor(
         description="Launches due pipelines in scheduling-profile order, within every system's throttle, "
         "and re-prioritizes queued runs when a profile changes.",
     )
-    def medallion_launcher(context: SensorEvaluationContext):
+    def medallion_launcher(context: SensorEvaluationContext) -> SensorResult:
         return Launcher(context.instance, context.log, snapshot, store).tick(
             json.loads(context.cursor or "{}")
         )

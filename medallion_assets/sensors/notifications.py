@@ -1,16 +1,18 @@
-"""The notification sensor: every tick it gathers what went wrong (failed Dagster runs, audit-log events, missed
-SLAs), queues one delivery per event and recipient row, and sends what is due.
+"""The notification sensor: every tick it gathers what went wrong (failed Dagster runs, audit-log events,
+missed SLAs), queues one delivery per event and recipient row, and sends what is due.
 
 Failed runs come from Dagster's run records, the rest from `audit_log` (halts, blocking checks, healing that
 gave up, circuit breakers, volume anomalies), SLAs from the catalog judged against the audit log's last
-successful writes. The cursor says where the previous tick stopped; the outbox's dedup keys make a tick that is
-repeated after a restart queue nothing twice. Sending happens here, off every run's path, with short timeouts.
+successful writes. The cursor says where the previous tick stopped; the outbox's dedup keys make a tick that
+is repeated after a restart queue nothing twice. Sending happens here, off every run's path, with short
+timeouts.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from dagster import (
     DagsterInstance,
@@ -24,6 +26,7 @@ from dagster import (
 )
 from sqlalchemy import func, select
 
+from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -69,7 +72,8 @@ def audit_id_before(store: CatalogStore, moment: datetime) -> int:
     """The last audit entry written before `moment` (0 when none): where a first tick starts reading."""
     query = select(func.coalesce(func.max(audit_log.c.audit_id), 0)).where(audit_log.c.created_at < moment)
     with store.engine.connect() as connection:
-        return connection.execute(query).scalar_one()
+        last: int = connection.execute(query).scalar_one()
+        return last
 
 
 def notification_tick(
@@ -88,7 +92,9 @@ def notification_tick(
     messages, last_id = audit_messages(store, snapshot, after_id)
     run_messages, runs_seen = run_failure_messages(instance, snapshot, runs_since)
     messages += run_messages + sla_messages(store, snapshot, now)
-    queued = enqueue(store, store.read_table("notifications"), messages, now.timestamp())
+    # read_table types its rows as the base model; this table's rows are Notification.
+    rows = cast(list[Notification], store.read_table("notifications"))
+    queued = enqueue(store, rows, messages, now.timestamp())
     sent = deliver_due(store, now.timestamp())
     new_cursor = json.dumps({"audit_id": last_id, "runs_since": runs_seen.isoformat()})
     summary = (
@@ -107,10 +113,10 @@ def build_notification_sensor(
         name="medallion_notifications",
         minimum_interval_seconds=interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
-        description="Sends notifications (notifications table) for failed runs, halts, failed checks, healing "
-        "that gave up, circuit breakers, volume anomalies and missed SLAs; retries with backoff.",
+        description="Sends notifications (notifications table) for failed runs, halts, failed checks, "
+        "healing that gave up, circuit breakers, volume anomalies and missed SLAs; retries with backoff.",
     )
-    def medallion_notifications(context: SensorEvaluationContext):
+    def medallion_notifications(context: SensorEvaluationContext) -> SkipReason:
         cursor, summary = notification_tick(context.instance, store, context.cursor)
         context.update_cursor(cursor)
         return SkipReason(summary)
