@@ -39,6 +39,6 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
-def echo(message: object = "", err: bool = False) -> None:
+def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     """What every CLI command prints goes through here: credentials masked, control characters escaped."""
-    click.echo(printable(scrub(str(message))), err=err)
+    click.echo(printable(scrub(str(message))), err=err, nl=nl)

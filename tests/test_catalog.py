@@ -277,8 +277,9 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def test_every_loadable_table_moves_the_change_count_and_runtime_tables_do_not(backend, tmp_path, request):
-    """`lineage serve` keeps its graph while the count stands still: a loadable table without the trigger would
-    let a change of structure go unseen, and a runtime table with one would make every run look like one."""
+    """`lineage serve` keeps its graph while the count stands still: a loadable table without the
+    trigger would let a change of structure go unseen, and a runtime table with one would make every run
+    look like one."""
     url = (
         f"sqlite:///{tmp_path}/catalog.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
     )

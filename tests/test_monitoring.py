@@ -481,3 +481,28 @@ def test_dagsters_freshness_daemon_judges_assets_by_their_slas(tmp_path, bucket,
             for key, record in instance.get_freshness_state_records([BRONZE, pages]).items()
         }
     assert states == {BRONZE: "WARN", pages: "FAIL"}
+
+
+def test_metrics_once_prints_the_exposition_of_the_audit_log(tmp_path, monkeypatch):
+    """`medallion metrics --once` prints what a scrape would get, and exits (no server, no Dagster
+    instance)."""
+    from click.testing import CliRunner
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from medallion_assets.cli import main
+
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    for status in ("success", "success", "failed"):
+        store.record_audit(run_id="r", pipeline_id="p", stage_name="s", event="stage", status=status)
+    printed = CliRunner().invoke(main, ["metrics", "--once"])
+    assert printed.exit_code == 0, printed.output
+    executions = {
+        sample.labels["status"]: sample.value
+        for family in text_string_to_metric_families(printed.output)
+        for sample in family.samples
+        if sample.name == "medallion_stage_executions_total"
+    }
+    assert executions == {"success": 2.0, "failed": 1.0}
