@@ -132,7 +132,8 @@ def set_flag(
 
 def add_missing_flags(store: CatalogStore, who: str = "catalog load") -> list[ControlFlag]:
     """Give every pipeline, stage and source an enabled kill switch row of its own, leaving existing rows
-    alone, so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows added."""
+    alone, so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows
+    added."""
     snapshot = store.snapshot()
     existing = {
         (flag.entity_type, flag.entity_id)
