@@ -56,8 +56,8 @@ def audit_messages(
         if event is None:
             continue
         where = ".".join(part for part in (entry["pipeline_id"], entry["stage_name"]) if part)
-        # A drop in volume flows down the pipeline, and every stage's check shows it; people hear once per run,
-        # of the first stage it reached.
+        # A drop in volume flows down the pipeline, and every stage's check shows it; people hear once per
+        # run, of the first stage it reached.
         key = (
             f"volume:{entry['run_id']}:{entry['pipeline_id']}"
             if event == "volume_anomaly"
@@ -90,7 +90,8 @@ def last_audit_id(store: CatalogStore) -> int:
 def sla_messages(
     store: CatalogStore, snapshot: CatalogSnapshot, now: datetime | None = None
 ) -> list[Message]:
-    """One message per SLA miss: its episode (the deadline missed, or the update it is stale since) keys it."""
+    """One message per SLA miss: its episode (the deadline missed, or the update it is stale since) keys
+    it."""
     return [
         Message(
             event="sla_missed",
