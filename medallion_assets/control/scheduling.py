@@ -32,15 +32,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from medallion_assets.catalog.models import PipelineProfile, Profile, ProfileSetting
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.rows import rows_as
 from medallion_assets.control.throttles import DEFAULT_CONCURRENCY_LIMIT, concurrency_limits, stage_pool
 
-PROFILES = ("balanced", "focus")
-FALLBACK_PROFILE = "balanced"  # in force when no profile row has is_default
+ProfileName = Literal["balanced", "focus"]
+PROFILES: tuple[ProfileName, ...] = ("balanced", "focus")
+FALLBACK_PROFILE: ProfileName = "balanced"  # in force when no profile row has is_default
 MAX_SCORE_PRIORITY = 999
 FOCUS_PRIORITY = 1000
 
@@ -127,7 +128,7 @@ class SchedulingPolicy:
 
     @classmethod
     def from_snapshot(cls, snapshot: CatalogSnapshot) -> SchedulingPolicy:
-        settings = {profile: dict(DEFAULT_SETTINGS) for profile in PROFILES}
+        settings: dict[str, dict[str, float]] = {profile: dict(DEFAULT_SETTINGS) for profile in PROFILES}
         for row in rows_as(ProfileSetting, snapshot.tables["profile_settings"].values()):
             if row.setting in DEFAULT_SETTINGS and (row.value > 0 or row.setting not in POSITIVE_SETTINGS):
                 settings[row.profile_id][row.setting] = row.value
