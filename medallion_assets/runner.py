@@ -223,7 +223,7 @@ class NoCodeLocation(DeploymentError):
 
 
 # `request` is Dagster's WorkspaceRequestContext, the result its CodeLocation and RemoteRepository: private
-# names (dagster._core) that only dagster_compat may import, and it does not name them yet.
+# Dagster names, which only dagster_compat may import, and it does not name them yet.
 def _location_of(request: Any, pipeline_id: str, datasets: dict[AssetKey, str]) -> tuple[Any, Any]:
     """The code location, and its repository, that defines every asset of `datasets`."""
     for location in request.code_locations:
