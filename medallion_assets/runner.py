@@ -1,9 +1,9 @@
 """Materializing a pipeline through Dagster from the command line, and summarising what happened.
 
-Two paths, chosen by the instance: one whose runs go through the run queue (the queued run coordinator, so a
-dagster-daemon) gets the run submitted to that queue, tagged as the launcher sensor tags its runs, so priority,
-the held-run limit and pools apply alike; the run executes in a run worker of the daemon and this process
-follows it to the end. A throwaway instance (no DAGSTER_HOME) runs it here, in process.
+Two paths, chosen by the instance: one whose runs go through the run queue (the queued run coordinator, so
+a dagster-daemon) gets the run submitted to that queue, tagged as the launcher sensor tags its runs, so
+priority, the held-run limit and pools apply alike; the run executes in a run worker of the daemon and this
+process follows it to the end. A throwaway instance (no DAGSTER_HOME) runs it here, in process.
 """
 
 from __future__ import annotations
@@ -11,17 +11,25 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 from dagster import (
+    AssetKey,
+    AssetsDefinition,
     AssetSelection,
+    AssetSpec,
     DagsterEvent,
     DagsterEventType,
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     Definitions,
+    MetadataValue,
+    SourceAsset,
     materialize,
 )
 
@@ -37,8 +45,9 @@ from medallion_assets.dagster_compat import (
     WorkspaceProcessContext,
 )
 from medallion_assets.instance import DeploymentError, check_daemon_running, has_daemon, open_instance
+from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.openlineage.events import emitter, pipeline_run_event
-from medallion_assets.sensors.launcher import PIPELINE_TAG, Launcher, run_tags
+from medallion_assets.sensors.launcher import Launcher, run_tags
 
 # How often a followed run's status is read while it is queued or running.
 FOLLOW_POLL_SECONDS = 1.0
@@ -49,7 +58,7 @@ class AssetReport:
     key: str
     status: str  # success | failed | halted (kill switch) | skipped (upstream did not materialize)
     rows: int | None = None  # rows written
-    checks: list[dict] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
     reason: str | None = None  # why it failed, halted or was skipped
     rows_read: int | None = None
     rows_quarantined: int | None = None
@@ -61,7 +70,7 @@ class PipelineReport:
     status: str  # success | failed | halted
     assets: list[AssetReport]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -92,8 +101,8 @@ def run_pipeline(
         if reason
     }
     if runnable:
-        # The pools follow the catalog's throttles here too, not only on the control sensor's ticks: a throwaway
-        # instance has no sensor, and a throttle must hold for every run.
+        # The pools follow the catalog's throttles here too, not only on the control sensor's ticks: a
+        # throwaway instance has no sensor, and a throttle must hold for every run.
         sync_pool_limits(dagster_instance, snapshot)
         started = datetime.now(UTC)
         if has_daemon(dagster_instance) and workspace is not None:
@@ -120,11 +129,13 @@ def run_pipeline(
 
 
 def _in_process(
-    defs: Definitions, pipeline_id: str, datasets: dict, dagster_instance: DagsterInstance
-) -> tuple[str, bool, list[DagsterEvent]]:
+    defs: Definitions, pipeline_id: str, datasets: dict[AssetKey, str], dagster_instance: DagsterInstance
+) -> tuple[str, bool, Sequence[DagsterEvent]]:
     """Run the assets `datasets` maps (asset key → target id) here; (run id, success, the run's events)."""
     result = materialize(
-        assets=list(defs.assets),
+        # definitions.py gives Definitions assets only, never None or cacheable assets (which Definitions
+        # admits and materialize does not).
+        assets=list(cast(Iterable[AssetsDefinition | AssetSpec | SourceAsset], defs.assets)),
         resources=defs.resources,
         instance=dagster_instance,
         selection=AssetSelection.assets(*datasets),
@@ -141,9 +152,9 @@ def _through_queue(
     snapshot: CatalogSnapshot,
     store: CatalogStore,
     pipeline_id: str,
-    datasets: dict,
+    datasets: dict[AssetKey, str],
     dagster_instance: DagsterInstance,
-) -> tuple[str, bool, list[DagsterEvent]]:
+) -> tuple[str, bool, Sequence[DagsterEvent]]:
     """Submit a run of the assets `datasets` maps to the run queue, tagged as the launcher tags its runs, and
     follow it to its end; (run id, success, the run's events). A run worker of the daemon emits its
     OpenLineage events, as for any queued run."""
@@ -191,17 +202,29 @@ def _through_queue(
             asset_graph=repository.asset_graph,
         )
         dagster_instance.submit_run(run.run_id, request)
-    while not (run := dagster_instance.get_run_by_id(run_id)).is_finished:
+    while not (followed := _run_by_id(dagster_instance, run_id)).is_finished:
         time.sleep(FOLLOW_POLL_SECONDS)
-    events = [record.dagster_event for record in dagster_instance.all_logs(run_id) if record.is_dagster_event]
-    return run_id, run.status == DagsterRunStatus.SUCCESS, events
+    events = [
+        record.dagster_event
+        for record in dagster_instance.all_logs(run_id)
+        if record.dagster_event is not None  # what record.is_dagster_event says
+    ]
+    return run_id, followed.status == DagsterRunStatus.SUCCESS, events
+
+
+def _run_by_id(dagster_instance: DagsterInstance, run_id: str) -> DagsterRun:
+    run = dagster_instance.get_run_by_id(run_id)
+    assert run is not None, f"run {run_id} was created, and runs are never deleted while followed"
+    return run
 
 
 class NoCodeLocation(DeploymentError):
     """No code location of the workspace defines a pipeline's assets."""
 
 
-def _location_of(request, pipeline_id: str, datasets: dict):
+# `request` is Dagster's WorkspaceRequestContext, the result its CodeLocation and RemoteRepository: private
+# Dagster names, which only dagster_compat may import, and it does not name them yet.
+def _location_of(request: Any, pipeline_id: str, datasets: dict[AssetKey, str]) -> tuple[Any, Any]:
     """The code location, and its repository, that defines every asset of `datasets`."""
     for location in request.code_locations:
         for repository in location.get_repositories().values():
@@ -218,14 +241,16 @@ def _location_of(request, pipeline_id: str, datasets: dict):
     )
 
 
-def _reports(store: CatalogStore, run_id: str, datasets: dict, events: list[DagsterEvent]) -> dict:
+def _reports(
+    store: CatalogStore, run_id: str, datasets: dict[AssetKey, str], events: Sequence[DagsterEvent]
+) -> dict[AssetKey, AssetReport]:
     """What happened to each asset `datasets` maps (asset key → target id), from its run's events."""
     materialized = {
         e.asset_key: e.step_materialization_data.materialization.metadata
         for e in events
         if e.event_type == DagsterEventType.ASSET_MATERIALIZATION
     }
-    checks: dict = {}
+    checks: dict[AssetKey, list[dict[str, Any]]] = {}
     for event in events:
         if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
             evaluation = event.asset_check_evaluation_data
@@ -244,7 +269,7 @@ def _reports(store: CatalogStore, run_id: str, datasets: dict, events: list[Dags
     halted = {
         entry["dataset"]: entry["error"] for entry in store.audit_entries(run_id=run_id, status="halted")
     }
-    reports = {}
+    reports: dict[AssetKey, AssetReport] = {}
     for key, dataset in datasets.items():
         metadata = materialized.get(key, {})
         # The op of an asset keyed [layer, dataset] is named layer__dataset; its step key is that name.
@@ -269,18 +294,22 @@ def _reports(store: CatalogStore, run_id: str, datasets: dict, events: list[Dags
     return reports
 
 
-def _count(metadata: dict, name: str) -> int | None:
-    return metadata[name].value if name in metadata else None
+def _count(metadata: Mapping[str, MetadataValue], name: str) -> int | None:
+    # The asset factory records these counts as integers (IntMetadataValue).
+    return cast(int, metadata[name].value) if name in metadata else None
 
 
-def _failure_reason(event) -> str:
+def _failure_reason(event: DagsterEvent) -> str:
     """What made a step fail, as the user can act on it: the exception under Dagster's own wrappers."""
     data = event.step_failure_data
     if data.user_failure_data is not None and data.user_failure_data.description:
         return data.user_failure_data.description
     error = data.error
-    while error.cls_name and error.cls_name.startswith("Dagster") and (error.cause or error.context):
-        error = error.cause or error.context
+    assert error is not None, "a step failure without a user failure description carries its error"
+    while (
+        error.cls_name and error.cls_name.startswith("Dagster") and (deeper := error.cause or error.context)
+    ):
+        error = deeper
     qualified, separator, message = error.message.strip().partition(": ")
     return (
         f"{error.cls_name}: {message}"

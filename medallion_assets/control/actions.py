@@ -1,24 +1,31 @@
 """The built-in healing actions, each the answer to one known fault. `healing_actions` rows name them.
 
-Each returns a Remedy: "retry" after it fixed what it could (the retry policy then decides when), or "give_up"
-with the reason, which fails the step at once.
+Each returns a Remedy: "retry" after it fixed what it could (the retry policy then decides when), or
+"give_up" with the reason, which fails the step at once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
-from medallion_assets.control.remedies import HealingContext, Remedy, healing_action
+from medallion_assets.control.remedies import HealingContext, NoParams, Remedy, healing_action
 from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
 from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
+
+if TYPE_CHECKING:
+    from medallion_assets.storage.warehouse import Warehouse
+
+E = TypeVar("E", bound=BaseException)
 
 
 class Params(BaseModel):
@@ -33,7 +40,7 @@ class WaitParams(Params):
     )
 
 
-def _wait_until(params: WaitParams, ready, what: str) -> Remedy:
+def _wait_until(params: WaitParams, ready: Callable[[], str | None], what: str) -> Remedy:
     """Poll `ready()` with doubling waits until it holds or the deadline passes."""
     started, wait = time.monotonic(), params.first_wait_sec
     while True:
@@ -51,13 +58,14 @@ def _wait_until(params: WaitParams, ready, what: str) -> Remedy:
         wait = min(wait * 2, params.max_wait_sec)
 
 
-def _find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+def _find(error: BaseException | None, kind: type[E]) -> E | None:
     return next((cause for cause in causes(error) if isinstance(cause, kind)), None)
 
 
 @healing_action("wait_for_upstream", WaitParams)
-def wait_for_upstream(context: HealingContext) -> Remedy:
-    """Upstream data not there yet: wait, with doubling intervals up to a deadline, for the source's objects."""
+def wait_for_upstream(context: HealingContext[WaitParams]) -> Remedy:
+    """Upstream data not there yet: wait, with doubling intervals up to a deadline, for the source's
+    objects."""
     stage = context.fault.stage
     source = context.store.snapshot().sources.get(stage.input_id)
     if source is None:
@@ -74,7 +82,7 @@ def wait_for_upstream(context: HealingContext) -> Remedy:
 
 
 @healing_action("quarantine_object")
-def quarantine_object(context: HealingContext) -> Remedy:
+def quarantine_object(context: HealingContext[NoParams]) -> Remedy:
     """A corrupt or unreadable source object: copied to quarantine and bookmarked, so ingestion skips it.
 
     The producer's file is left where it is: Medallion never deletes a source's data.
@@ -103,7 +111,7 @@ class ReconnectParams(WaitParams):
     first_wait_sec: float = Field(default=1, gt=0, le=3_600)
 
 
-def _warehouse(url: str):
+def _warehouse(url: str) -> Warehouse:
     """A warehouse connection. Its drivers are imported only when an action connects: checking healing rules
     at catalog load imports this module, and `medallion catalog validate` loads no warehouse driver."""
     from medallion_assets.storage.warehouse import warehouse_from_url
@@ -112,7 +120,7 @@ def _warehouse(url: str):
 
 
 @healing_action("reconnect_warehouse", ReconnectParams)
-def reconnect_warehouse(context: HealingContext) -> Remedy:
+def reconnect_warehouse(context: HealingContext[ReconnectParams]) -> Remedy:
     """A lost warehouse connection: wait until the warehouse answers again; the load is then redone whole.
 
     A load is one transaction, so the lost one left nothing behind and the retry cannot duplicate rows.
@@ -131,12 +139,13 @@ def reconnect_warehouse(context: HealingContext) -> Remedy:
 
 
 @healing_action("recreate_staging")
-def recreate_staging(context: HealingContext) -> Remedy:
+def recreate_staging(context: HealingContext[NoParams]) -> Remedy:
     """A staging table left behind by a crashed load: dropped, so the retried load creates it afresh."""
     targets = context.store.snapshot().targets
     target = targets[context.fault.stage.target_id]
     if target.kind != "warehouse":
         return Remedy("give_up", f"{target.target_id} is not loaded into a warehouse")
+    assert target.location is not None, "the Target model requires a warehouse target's table"
     with _warehouse(context.warehouse_url) as warehouse:
         dropped = warehouse.drop_staging(
             target.location, [t.location for t in targets.values() if t.location]
@@ -145,8 +154,10 @@ def recreate_staging(context: HealingContext) -> Remedy:
 
 
 def _pass_through_targets(snapshot: CatalogSnapshot, dataset: str) -> list[str]:
-    """Targets downstream of `dataset` that copy its columns (no SQL), so a new source column flows into them."""
-    found, frontier = [], [dataset]
+    """Targets downstream of `dataset` that copy its columns (no SQL), so a new source column flows into
+    them."""
+    found: list[str] = []
+    frontier = [dataset]
     while frontier:
         current = frontier.pop()
         for stage in snapshot.stages():
@@ -157,8 +168,9 @@ def _pass_through_targets(snapshot: CatalogSnapshot, dataset: str) -> list[str]:
 
 
 @healing_action("evolve_schema")
-def evolve_schema(context: HealingContext) -> Remedy:
-    """Schema drift: new source fields are declared in the catalog and flow, nullable, to silver and the warehouse.
+def evolve_schema(context: HealingContext[NoParams]) -> Remedy:
+    """Schema drift: new source fields are declared in the catalog and flow, nullable, to silver and the
+    warehouse.
 
     They are added to the source, to every target that copies its columns (a stage with no SQL), and to a
     warehouse table at its next load. Breaking changes (a declared field gone) are never healed.
@@ -195,7 +207,7 @@ class BatchParams(Params):
 
 
 @healing_action("load_in_batches", BatchParams)
-def load_in_batches(context: HealingContext) -> Remedy:
+def load_in_batches(context: HealingContext[BatchParams]) -> Remedy:
     """Out of memory, or a result too large for the driver: the load is retried partition by partition."""
     partitions = context.params.partitions * 2 ** (context.fault.attempt - 1)
     return Remedy("retry", f"the next load streams {partitions} partitions", {"load_partitions": partitions})
@@ -209,8 +221,9 @@ class BreakerParams(Params):
 
 
 @healing_action("trip_circuit_breaker", BreakerParams)
-def trip_circuit_breaker(context: HealingContext) -> Remedy:
-    """Circuit breaker: after too many failures, the pipeline's kill switch is set so it stops hammering its source."""
+def trip_circuit_breaker(context: HealingContext[BreakerParams]) -> Remedy:
+    """Circuit breaker: after too many failures, the pipeline's kill switch is set so it stops hammering its
+    source."""
     stage, params = context.fault.stage, context.params
     since = datetime.now(UTC) - timedelta(minutes=params.window_minutes)
     failures = [
@@ -223,7 +236,8 @@ def trip_circuit_breaker(context: HealingContext) -> Remedy:
             "retry", f"{len(failures)} of {params.failures} failures in {params.window_minutes:g} min"
         )
     reason = (
-        f"circuit breaker {context.rule.healing_id}: {len(failures)} failures in {params.window_minutes:g} min, "
+        f"circuit breaker {context.rule.healing_id}: "
+        f"{len(failures)} failures in {params.window_minutes:g} min, "
         f"last {context.fault.message}"
     )
     set_flag(context.store, "pipeline", stage.pipeline_id, False, reason, who="medallion-healing")
@@ -239,7 +253,7 @@ class RerunParams(Params):
 
 
 @healing_action("rerun_from_failure", RerunParams, run_level=True)
-def rerun_from_failure(context: HealingContext) -> Remedy:
+def rerun_from_failure(context: HealingContext[RerunParams]) -> Remedy:
     """A failed run is re-executed from its failed assets by the healing sensor, up to max_reruns times."""
     if context.fault.attempt > context.params.max_reruns:
         return Remedy("give_up", f"{context.params.max_reruns} rerun(s) spent")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import RowMapping, func, select
 
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -17,7 +17,7 @@ from medallion_assets.control.notifications import Message
 from medallion_assets.control.sla import freshness
 
 
-def classify(entry: dict) -> str | None:
+def classify(entry: RowMapping) -> str | None:
     """The notification event an audit entry is, if any."""
     event, status, details = entry["event"], entry["status"], entry["details"] or {}
     if event == "stage" and status == "halted":
@@ -50,14 +50,14 @@ def audit_messages(
     query = select(audit_log).where(audit_log.c.audit_id > after_id).order_by(audit_log.c.audit_id)
     with store.engine.connect() as connection:
         entries = connection.execute(query).mappings().all()
-    messages = []
+    messages: list[Message] = []
     for entry in entries:
         event = classify(entry)
         if event is None:
             continue
         where = ".".join(part for part in (entry["pipeline_id"], entry["stage_name"]) if part)
-        # A drop in volume flows down the pipeline, and every stage's check shows it; people hear once per run,
-        # of the first stage it reached.
+        # A drop in volume flows down the pipeline, and every stage's check shows it; people hear once per
+        # run, of the first stage it reached.
         key = (
             f"volume:{entry['run_id']}:{entry['pipeline_id']}"
             if event == "volume_anomaly"
@@ -84,13 +84,15 @@ def audit_messages(
 
 def last_audit_id(store: CatalogStore) -> int:
     with store.engine.connect() as connection:
-        return connection.execute(select(func.coalesce(func.max(audit_log.c.audit_id), 0))).scalar_one()
+        last: int = connection.execute(select(func.coalesce(func.max(audit_log.c.audit_id), 0))).scalar_one()
+        return last
 
 
 def sla_messages(
     store: CatalogStore, snapshot: CatalogSnapshot, now: datetime | None = None
 ) -> list[Message]:
-    """One message per SLA miss: its episode (the deadline missed, or the update it is stale since) keys it."""
+    """One message per SLA miss: its episode (the deadline missed, or the update it is stale since) keys
+    it."""
     return [
         Message(
             event="sla_missed",

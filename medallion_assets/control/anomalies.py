@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import select
 
@@ -54,11 +54,11 @@ def judge_volume(metric: str, value: int, history: list[int], band: VolumeBand) 
     mad = statistics.median(abs(x - median) for x in history)
     half_width = max(band.k * mad, MIN_HALF_WIDTH_SHARE * abs(median))
     low, high = median - half_width, median + half_width
-    status = "normal" if low <= value <= high else "anomaly"
+    status: Literal["normal", "anomaly"] = "normal" if low <= value <= high else "anomaly"
     return VolumeVerdict(metric, value, status, len(history), median, mad, low, high)
 
 
-def stage_history(store: CatalogStore, pipeline_id: str, stage_name: str, runs: int) -> list[dict]:
+def stage_history(store: CatalogStore, pipeline_id: str, stage_name: str, runs: int) -> list[dict[str, Any]]:
     """Rows read and written by the stage's last `runs` successful executions, newest first."""
     query = (
         select(audit_log.c.rows_read, audit_log.c.rows_written)

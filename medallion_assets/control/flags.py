@@ -13,13 +13,17 @@ stage boundary without a reload. A flag may name:
 from __future__ import annotations
 
 import getpass
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal, cast
 
-from medallion_assets.catalog.models import ControlFlag, Stage
+from medallion_assets.catalog.models import ControlFlag, Pipeline, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.rows import list_as, rows_as
 
-KINDS = ("global", "pipeline", "stage", "dataset", "source", "target")
+Kind = Literal["global", "pipeline", "stage", "dataset", "source", "target"]
+KINDS: tuple[Kind, ...] = ("global", "pipeline", "stage", "dataset", "source", "target")
 # The run tags of a run a kill switch halted or cancelled: the status, and the switch's reason.
 STATUS_TAG, HALT_REASON_TAG = "medallion/status", "medallion/halt_reason"
 HALTED_TAGS = {STATUS_TAG: "halted"}
@@ -81,9 +85,13 @@ class ControlState:
 def read_control_state(store: CatalogStore) -> ControlState:
     """Three small queries, made whenever work starts or commits, so a row update applies at once."""
     return ControlState(
-        flags=store.read_table("control_flags"),
-        disabled_pipelines=frozenset(p.pipeline_id for p in store.read_table("pipelines") if not p.enabled),
-        disabled_stages=frozenset(s.key() for s in store.read_table("stages") if not s.enabled),
+        flags=list_as(ControlFlag, store.read_table("control_flags")),
+        disabled_pipelines=frozenset(
+            p.pipeline_id for p in rows_as(Pipeline, store.read_table("pipelines")) if not p.enabled
+        ),
+        disabled_stages=frozenset(
+            s.key() for s in rows_as(Stage, store.read_table("stages")) if not s.enabled
+        ),
     )
 
 
@@ -112,7 +120,7 @@ def set_flag(
     """Flip a kill switch; the database trigger records the change in control_flag_history."""
     check_entity(store.snapshot(), kind, entity_id)
     flag = ControlFlag(
-        entity_type=kind,
+        entity_type=cast(Kind, kind),  # check_entity refused every other kind
         entity_id="*" if kind == "global" else entity_id,
         flag_value=enabled,
         reason=reason,
@@ -123,21 +131,23 @@ def set_flag(
 
 
 def add_missing_flags(store: CatalogStore, who: str = "catalog load") -> list[ControlFlag]:
-    """Give every pipeline, stage and source an enabled kill switch row of its own, leaving existing rows alone,
-    so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows added."""
+    """Give every pipeline, stage and source an enabled kill switch row of its own, leaving existing rows
+    alone, so that a plain SQL UPDATE on control_flags always finds the row it means. Returns the rows
+    added."""
     snapshot = store.snapshot()
     existing = {
         (flag.entity_type, flag.entity_id)
-        for flag in store.read_table("control_flags")
+        for flag in rows_as(ControlFlag, store.read_table("control_flags"))
         if flag.flag_name == "enabled"
     }
+    entities: tuple[tuple[Kind, Iterable[str]], ...] = (
+        ("pipeline", snapshot.pipelines),
+        ("source", snapshot.sources),
+        ("stage", [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()]),
+    )
     added = [
         ControlFlag(entity_type=kind, entity_id=entity_id, flag_value=True, updated_by=who)
-        for kind, ids in (
-            ("pipeline", snapshot.pipelines),
-            ("source", snapshot.sources),
-            ("stage", [f"{s.pipeline_id}.{s.stage_name}" for s in snapshot.stages()]),
-        )
+        for kind, ids in entities
         for entity_id in ids
         if (kind, entity_id) not in existing
     ]

@@ -19,6 +19,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control import actions as _builtin_actions  # noqa: F401 — registers the built-ins
 from medallion_assets.control.registry import registry_problems
 from medallion_assets.control.remedies import ACTIONS, Fault, HealingContext, Remedy
+from medallion_assets.control.rows import rows_as
 from medallion_assets.patterns import compiled
 
 
@@ -63,7 +64,7 @@ def heal(
     None when no rule matches. An action that itself fails gives up, with its error: healing never hides
     the original failure behind a new one.
     """
-    rule = matching_rule(store.read_table("healing_actions"), fault, run_level)
+    rule = matching_rule(rows_as(HealingAction, store.read_table("healing_actions")), fault, run_level)
     if rule is None:
         return None
     action = ACTIONS[rule.action]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from wsgiref.simple_server import WSGIServer
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from prometheus_client import CollectorRegistry, start_http_server
@@ -93,7 +94,7 @@ class MedallionCollector(Collector):
             notifications.add_metric([status], count)
         yield notifications
         if self.instance is not None:
-            yield self._queue_depth()
+            yield self._queue_depth(self.instance)
 
     def _dq_rates(self) -> Metric:
         """The DQ rate of each stage's latest successful execution that measured one."""
@@ -138,12 +139,12 @@ class MedallionCollector(Collector):
                 state.add_metric([verdict.pipeline_id, verdict.dataset, name], float(verdict.state == name))
         yield from (lag, state)
 
-    def _queue_depth(self) -> Metric:
+    def _queue_depth(self, instance: DagsterInstance) -> Metric:
         gauge = GaugeMetricFamily(
             "medallion_queue_depth", "Runs waiting in Dagster's queue", labels=["pipeline"]
         )
         depth: dict[str, int] = {}
-        for run in self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
+        for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])):
             pipeline = run.tags.get(PIPELINE_TAG, "")
             depth[pipeline] = depth.get(pipeline, 0) + 1
         for pipeline, count in sorted(depth.items()):
@@ -157,7 +158,9 @@ def registry_for(store: CatalogStore, instance: DagsterInstance | None = None) -
     return registry
 
 
-def serve(store: CatalogStore, port: int, address: str, instance: DagsterInstance | None = None):
+def serve(
+    store: CatalogStore, port: int, address: str, instance: DagsterInstance | None = None
+) -> WSGIServer:
     """Serve /metrics on a daemon thread; returns the server (its port is `server.server_port`)."""
     server, _thread = start_http_server(port, address, registry=registry_for(store, instance))
     return server

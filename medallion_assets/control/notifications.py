@@ -23,17 +23,19 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from email.message import EmailMessage
+from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlalchemy import insert, select, update
+from sqlalchemy import RowMapping, insert, select, update
 
 from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.schema import audit_log, notification_deliveries
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.registry import registry_problems
+from medallion_assets.control.rows import rows_as
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 SEND_TIMEOUT_SEC = 10
@@ -52,9 +54,9 @@ class Message:
     pipeline_id: str | None = None
     dataset: str | None = None
     owner: str = ""
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -86,7 +88,8 @@ def _secret(name: str) -> str:
 @dataclass(frozen=True)
 class RegisteredChannel:
     name: str
-    send: Callable[[BaseModel, Message], None]
+    # Called with params its `params` model validated.
+    send: Callable[[Any, Message], None]
     params: type[BaseModel]
 
     @property
@@ -97,10 +100,13 @@ class RegisteredChannel:
 CHANNELS: dict[str, RegisteredChannel] = {}
 
 
-def notification_channel(name: str, params: type[BaseModel]):
+Send = TypeVar("Send", bound=Callable[[Any, Message], None])
+
+
+def notification_channel(name: str, params: type[BaseModel]) -> Callable[[Send], Send]:
     """Register `send(params, message)` as the channel `name`; it raises DeliveryFailed when it cannot."""
 
-    def register(send: Callable[[BaseModel, Message], None]) -> Callable[[BaseModel, Message], None]:
+    def register(send: Send) -> Send:
         if name in CHANNELS:
             raise ValueError(f"notification channel {name!r} is registered twice")
         CHANNELS[name] = RegisteredChannel(name, send, params)
@@ -116,7 +122,8 @@ class SnsParams(Params):
 
 @notification_channel("sns", SnsParams)
 def send_sns(params: SnsParams, message: Message) -> None:
-    """Amazon SNS: the message as JSON to a topic (credentials and endpoint from boto3's usual configuration)."""
+    """Amazon SNS: the message as JSON to a topic (credentials and endpoint from boto3's usual
+    configuration)."""
     # The outbox retries, with backoff, on later ticks: botocore's own retries would only hold the tick up.
     client = boto3.client(
         "sns",
@@ -163,7 +170,8 @@ def send_webhook(params: WebhookParams, message: Message) -> None:
 
 
 def _slack_escaped(text: str) -> str:
-    """Error text comes from data and files: escaped as Slack asks, so it cannot mention @channel or fake links."""
+    """Error text comes from data and files: escaped as Slack asks, so it cannot mention @channel or fake
+    links."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -221,8 +229,8 @@ def notification_problems(row: Notification) -> list[str]:
 
 def check_notifications(snapshot: CatalogSnapshot) -> list[tuple[str, Notification, str, str]]:
     """Loader problems as (table, row, field, message)."""
-    problems = []
-    for row in snapshot.tables["notifications"].values():
+    problems: list[tuple[str, Notification, str, str]] = []
+    for row in rows_as(Notification, snapshot.tables["notifications"].values()):
         for message in notification_problems(row):
             problems.append(
                 ("notifications", row, "channel" if message.startswith("unknown") else "params", message)
@@ -291,7 +299,7 @@ def deliver_due(
     delivered, failed (to retry) or gave up."""
     now = time.time() if now is None else now
     started = time.monotonic()
-    rows = {row.notification_id: row for row in store.read_table("notifications")}
+    rows = {row.notification_id: row for row in rows_as(Notification, store.read_table("notifications"))}
     with store.engine.connect() as connection:
         due = (
             connection.execute(
@@ -325,12 +333,11 @@ def deliver_due(
             send(row, message)
         except DeliveryFailed as error:
             failing.add(delivery["notification_id"])
-            gave_up = row is None or attempts >= row.max_attempts
-            status, wait, problem = (
-                "gave_up" if gave_up else "failed",
-                0 if gave_up else row.backoff_sec * 2 ** (attempts - 1),
-                str(error),
-            )
+            if row is None or attempts >= row.max_attempts:
+                status, wait = "gave_up", 0
+            else:
+                status, wait = "failed", row.backoff_sec * 2 ** (attempts - 1)
+            problem: str | None = str(error)
         else:
             status, wait, problem = "delivered", 0, None
         _settle(store, delivery, message, status, attempts, now, wait, problem)
@@ -349,7 +356,7 @@ def send(row: Notification, message: Message) -> None:
 
 def _settle(
     store: CatalogStore,
-    delivery: dict,
+    delivery: RowMapping,
     message: Message,
     status: str,
     attempts: int,
@@ -383,7 +390,7 @@ def _settle(
         )
 
 
-def deliveries(store: CatalogStore) -> list[dict]:
+def deliveries(store: CatalogStore) -> list[dict[str, Any]]:
     with store.engine.connect() as connection:
         return [
             dict(r)

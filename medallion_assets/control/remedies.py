@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +18,9 @@ from medallion_assets.errors import causes
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -40,18 +43,20 @@ class Fault:
     def of(
         cls, error: BaseException, stage: Stage, layer: str, attempt: int, run_id: str | None = None
     ) -> Fault:
-        codes = set()
+        codes: set[str] = set()
         for cause in causes(error):
             codes |= {kind.__name__ for kind in type(cause).__mro__}
-            if getattr(cause, "pgcode", None):
-                codes.add(cause.pgcode)
+            # A database driver's error (psycopg2's) carries its SQLSTATE code; any other error has none.
+            pgcode: str | None = getattr(cause, "pgcode", None)
+            if pgcode:
+                codes.add(pgcode)
         return cls(stage, layer, attempt, frozenset(codes), f"{type(error).__name__}: {error}", run_id, error)
 
 
 @dataclass(frozen=True)
 class Remedy:
-    """What an action did. `overrides` adjust the next attempts (engine.stages.Adjustments), carried to them in
-    the run's tags (control/failures.py)."""
+    """What an action did. `overrides` adjust the next attempts (engine.stages.Adjustments), carried to them
+    in the run's tags (control/failures.py)."""
 
     outcome: Literal["retry", "give_up"]
     detail: str
@@ -59,12 +64,13 @@ class Remedy:
 
 
 @dataclass(frozen=True)
-class HealingContext:
-    """What an action may use: the fault, its validated parameters, and the installation it runs in."""
+class HealingContext(Generic[P]):
+    """What an action may use: the fault, its validated parameters (of the action's `params` model), and the
+    installation it runs in."""
 
     fault: Fault
     rule: HealingAction
-    params: BaseModel
+    params: P
     store: CatalogStore
     lake_root: str
     warehouse_url: str
@@ -73,7 +79,8 @@ class HealingContext:
 @dataclass(frozen=True)
 class RegisteredAction:
     name: str
-    run: Callable[[HealingContext], Remedy]
+    # Called with a context whose params its `params` model validated.
+    run: Callable[[HealingContext[Any]], Remedy]
     params: type[BaseModel]
     run_level: bool
 
@@ -85,10 +92,16 @@ class RegisteredAction:
 ACTIONS: dict[str, RegisteredAction] = {}
 
 
-def healing_action(name: str, params: type[BaseModel] = NoParams, run_level: bool = False):
-    """Register `function(context) -> Remedy` as the healing action `name`, its parameters checked by `params`."""
+Action = TypeVar("Action", bound=Callable[[HealingContext[Any]], Remedy])
 
-    def register(function: Callable[[HealingContext], Remedy]) -> Callable[[HealingContext], Remedy]:
+
+def healing_action(
+    name: str, params: type[BaseModel] = NoParams, run_level: bool = False
+) -> Callable[[Action], Action]:
+    """Register `function(context) -> Remedy` as the healing action `name`, its parameters checked by
+    `params`."""
+
+    def register(function: Action) -> Action:
         if name in ACTIONS:
             raise ValueError(f"healing action {name!r} is registered twice")
         ACTIONS[name] = RegisteredAction(name, function, params, run_level)

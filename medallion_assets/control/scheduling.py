@@ -32,12 +32,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, Literal
 
+from medallion_assets.catalog.models import PipelineProfile, Profile, ProfileSetting
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.control.rows import rows_as
 from medallion_assets.control.throttles import DEFAULT_CONCURRENCY_LIMIT, concurrency_limits, stage_pool
 
-PROFILES = ("balanced", "focus")
-FALLBACK_PROFILE = "balanced"  # in force when no profile row has is_default
+ProfileName = Literal["balanced", "focus"]
+PROFILES: tuple[ProfileName, ...] = ("balanced", "focus")
+FALLBACK_PROFILE: ProfileName = "balanced"  # in force when no profile row has is_default
 MAX_SCORE_PRIORITY = 999
 FOCUS_PRIORITY = 1000
 
@@ -91,7 +95,7 @@ class Decision:
     throttle: dict[str, str]  # pool → "in flight/limit" when decided
     run_id: str | None = None
 
-    def details(self) -> dict:
+    def details(self) -> dict[str, Any]:
         """What the audit log records for this decision."""
         return {
             "profile": self.profile,
@@ -124,14 +128,15 @@ class SchedulingPolicy:
 
     @classmethod
     def from_snapshot(cls, snapshot: CatalogSnapshot) -> SchedulingPolicy:
-        settings = {profile: dict(DEFAULT_SETTINGS) for profile in PROFILES}
-        for row in snapshot.tables["profile_settings"].values():
+        settings: dict[str, dict[str, float]] = {profile: dict(DEFAULT_SETTINGS) for profile in PROFILES}
+        for row in rows_as(ProfileSetting, snapshot.tables["profile_settings"].values()):
             if row.setting in DEFAULT_SETTINGS and (row.value > 0 or row.setting not in POSITIVE_SETTINGS):
                 settings[row.profile_id][row.setting] = row.value
         return cls(
             default_profile=default_profile(snapshot),
             pipeline_profiles={
-                row.pipeline_id: row.profile_id for row in snapshot.tables["pipeline_profiles"].values()
+                row.pipeline_id: row.profile_id
+                for row in rows_as(PipelineProfile, snapshot.tables["pipeline_profiles"].values())
             },
             settings=settings,
             limits=concurrency_limits(snapshot),
@@ -169,7 +174,9 @@ class SchedulingPolicy:
 
 def default_profile(snapshot: CatalogSnapshot) -> str:
     """The profile with is_default (the first by name if several do), else FALLBACK_PROFILE."""
-    defaults = sorted(row.profile_id for row in snapshot.tables["profiles"].values() if row.is_default)
+    defaults = sorted(
+        row.profile_id for row in rows_as(Profile, snapshot.tables["profiles"].values()) if row.is_default
+    )
     return defaults[0] if defaults else FALLBACK_PROFILE
 
 
@@ -205,7 +212,8 @@ def plan_tick(
                     score,
                     policy.priority(run.work, score),
                     held,
-                    f"re-tagged from {run.profile}{' (held)' if run.held else ''} to {profile}{' (held)' if held else ''}",
+                    f"re-tagged from {run.profile}{' (held)' if run.held else ''} "
+                    f"to {profile}{' (held)' if held else ''}",
                     _throttle_state(policy, run.work, in_flight),
                     run_id=run.run_id,
                 )
@@ -213,7 +221,7 @@ def plan_tick(
 
     scored = [(policy.score(work, now), work) for work in waiting]
     scored.sort(key=lambda item: (-policy.priority(item[1], item[0]), -item[0], item[1].due_since))
-    launched = Counter()
+    launched: Counter[str] = Counter()
     for score, work in scored:
         profile, priority = policy.profile_of(work.pipeline_id), policy.priority(work, score)
         held = policy.held(work, critical_active)
@@ -246,14 +254,16 @@ def plan_tick(
     return plan
 
 
-def _throttle_state(policy: SchedulingPolicy, work: Work, in_flight: Counter) -> dict[str, str]:
+def _throttle_state(policy: SchedulingPolicy, work: Work, in_flight: Counter[str]) -> dict[str, str]:
     return {pool: f"{in_flight[pool]}/{policy.limit(pool)}" for pool in work.pools}
 
 
 def profile_warnings(snapshot: CatalogSnapshot) -> list[str]:
     """Contradictory or ineffective scheduling settings, each saying what will happen."""
     warnings = []
-    defaults = sorted(row.profile_id for row in snapshot.tables["profiles"].values() if row.is_default)
+    defaults = sorted(
+        row.profile_id for row in rows_as(Profile, snapshot.tables["profiles"].values()) if row.is_default
+    )
     if not defaults:
         warnings.append(
             f"no profile has is_default: pipelines without a pipeline_profiles row use {FALLBACK_PROFILE}"
@@ -268,7 +278,7 @@ def profile_warnings(snapshot: CatalogSnapshot) -> list[str]:
             f"profile focus is in force for {', '.join(under_focus)} but no enabled pipeline is "
             "critical: nothing is held, focus schedules like balanced"
         )
-    for row in snapshot.tables["profile_settings"].values():
+    for row in rows_as(ProfileSetting, snapshot.tables["profile_settings"].values()):
         where = f"profile_settings[{row.profile_id}, {row.setting}]"
         if row.setting not in DEFAULT_SETTINGS:
             warnings.append(f"{where}: unknown setting, ignored; known: {', '.join(DEFAULT_SETTINGS)}")

@@ -36,7 +36,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -46,6 +46,7 @@ from medallion_assets.control.scheduling import (
     DEFAULT_SETTINGS,
     FALLBACK_PROFILE,
     PROFILES,
+    ProfileName,
     QueuedRun,
     SchedulingPolicy,
     Work,
@@ -53,7 +54,6 @@ from medallion_assets.control.scheduling import (
 )
 from medallion_assets.naming import pool_name
 
-ProfileName = Literal["balanced", "focus"]
 POLICIES = ("fifo", "fifo_pools", "balanced", "focus", "scenario")
 # The epoch the scenario's minute 0 maps to, for cron schedules: a Monday at midnight UTC.
 SCENARIO_START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
@@ -119,7 +119,9 @@ class Scenario(_Model):
 
     def policy(self, profile: str | None = None) -> SchedulingPolicy:
         """The scheduling policy this scenario describes, or `profile` in force for every pipeline."""
-        settings = {p: {**DEFAULT_SETTINGS, **self.profile_settings.get(p, {})} for p in PROFILES}
+        settings: dict[str, dict[str, float]] = {
+            p: {**DEFAULT_SETTINGS, **self.profile_settings.get(p, {})} for p in PROFILES
+        }
         limits = {pool_name(t.system_kind, t.system_id): t.limit for t in self.throttles}
         if profile:
             return SchedulingPolicy(profile, {}, settings, limits)
@@ -206,7 +208,7 @@ class SimulationResult:
     # (minute, pool → runs on it) at every change: the load over time, for plots.
     load: list[tuple[float, dict[str, int]]] = field(default_factory=list, repr=False)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Everything but the load timeline, JSON-ready."""
         return {k: v for k, v in asdict(self).items() if k != "load"}
 
@@ -228,12 +230,12 @@ class _World:
         self.pending: dict[str, list[float]] = defaultdict(list)  # pipeline → arrivals no run serves yet
         self.queue: list[_Run] = []
         self.running: list[_Run] = []
-        self.on_system: Counter = Counter()
+        self.on_system: Counter[str] = Counter()
         self.latencies: list[tuple[ScenarioPipeline, float]] = []
         self.starts: dict[str, list[float]] = defaultdict(list)
         self.cost = 0.0
-        self.violations = Counter()
-        self.peak: Counter = Counter()
+        self.violations: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
         self.load: list[tuple[float, dict[str, int]]] = []
         self.run_count = 0
         pools = {pool for p in scenario.pipelines for pool in p.pools()}
@@ -279,10 +281,20 @@ class _World:
         else:
             self.pending[pipeline.pipeline_id].append(self.now)
 
-    def _enqueue(self, pipeline: ScenarioPipeline, arrivals: list[float], **tags) -> None:
+    def _enqueue(
+        self, pipeline: ScenarioPipeline, arrivals: list[float], *, priority: int, profile: str, held: bool
+    ) -> None:
         self.run_count += 1
         self.queue.append(
-            _Run(self.run_count, pipeline, arrivals, remaining=pipeline.duration_minutes * 60, **tags)
+            _Run(
+                self.run_count,
+                pipeline,
+                arrivals,
+                priority=priority,
+                profile=profile,
+                held=held,
+                remaining=pipeline.duration_minutes * 60,
+            )
         )
 
     def _tick(self) -> None:
@@ -328,7 +340,8 @@ class _World:
             self._record_load()
 
     def _pools_free(self, run: _Run) -> bool:
-        """Under pools, a dequeued run's work waits, holding its run slot, until each of its systems has room."""
+        """Under pools, a dequeued run's work waits, holding its run slot, until each of its systems has
+        room."""
         return not self.pools_enforced or all(
             self.on_system[p] < self.limits[p] for p in run.pipeline.pools()
         )
@@ -337,6 +350,8 @@ class _World:
         self.running.remove(run)
         for pool in run.pipeline.pools():
             self.on_system[pool] -= 1
+        # Only a started run does work (see _speed), so only a started run completes.
+        assert run.started is not None
         nominal = run.pipeline.duration_minutes * 60
         self.cost += run.pipeline.expected_cost * (self.now - run.started) / nominal
         self.latencies += [(run.pipeline, self.now - arrival) for arrival in run.arrivals]

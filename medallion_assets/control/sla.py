@@ -1,7 +1,8 @@
-"""SLAs: when each dataset must be fresh, and whether it is, judged from the audit log's last successful write.
+"""SLAs: when each dataset must be fresh, and whether it is, judged from the audit log's last successful
+write.
 
-The same rules as Dagster's freshness policies (assets/monitoring.py makes the policies from the same rows), so
-the UI's fresh/late/stale and Medallion's "SLA missed" notifications agree. One difference, on purpose: a
+The same rules as Dagster's freshness policies (assets/monitoring.py makes the policies from the same rows),
+so the UI's fresh/late/stale and Medallion's "SLA missed" notifications agree. One difference, on purpose: a
 dataset never written by its daily deadline has missed it (Dagster says "unknown" until a first write).
 """
 
@@ -45,6 +46,7 @@ def effective_sla(snapshot: CatalogSnapshot, stage: Stage) -> Sla | None:
 
 def last_deadline(sla: Sla, now: datetime) -> datetime:
     """The latest `expected_by` moment at or before `now`, in the SLA's time zone."""
+    assert sla.expected_by is not None, "only a deadline SLA has a last deadline"
     local = now.astimezone(ZoneInfo(sla.timezone))
     hour, minute = map(int, sla.expected_by.split(":"))
     deadline = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
@@ -53,7 +55,6 @@ def last_deadline(sla: Sla, now: datetime) -> datetime:
 
 def judge(sla: Sla, last_update: datetime | None, now: datetime) -> tuple[State, str, str | None]:
     """(state, explanation, episode of a miss)."""
-    lag = (now - last_update).total_seconds() if last_update else None
     if sla.expected_by:
         deadline = last_deadline(sla, now)
         window_start = deadline - timedelta(minutes=sla.window_minutes)
@@ -66,7 +67,9 @@ def judge(sla: Sla, last_update: datetime | None, now: datetime) -> tuple[State,
         return "fresh", f"{expected}; updated {last_update:%Y-%m-%d %H:%M:%S} UTC", None
     if last_update is None:
         return "unknown", "never updated: staleness is judged from the first update", None
-    minutes = lag / 60
+    # The Sla model sets exactly one of expected_by and max_stale_minutes.
+    assert sla.max_stale_minutes is not None
+    minutes = (now - last_update).total_seconds() / 60
     if minutes >= sla.max_stale_minutes:
         return (
             "stale",

@@ -4,6 +4,7 @@ the kill switches in force and the scheduling profile — read from the catalog 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select
 
@@ -17,14 +18,14 @@ from medallion_assets.control.sla import freshness
 RUN_EVENTS = ("stage", "volume_anomaly")
 
 
-def _last_runs(store: CatalogStore) -> dict[str, list[dict]]:
+def _last_runs(store: CatalogStore) -> dict[str, list[dict[str, Any]]]:
     """Pipeline → the audit entries (stages and anomalies) of its most recent run."""
     query = (
         select(audit_log)
         .where(audit_log.c.event.in_(RUN_EVENTS), audit_log.c.run_id.is_not(None))
         .order_by(audit_log.c.audit_id)
     )
-    latest: dict[str, list[dict]] = {}
+    latest: dict[str, list[dict[str, Any]]] = {}
     with store.engine.connect() as connection:
         for entry in connection.execute(query).mappings():
             entries = latest.setdefault(entry["pipeline_id"], [])
@@ -34,7 +35,7 @@ def _last_runs(store: CatalogStore) -> dict[str, list[dict]]:
     return latest
 
 
-def _run_summary(entries: list[dict]) -> dict | None:
+def _run_summary(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     stages = [e for e in entries if e["event"] == "stage"]
     if not stages:
         return None
@@ -53,7 +54,7 @@ def _run_summary(entries: list[dict]) -> dict | None:
 
 def pipeline_status(
     store: CatalogStore, snapshot: CatalogSnapshot | None = None, now: datetime | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The report `medallion status` prints, as plain data."""
     snapshot = snapshot or store.snapshot()
     now = now or datetime.now(UTC)
@@ -62,7 +63,7 @@ def pipeline_status(
         read_control_state(store),
         _last_runs(store),
     )
-    verdicts: dict[str, list] = {}
+    verdicts: dict[str, list[dict[str, Any]]] = {}
     for verdict in freshness(snapshot, store, now):
         verdicts.setdefault(verdict.pipeline_id, []).append(
             {
@@ -72,9 +73,13 @@ def pipeline_status(
                 "explanation": verdict.explanation,
             }
         )
-    pipelines = {}
+    pipelines: dict[str, dict[str, Any]] = {}
     for pipeline_id in sorted(snapshot.pipelines):
-        reasons = {disabled_reason(snapshot, state, stage) for stage in snapshot.stages(pipeline_id)} - {None}
+        reasons = {
+            reason
+            for stage in snapshot.stages(pipeline_id)
+            if (reason := disabled_reason(snapshot, state, stage)) is not None
+        }
         pipelines[pipeline_id] = {
             "last_run": _run_summary(runs.get(pipeline_id, [])),
             "freshness": verdicts.get(pipeline_id, []),
@@ -84,7 +89,7 @@ def pipeline_status(
     return {"at": now.isoformat(), "default_profile": policy.default_profile, "pipelines": pipelines}
 
 
-def render(report: dict) -> list[str]:
+def render(report: dict[str, Any]) -> list[str]:
     """The report as lines for a terminal."""
     lines = [f"profile in force by default: {report['default_profile']}   ({report['at']})"]
     for pipeline_id, p in report["pipelines"].items():

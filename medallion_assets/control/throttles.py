@@ -19,18 +19,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from sqlalchemy import and_, case, literal, select, update
+from sqlalchemy import Connection, and_, case, literal, select, update
 
 from medallion_assets.catalog.models import Row, Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import conflict_insert, throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.rows import rows_as
 from medallion_assets.naming import pool_name
 
 if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
     from medallion_assets.storage.warehouse import Batch
 
 # Must equal `concurrency.pools.default_limit` in dagster.yaml: a system with no concurrency row gets it.
@@ -65,7 +68,8 @@ def known_systems(snapshot: CatalogSnapshot) -> dict[str, list[str]]:
 
 
 def throttle_problem(snapshot: CatalogSnapshot, throttle: Throttle) -> tuple[str, str] | None:
-    """(field, why) a throttle row cannot apply, or None. (A limit of zero or less is refused by the model.)"""
+    """(field, why) a throttle row cannot apply, or None. (A limit of zero or less is refused by the
+    model.)"""
     known = known_systems(snapshot)[throttle.system_kind]
     if throttle.system_id not in known:
         return "system_id", (
@@ -81,7 +85,7 @@ def check_throttles(snapshot: CatalogSnapshot) -> list[tuple[str, Row, str, str]
     """(table, row, field, message) for every throttle row that cannot apply, for the catalog loader."""
     return [
         ("throttles", throttle, *problem)
-        for throttle in snapshot.tables["throttles"].values()
+        for throttle in rows_as(Throttle, snapshot.tables["throttles"].values())
         if (problem := throttle_problem(snapshot, throttle))
     ]
 
@@ -93,13 +97,13 @@ def concurrency_limits(snapshot: CatalogSnapshot) -> dict[str, int]:
         for pool in (stage_pool(stage, snapshot) for stage in snapshot.stages())
         if pool
     }
-    for throttle in snapshot.tables["throttles"].values():
+    for throttle in rows_as(Throttle, snapshot.tables["throttles"].values()):
         if throttle.metric == "concurrency":
             limits[pool_name(throttle.system_kind, throttle.system_id)] = int(throttle.limit_value)
     return limits
 
 
-def sync_pool_limits(instance, snapshot: CatalogSnapshot) -> dict[str, int]:
+def sync_pool_limits(instance: DagsterInstance, snapshot: CatalogSnapshot) -> dict[str, int]:
     """Set the instance's pool limits to the catalog's; returns the pools whose limit changed (pool → limit).
 
     `instance` is a DagsterInstance. Pools the catalog no longer names keep their limit: a run in flight
@@ -107,9 +111,10 @@ def sync_pool_limits(instance, snapshot: CatalogSnapshot) -> dict[str, int]:
     """
     storage = instance.event_log_storage
     current = {pool.name: (pool.limit, pool.from_default) for pool in storage.get_pool_limits()}
-    changed = {}
+    changed: dict[str, int] = {}
     for pool, limit in concurrency_limits(snapshot).items():
-        # A pool sitting at the instance default is set explicitly too, so it follows the catalog, not dagster.yaml.
+        # A pool sitting at the instance default is set explicitly too, so it follows the catalog, not
+        # dagster.yaml.
         if current.get(pool) != (limit, False):
             storage.set_concurrency_slots(pool, limit)
             changed[pool] = limit
@@ -118,7 +123,8 @@ def sync_pool_limits(instance, snapshot: CatalogSnapshot) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Grant:
-    """Tokens taken from one bucket: how many, when (by the bucket's clock), what was left, how long it waited."""
+    """Tokens taken from one bucket: how many, when (by the bucket's clock), what was left, how long it
+    waited."""
 
     metric: str
     amount: float
@@ -132,13 +138,13 @@ def rate_limits(store: CatalogStore, system_kind: str, system_id: str) -> dict[s
     """Metric → limit of a system's rate throttles, read now, so a row update applies to the next batch."""
     return {
         t.metric: t.limit_value
-        for t in store.read_table("throttles")
+        for t in rows_as(Throttle, store.read_table("throttles"))
         if (t.system_kind, t.system_id) == (system_kind, system_id) and t.metric in RATE_WINDOWS_SEC
     }
 
 
 def throttle(
-    store: CatalogStore, system_kind: str, system_id: str, amounts: dict[str, float], **audit
+    store: CatalogStore, system_kind: str, system_id: str, amounts: dict[str, float], **audit: Any
 ) -> list[Grant]:
     """Take `amounts` (metric → rows or bytes) from the system's rate buckets, waiting while they are empty.
 
@@ -170,7 +176,7 @@ def throttle(
     return grants
 
 
-def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str, **audit) -> Batch:
+def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str, **audit: Any) -> Batch:
     """A load's data, its rows and bytes (in-memory Arrow, or staged parquet) taken from the target system's
     buckets first: a whole table or staged batch before the load, or each batch of a streamed load before
     the loader receives it."""
@@ -245,7 +251,7 @@ def _level(tokens: float, refilled_at: float, limit: float, metric: str, now: fl
 
 
 def _create_full_bucket(
-    connection, system_kind: str, system_id: str, metric: str, limit: float, now: float
+    connection: Connection, system_kind: str, system_id: str, metric: str, limit: float, now: float
 ) -> None:
     connection.execute(
         conflict_insert(connection, throttle_buckets)
@@ -261,8 +267,13 @@ def _create_full_bucket(
 
 
 def bucket_levels(store: CatalogStore) -> dict[tuple[str, str, str], float]:
-    """(kind, system, metric) → tokens in the bucket now (refilled to this moment; below zero while in debt)."""
-    limits = {t.key(): t.limit_value for t in store.read_table("throttles") if t.metric in RATE_WINDOWS_SEC}
+    """(kind, system, metric) → tokens in the bucket now (refilled to this moment; below zero while in
+    debt)."""
+    limits = {
+        t.key(): t.limit_value
+        for t in rows_as(Throttle, store.read_table("throttles"))
+        if t.metric in RATE_WINDOWS_SEC
+    }
     now = time.time()
     with store.engine.connect() as connection:
         buckets = connection.execute(select(throttle_buckets)).all()
@@ -279,8 +290,8 @@ class CatalogThrottles:
 
     store: CatalogStore
 
-    def take_from_source(self, source: Source, amounts: dict[str, float], **audit) -> None:
+    def take_from_source(self, source: Source, amounts: dict[str, float], **audit: Any) -> None:
         throttle(self.store, "source", source.system_id(), amounts, **audit)
 
-    def stream_to_target(self, data: Batch, target: Target, **audit) -> Batch:
+    def stream_to_target(self, data: Batch, target: Target, **audit: Any) -> Batch:
         return throttled(data, self.store, "target", target_system(target), **audit)
