@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import getpass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -30,13 +30,12 @@ def profile_set(profile_id: str, pipeline_id: str | None) -> None:
 
     if profile_id not in PROFILES:
         refuse(f"unknown profile {profile_id!r}; known profiles: {', '.join(PROFILES)}")
-    chosen = cast(Literal["balanced", "focus"], profile_id)  # one of PROFILES, as just checked
     store = catalog_store()
     snapshot = store.snapshot()
     if pipeline_id:
         if pipeline_id not in snapshot.pipelines:
             refuse(f"unknown pipeline {pipeline_id!r}; pipelines: {', '.join(sorted(snapshot.pipelines))}")
-        store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=chosen)]})
+        store.upsert({"pipeline_profiles": [PipelineProfile(pipeline_id=pipeline_id, profile_id=profile_id)]})
         subject = f"pipeline {pipeline_id}"
     else:
         # The snapshot types its rows as the base model; the profiles table holds Profile rows.
