@@ -54,7 +54,7 @@ class Row(BaseModel):
     model_config = ConfigDict(extra="forbid")
     key_fields: ClassVar[tuple[str, ...]]
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.key_fields)
 
 
@@ -325,7 +325,8 @@ class ValidationRuleSet(Row):
     @field_validator("check_def")
     @classmethod
     def _unique_names(cls, rules: list[Rule]) -> list[Rule]:
-        names = [rule.name for rule in rules]
+        # Each rule's own validator (_complete) has named it by now.
+        names = [rule.name for rule in rules if rule.name is not None]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"rule names must be unique within a set: {', '.join(duplicates)}")

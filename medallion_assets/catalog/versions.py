@@ -20,12 +20,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
+from sqlglot import exp
 from sqlalchemy import Connection, select
 
-from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.catalog.models import ColumnLineage, Stage, Target
 from medallion_assets.catalog.schema import conflict_insert, lineage_versions
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 
@@ -39,7 +40,7 @@ _PARTS = ("transform", "rules", "output", "source")
 def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[str, Any]:
     """What decides the rows of the dataset `stage` makes: inputs, transformation, rules and output."""
     rules = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
-    made = {
+    made: dict[str, Any] = {
         "inputs": stage.input_ids(),
         "transform": {"sql": stage.transform_sql, "dialect": stage.sql_dialect}
         if stage.transform_sql
@@ -74,14 +75,18 @@ def output_columns(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> d
         return dict(snapshot.sources[stage.input_id].columns)
     if stage.transform_sql:
         try:
-            names = sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect).named_selects
+            # The loader accepts no transform SQL but a query (sql_safety.checked_query).
+            query = cast(exp.Query, sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect))
+            names = query.named_selects
         except (sqlglot.errors.ParseError, ValueError):  # the loader refuses such SQL; nothing more to learn
             names = []
         # An unnamed expression or a star leaves the SQL's columns unknown.
         if names and all(name and name != "*" for name in names):
             return dict.fromkeys(names)
     lineage = [
-        row for row in snapshot.tables["column_lineage"].values() if row.downstream == target.target_id
+        row
+        for row in snapshot.rows_of("column_lineage", ColumnLineage).values()
+        if row.downstream == target.target_id
     ]
     return dict.fromkeys(sorted({row.downstream_column for row in lineage}))
 

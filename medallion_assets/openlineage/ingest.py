@@ -91,7 +91,7 @@ def dataset_id(namespace: str, name: str, names: dict[tuple[str, str], str]) -> 
         path = path.rstrip("/").rsplit("/", 1)[0]
 
 
-def _edges(event: dict, names: dict[tuple[str, str], str]) -> list[ExternalLineage]:
+def _edges(event: dict[str, Any], names: dict[tuple[str, str], str]) -> list[ExternalLineage]:
     if event["producer"].startswith(MEDALLION_PRODUCER) or "job" not in event:
         return []
     named = len(event.get("inputs") or []) + len(event.get("outputs") or [])
@@ -172,7 +172,9 @@ class CatalogLineage:
         if self._connection is None:
             self._connection = self.store.engine.connect()
         try:
-            for last_try in (False, True):
+            # Two tries: the second ingests whatever the catalog then holds.
+            last_try = False
+            while True:
                 with self.store.locked(self._connection) as connection:
                     changes = change_count(connection)
                     if changes == self._changes or last_try:
@@ -186,6 +188,7 @@ class CatalogLineage:
                 # Changed: read it outside the lock, so catalog writers do not wait, then check nothing moved.
                 self._read_catalog()
                 self._changes = changes
+                last_try = True
         except BaseException:
             # The transaction rolled back, but the kept graph may hold what it did: read everything again, on a
             # new connection in case this one broke.
@@ -207,7 +210,9 @@ class CatalogLineage:
         self.reloads += 1
 
     def _ingest(self, connection: Connection, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
-        report, rows, new_datasets = IngestReport(), {}, set()
+        report = IngestReport()
+        rows: dict[tuple[Any, ...], ExternalLineage] = {}
+        new_datasets: set[str] = set()
         for where, body in documents:
             try:
                 event = validate_event(_parse(body))
@@ -224,6 +229,7 @@ class CatalogLineage:
             add_external_lineage(self._graph, edges)
             rows.update((edge.key(), edge) for edge in edges)
         if rows:
+            assert self._ranked is not None, "ingest reads the catalog before the first batch"
             self.store.write(connection, {"external_lineage": list(rows.values())})
             changed = self._ranked.edges_added([(edge.upstream, edge.downstream) for edge in rows.values()])
             if self._paths_stored:

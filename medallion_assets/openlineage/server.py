@@ -16,11 +16,13 @@ import hmac
 import ipaddress
 import json
 import logging
+import socket
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 from medallion_assets.catalog.store import CatalogStore
@@ -74,11 +76,11 @@ class LineageServer(HTTPServer):
         with self._ingesting:
             return self.lineage.ingest([("event", body)])
 
-    def process_request(self, request, client_address) -> None:
+    def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         """Handled by a worker of the pool; accepted connections wait for one in its queue."""
         self._workers.submit(self._handle, request, client_address)
 
-    def _handle(self, request, client_address) -> None:
+    def _handle(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)
         except Exception:  # noqa: BLE001 (what socketserver does: log it, close the connection, serve on)
@@ -111,8 +113,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: LineageServer
     server_version = "medallion-lineage"
 
+    # StreamRequestHandler declares `timeout` a plain class attribute; setup() only reads it, so a property
+    # serves.
     @property
-    def timeout(self) -> float:
+    def timeout(self) -> float:  # type: ignore[override]
         """The socket timeout of every read, the request line and headers included (StreamRequestHandler's)."""
         return self.server.read_timeout
 
@@ -134,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(
                 HTTPStatus.NOT_FOUND, f"no endpoint {self.path}; send events to POST {ENDPOINT}"
             )
-        if self.server.token and not self._authorized():
+        if self.server.token and not self._authorized(self.server.token):
             return self._reply(
                 HTTPStatus.UNAUTHORIZED,
                 "a bearer token is required: Authorization: Bearer <token>",
@@ -146,10 +150,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(HTTPStatus.BAD_REQUEST, report.rejected[0].reason)
         self._reply(HTTPStatus.CREATED)
 
-    def _authorized(self) -> bool:
+    def _authorized(self, token: str) -> bool:
         scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
-            presented.strip().encode(), self.server.token.encode()
+            presented.strip().encode(), token.encode()
         )
 
     def _body(self) -> bytes:
@@ -202,5 +206,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
         log.info("%s %s", self.address_string(), printable(format % args))

@@ -96,7 +96,7 @@ class Warehouse(ABC):
             rows_in_table = self._load(table, stream, mode, keys if mode == "merge" else (), evolve)
         return LoadResult(table, stream.rows, rows_in_table)
 
-    def query(self, sql: str) -> list[dict]:
+    def query(self, sql: str) -> list[dict[str, Any]]:
         """Rows of one SQL statement as dicts (none for a statement that returns no rows), committed."""
         with self._reported("query", undone="statement"), self._transaction() as cursor:
             cursor.execute(sql)
@@ -166,6 +166,7 @@ class Warehouse(ABC):
                 check_keys(table, keys, *counts)
             for sql in plan.finish:
                 cursor.execute(sql)
+            rows_in_table: int
             ((rows_in_table,),) = _fetch(cursor, f"SELECT COUNT(*) FROM {quote_qualified(table)}")
             return rows_in_table
 
@@ -199,6 +200,7 @@ class Warehouse(ABC):
 
         ``undone`` names what a lost connection rolled back; without it, a lost connection is no special case.
         """
+        kind: type[WarehouseError]
         try:
             yield
         except self._errors as error:
@@ -217,9 +219,10 @@ class Warehouse(ABC):
             raise kind(message) from None
 
 
-def _fetch(cursor: Any, sql: str) -> list[tuple]:
+def _fetch(cursor: Any, sql: str) -> list[tuple[Any, ...]]:
     cursor.execute(sql)
-    return cursor.fetchall()
+    rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
 def _describe(error: Exception) -> str:

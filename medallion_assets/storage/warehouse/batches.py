@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -24,7 +25,7 @@ class StagedParquet:
     nbytes: int
 
 
-Batch = pa.Table | Iterable[pa.RecordBatch] | StagedParquet
+Batch: TypeAlias = pa.Table | Iterable[pa.RecordBatch] | StagedParquet
 
 
 class BatchStream:
@@ -33,6 +34,8 @@ class BatchStream:
     The schema is a ``pa.Table``'s or a ``RecordBatchReader``'s own, else the first batch's: an empty
     iterable without a ``schema`` has none, so it is refused.
     """
+
+    _batches: Iterator[pa.RecordBatch]
 
     def __init__(self, table: str, data: Batch) -> None:
         self.table, self.data, self.rows = table, data, 0
