@@ -287,31 +287,35 @@ def check_references(
                 f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}",
             )
         producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
-        for field, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
+        for field_name, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
             upstream = sources.get(input_id) or targets.get(input_id)
             if upstream is None:
                 if unknown(input_id, {**sources, **targets}):
-                    problem("stages", stage, field, f"unknown source or target {input_id!r}")
+                    problem("stages", stage, field_name, f"unknown source or target {input_id!r}")
             elif target is not None and (target.layer == "bronze") != isinstance(upstream, Source):
                 expected = (
                     "a raw source" if target.layer == "bronze" else "an upstream target (bronze or silver)"
                 )
-                problem("stages", stage, field, f"{input_id!r} must be {expected} for a {target.layer} stage")
+                problem(
+                    "stages", stage, field_name, f"{input_id!r} must be {expected} for a {target.layer} stage"
+                )
             elif (
                 isinstance(upstream, Target)
                 and upstream.layer == "gold"
                 and target
                 and target.layer != "gold"
             ):
-                problem("stages", stage, field, f"{target.layer} stage cannot read gold target {input_id!r}")
+                problem(
+                    "stages", stage, field_name, f"{target.layer} stage cannot read gold target {input_id!r}"
+                )
             graph.add_edge(input_id, stage.target_id)
         references: list[tuple[str, str | None, Container[str], str]] = [
             ("validation_set_id", stage.validation_set_id, snapshot.rule_sets, "rule set"),
             ("retry_id", stage.retry_id, snapshot.retry_policies, "retry policy"),
         ]
-        for field, ref, known, what in references:
+        for field_name, ref, known, what in references:
             if unknown(ref, known):
-                problem("stages", stage, field, f"unknown {what} {ref!r}")
+                problem("stages", stage, field_name, f"unknown {what} {ref!r}")
         if stage.transform_sql:
             declared = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             schemas = {input_id: columns for input_id, columns in declared.items() if columns is not None}

@@ -6,6 +6,7 @@ Every model forbids unknown fields, so a typo in YAML is an error that names the
 from __future__ import annotations
 
 import re
+import typing
 import warnings
 from typing import Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,7 +25,7 @@ COLUMN_TYPE = re.compile(
 Layer = Literal["bronze", "silver", "gold"]
 FileFormat = Literal["jsonl", "csv", "parquet"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
-RULE_TYPES = (
+RuleType = Literal[
     "row_count",
     "not_null",
     "unique",
@@ -34,7 +35,8 @@ RULE_TYPES = (
     "schema_match",
     "freshness",
     "great_expectations",
-)
+]
+RULE_TYPES: tuple[RuleType, ...] = typing.get_args(RuleType)
 
 
 def _check_columns(columns: dict[str, str]) -> dict[str, str]:
@@ -270,7 +272,7 @@ class Rule(BaseModel):
     """One validation rule. Severity error makes a blocking asset check; the action says what happens to rows."""
 
     model_config = ConfigDict(extra="forbid")
-    type: Literal[RULE_TYPES]  # type: ignore[valid-type]
+    type: RuleType
     name: Identifier | None = None
     column: Identifier | None = None
     columns: list[Identifier] | None = None

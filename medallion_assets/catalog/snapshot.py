@@ -27,7 +27,9 @@ RowT = TypeVar("RowT", bound=Row)
 class CatalogSnapshot:
     """Every loadable table's rows, keyed by primary key. Built by the store or from YAML before writing."""
 
-    tables: dict[str, dict[tuple[Any, ...], Row]] = field(default_factory=lambda: {name: {} for name in LOADABLE})
+    tables: dict[str, dict[tuple[Any, ...], Row]] = field(
+        default_factory=lambda: {name: {} for name in LOADABLE}
+    )
 
     def to_json(self) -> str:
         return json.dumps(

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlglot
-from sqlglot import exp
 from sqlalchemy import Connection, select
+from sqlglot import exp
 
 from medallion_assets.catalog.models import ColumnLineage, Stage, Target
 from medallion_assets.catalog.schema import conflict_insert, lineage_versions

@@ -12,8 +12,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, cast
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -53,7 +53,8 @@ def open_object(url: str, etag: str, endpoint_url: str | None) -> BinaryIO:
 
         bucket, _, key = url.removeprefix("s3://").partition("/")
         client = boto3.session.Session().client("s3", endpoint_url=endpoint_url)
-        return _Body(client.get_object(Bucket=bucket, Key=key, IfMatch=etag)["Body"])
+        # A blocking raw file: its read() returns bytes, never None, as BinaryIO's does.
+        return cast(BinaryIO, _Body(client.get_object(Bucket=bucket, Key=key, IfMatch=etag)["Body"]))
     path = unquote(urlparse(url).path) if url.startswith("file://") else url
     return open(path, "rb")
 
@@ -260,7 +261,10 @@ def column_type(arrow_type: pa.DataType) -> str:
 
 # The functions Spark runs over a frame of (url, etag) rows, one per object. Built here, not in ingest.py,
 # so that they too are shipped by value.
-def lines_task(compression: str, skip_header: bool, endpoint_url: str | None):
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def lines_task(compression: str, skip_header: bool, endpoint_url: str | None) -> ArrowTask:
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
@@ -269,7 +273,7 @@ def lines_task(compression: str, skip_header: bool, endpoint_url: str | None):
     return read
 
 
-def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None):
+def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None) -> ArrowTask:
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
@@ -284,7 +288,7 @@ def findings_task(
     columns: dict[str, str],
     options: dict[str, Any],
     endpoint_url: str | None,
-):
+) -> ArrowTask:
     def probe(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             found = []

@@ -20,6 +20,7 @@ passwords in URLs, the values of secret-looking environment variables, and COPY 
 from __future__ import annotations
 
 import atexit
+import enum
 import importlib.metadata
 import logging
 import os
@@ -32,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 import yaml
@@ -40,6 +41,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
+    DatasetFacet,
+    JobFacet,
+    OutputDatasetFacet,
+    RunFacet,
     column_lineage_dataset,
     data_quality_assertions_dataset,
     error_message_run,
@@ -51,7 +56,7 @@ from openlineage.client.facet_v2 import (
     source_code_job,
     sql_job,
 )
-from openlineage.client.naming.dataset import S3, LocalFileSystem, Postgres, Redshift
+from openlineage.client.naming.dataset import S3, DatasetNaming, LocalFileSystem, Postgres, Redshift
 from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.noop import NoopConfig, NoopTransport
 from openlineage.client.uuid import generate_new_uuid
@@ -118,6 +123,7 @@ class DatasetLocation:
 
 
 def _file_naming(url: str) -> tuple[str, str]:
+    naming: DatasetNaming
     if url.startswith("s3://"):
         bucket, _, key = url.removeprefix("s3://").partition("/")
         # A prefix names a folder of objects; the convention names it without the trailing slash.
@@ -140,6 +146,7 @@ def _table_naming(url: str, table: str) -> tuple[str, str]:
     host = parts.hostname or os.environ.get("PGHOST", "localhost")
     database = unquote(parts.path.lstrip("/")) or os.environ.get("PGDATABASE", "postgres")
     schema_name = (schema_part or ["public"])[0]
+    naming: DatasetNaming
     if scheme == "redshift":
         cluster, region = _redshift_cluster(host)
         naming = Redshift(
@@ -225,7 +232,7 @@ def asset_result(outcome: StageOutcome) -> AssetResult:
     size, files = _written_size(outcome.output_path)
     checks = [
         CheckResult(
-            name=o.rule.name,
+            name=cast(str, o.rule.name),  # Rule's own validation names every rule
             assertion=o.rule.type,
             passed=o.passed,
             severity=o.rule.severity,
@@ -287,7 +294,7 @@ def _error_facet(error: BaseException | str) -> error_message_run.ErrorMessageRu
     )
 
 
-def _schema(columns: Mapping[str, str]) -> dict:
+def _schema(columns: Mapping[str, str]) -> dict[str, DatasetFacet]:
     if not columns:
         return {}
     fields = [
@@ -301,8 +308,8 @@ def _event(
     state: str,
     run_id: str,
     job: str,
-    job_facets: dict,
-    run_facets: dict,
+    job_facets: dict[str, JobFacet],
+    run_facets: dict[str, RunFacet],
     when: datetime,
     inputs: Sequence[InputDataset] = (),
     outputs: Sequence[OutputDataset] = (),
@@ -326,7 +333,9 @@ def pipeline_run_event(
     when: datetime | None = None,
 ) -> RunEvent:
     """An event of the Dagster run itself (job `<pipeline>`): the root every asset run points at."""
-    run_facets = {"errorMessage": _error_facet(error)} if error is not None and state == "FAIL" else {}
+    run_facets: dict[str, RunFacet] = (
+        {"errorMessage": _error_facet(error)} if error is not None and state == "FAIL" else {}
+    )
     return _event(
         state,
         dagster_run_id,
@@ -361,8 +370,8 @@ class AssetRun:
         """The asset's job name: pipeline.dataset."""
         return job_name(self.pipeline_id, self.dataset)
 
-    def _job_facets(self) -> dict:
-        facets = {"jobType": _job_type("ASSET")}
+    def _job_facets(self) -> dict[str, JobFacet]:
+        facets: dict[str, JobFacet] = {"jobType": _job_type("ASSET")}
         if self.queries:
             facets["sql"] = _sql_facet(*self.queries[0])
         if self.source_code:
@@ -372,7 +381,7 @@ class AssetRun:
             )
         return facets
 
-    def _run_facets(self) -> dict:
+    def _run_facets(self) -> dict[str, RunFacet]:
         engine = processing_engine_run.ProcessingEngineRunFacet(
             version=importlib.metadata.version("dagster"),
             name="dagster",
@@ -395,9 +404,9 @@ class AssetRun:
         for location in self.outputs:
             columns = (result.columns if result and result.columns else None) or location.columns
             facets = {**_schema(columns), **self._column_lineage()}
-            output_facets = {}
+            output_facets: dict[str, OutputDatasetFacet] = {}
             rows = (result.loaded_rows if location.table else result.rows) if result else None
-            if rows is not None:
+            if result and rows is not None:
                 lake = location.table is None
                 output_facets["outputStatistics"] = (
                     output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
@@ -410,9 +419,9 @@ class AssetRun:
             outputs.append(OutputDataset(*location.naming(), facets=facets, outputFacets=output_facets))
         return outputs
 
-    def _column_lineage(self) -> dict:
+    def _column_lineage(self) -> dict[str, DatasetFacet]:
         named = {location.dataset_id: location.naming() for location in self.inputs}
-        fields: dict[str, list] = {}
+        fields: dict[str, list[column_lineage_dataset.InputField]] = {}
         for row in self.column_lineage:
             if row.downstream != self.dataset or row.upstream not in named:
                 continue
@@ -480,7 +489,7 @@ class AssetRun:
                 "checks", "ASSET_CHECK", "COMPLETE", ended, {}, inputs=[self._checked(result)]
             )
         run_facets = self._run_facets()
-        if state == "FAIL":
+        if state == "FAIL" and error is not None:  # FAIL is the state of an error
             run_facets["errorMessage"] = _error_facet(error)
         events.append(
             _event(
@@ -526,11 +535,11 @@ class AssetRun:
         job_type: str,
         state: str,
         ended: datetime,
-        job_facets: dict,
+        job_facets: dict[str, JobFacet],
         inputs: Sequence[InputDataset] = (),
     ) -> list[RunEvent]:
         child_run_id, job = str(generate_new_uuid()), job_name(self.pipeline_id, self.dataset, part)
-        run_facets = {
+        run_facets: dict[str, RunFacet] = {
             "parent": _parent(self.run_id, self.job, self.dagster_run_id, job_name(self.pipeline_id))
         }
         job_facets = {"jobType": _job_type(job_type), **job_facets}
@@ -572,7 +581,9 @@ def stage_asset_run(
             stage.model_dump(mode="json", exclude_none=True), Dumper=_StageDumper, sort_keys=False
         ),
         column_lineage=[
-            r for r in snapshot.tables["column_lineage"].values() if r.downstream == stage.target_id
+            r
+            for r in snapshot.rows_of("column_lineage", ColumnLineage).values()
+            if r.downstream == stage.target_id
         ],
     )
 
@@ -615,7 +626,13 @@ def configured_client() -> OpenLineageClient:
     )
 
 
-_STOP = object()
+class _Stop(enum.Enum):
+    """The sentinel that tells the sending thread to stop: an enum member, so a type checker tells it apart."""
+
+    STOP = enum.auto()
+
+
+_STOP = _Stop.STOP
 # How often an idle sending thread looks whether it was closed while the queue was too full to say so.
 _POLL_SEC = 0.5
 
@@ -633,7 +650,7 @@ class Emitter:
         # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock says.
         self.busy_sec = 0.0
         self._counts_lock = threading.Lock()
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._queue: queue.Queue[RunEvent | _Stop] = queue.Queue(maxsize=max_queue)
         self._deadline: float | None = None
         self._flush_sec = 0.0
         self._closed = False
@@ -646,7 +663,7 @@ class Emitter:
         self._thread.start()
 
     @property
-    def transport(self) -> str:
+    def transport(self) -> str | None:
         """The kind of transport events go through: http, file, console, amazon_datazone, …"""
         return self._client.transport.kind
 
@@ -663,8 +680,9 @@ class Emitter:
 
     def _count(self, counter: str) -> int:
         with self._counts_lock:
-            setattr(self, counter, getattr(self, counter) + 1)
-            return getattr(self, counter)
+            count: int = getattr(self, counter) + 1
+            setattr(self, counter, count)
+            return count
 
     def _drop(self, why: str) -> None:
         dropped = self._count("dropped")
@@ -709,6 +727,7 @@ class Emitter:
                 self._queue.put_nowait(_STOP)
             except queue.Full:
                 pass  # the thread drains the queue, dropping what is late, and notices the close when idle
+        assert self._deadline is not None, "set by the first close"
         self._thread.join(max(0.0, self._deadline - time.monotonic()))
         if self._thread.is_alive():
             log.warning(

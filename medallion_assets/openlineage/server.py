@@ -76,7 +76,9 @@ class LineageServer(HTTPServer):
         with self._ingesting:
             return self.lineage.ingest([("event", body)])
 
-    def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
+    def process_request(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
+    ) -> None:
         """Handled by a worker of the pool; accepted connections wait for one in its queue."""
         self._workers.submit(self._handle, request, client_address)
 
@@ -152,9 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorized(self, token: str) -> bool:
         scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            presented.strip().encode(), token.encode()
-        )
+        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
 
     def _body(self) -> bytes:
         """The body, read to exactly its declared length, which must be there and within the limit."""
