@@ -36,7 +36,7 @@ from medallion_assets.sql_safety import UnsafeSql, checked_query
 # A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
 RowCheck = Callable[[CatalogSnapshot], Iterable[tuple[str, Row, str, str]]]
 
-# Far above any real catalog file (the seed's largest holds under 300), far below what an alias bomb expands to.
+# Far above any real catalog file (the seed's largest holds under 300), far below an alias bomb's expansion.
 MAX_YAML_VALUES = 100_000
 
 
@@ -69,7 +69,7 @@ class LoadedRows:
 
     rows: dict[str, list[Row]]
     origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int | None]]
-    # Ids of rows that did not parse: a reference to one is not "unknown" too (that would be a knock-on error).
+    # Ids of rows that did not parse: a reference to one is not "unknown" too (a knock-on error).
     broken: set[str] = field(default_factory=set)
 
 

@@ -1,6 +1,6 @@
 """The catalog's row format, one pydantic model per table: the documentation of record for metadata_seed/.
 
-Every model forbids unknown fields, so a typo in YAML is an error that names the field, never a silent default.
+Every model forbids unknown fields, so a YAML typo is an error that names the field, never a silent default.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Row(BaseModel):
 
 
 class Sla(BaseModel):
-    """When a dataset must be fresh: at most `max_stale_minutes` old, or updated by `expected_by` (HH:MM) each day.
+    """When data must be fresh: at most `max_stale_minutes` old, or updated daily by `expected_by` (HH:MM).
 
     Becomes Dagster's freshness policy on the asset (a time window, or a daily cron deadline), and the
     notification sensor's "SLA missed" event.
@@ -189,9 +189,9 @@ class Target(Row):
     kind: Literal["lake", "warehouse"] = Field(
         default="lake",
         description=(
-            "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table `location`, "
-            "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). Deprecated: the field name "
-            "`type`, and its value `redshift` for warehouse"
+            "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table "
+            "`location`, whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). "
+            "Deprecated: the field name `type`, and its value `redshift` for warehouse"
         ),
     )
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
@@ -269,7 +269,7 @@ class Stage(Row):
 
 
 class Rule(BaseModel):
-    """One validation rule. Severity error makes a blocking asset check; the action says what happens to rows."""
+    """One validation rule. Severity error makes a blocking asset check; its action says what befalls rows."""
 
     model_config = ConfigDict(extra="forbid")
     type: RuleType
@@ -432,8 +432,8 @@ class ColumnLineage(Row):
 
 class ExternalLineage(Row):
     """An edge another tool (Airflow, dbt, Spark…) reported in OpenLineage events, through `medallion lineage
-    ingest` or `serve`: its job read `upstream` to write `downstream`. A dataset is named by its catalog id when it
-    is one of Medallion's, else by its OpenLineage namespace and name as `namespace/name`."""
+    ingest` or `serve`: its job read `upstream` to write `downstream`. A dataset is named by its catalog id
+    when it is one of Medallion's, else by its OpenLineage namespace and name as `namespace/name`."""
 
     key_fields = ("upstream", "downstream", "job")
     upstream: str

@@ -6,13 +6,13 @@ which the lineage versions the write causes are recorded too.
 
 One view of the catalog per purpose:
 - **Structure** (pipelines, stages, sources, targets, rule sets, lineage: what becomes definitions) comes from
-  the snapshot taken when definitions load (`snapshot()`, in definitions.py). Assets and sensors read it, never
-  a copy of their own. One exception, said explicitly by the run's tags: once healing has changed the catalog
-  in a run (a new column), that run's later steps take a new snapshot (control/failures.py).
-- **Runtime controls** (control flags and `enabled` switches, retry policies, healing rules, profiles and their
-  settings, throttles, notifications) are read live through `read_table`, at the moment they decide something,
-  so a row update applies at once; a sensor that needs controls beside structure lays them over the load-time
-  snapshot (`CatalogSnapshot.replaced`).
+  the snapshot taken when definitions load (`snapshot()`, in definitions.py). Assets and sensors read it,
+  never a copy of their own. One exception, said explicitly by the run's tags: once healing has changed the
+  catalog in a run (a new column), that run's later steps take a new snapshot (control/failures.py).
+- **Runtime controls** (control flags and `enabled` switches, retry policies, healing rules, profiles and
+  their settings, throttles, notifications) are read live through `read_table`, at the moment they decide
+  something, so a row update applies at once; a sensor that needs controls beside structure lays them over the
+  load-time snapshot (`CatalogSnapshot.replaced`).
 - A CLI command, which runs once, takes its own snapshot.
 - `audit_log` records what happened. Its history is read for judgements over time (the circuit breaker's
   failures in a window, volume bands), never to pass state from one attempt to the next.
@@ -105,7 +105,7 @@ class CatalogStore:
     def upsert(
         self, rows: Mapping[str, Iterable[Row]], remove: Mapping[str, Iterable[tuple[Any, ...]]] | None = None
     ) -> dict[str, int]:
-        """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table.
+        """Insert or update rows by primary key, all in one transaction. Returns rows written per table.
 
         `remove` names rows by primary key, per table, to delete in the same transaction, first.
         """
@@ -142,7 +142,7 @@ class CatalogStore:
         rows: Mapping[str, Iterable[Row]],
         remove: Mapping[str, Iterable[tuple[Any, ...]]] | None = None,
     ) -> dict[str, int]:
-        """Upsert `rows` (after deleting `remove`) in the transaction of `connection`, which holds the lock."""
+        """Upsert `rows` (after deleting `remove`) in the transaction of `connection`, holding the lock."""
         written = {}
         # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
         stamp = datetime.now(UTC)
@@ -181,16 +181,16 @@ class CatalogStore:
             yield connection
 
     def read_table(self, table_name: str, where: ColumnElement[bool] | None = None) -> list[Row]:
-        """The rows of one loadable table as models (those matching the SQLAlchemy clause `where`, if given), read
-        now (runtime controls use this, never a snapshot). A row that is no valid model, as a plain SQL write can
-        leave, raises CatalogRowInvalid naming the table, the row's key and the field."""
+        """The rows of one loadable table as models (those matching the SQLAlchemy clause `where`, if given),
+        read now (runtime controls use this, never a snapshot). A row that is no valid model, as a plain SQL
+        write can leave, raises CatalogRowInvalid naming the table, the row's key and the field."""
         with self.engine.connect() as connection:
             return _read_table(connection, table_name, where)
 
     def snapshot(self, domain: str | None = None) -> CatalogSnapshot:
-        """Every loadable table; with `domain`, only that domain's share of the structure (see _domain_rows), so
-        a broken row of another domain does not stop this one from loading, and a domain reads no more than its
-        own part of a large catalog."""
+        """Every loadable table; with `domain`, only that domain's share of the structure (see _domain_rows),
+        so a broken row of another domain does not stop this one from loading, and a domain reads no more than
+        its own part of a large catalog."""
         with self.engine.connect() as connection:
             return self._snapshot(connection, domain)
 
@@ -219,8 +219,8 @@ class CatalogStore:
 
     def _domain_rows(self, domain: str) -> dict[str, Sequence[Row]]:
         """A domain's pipelines, their stages, the rule sets those stages name, and the sources and targets of
-        the datasets the stages read and write and of every dataset upstream of them in the declared lineage (a
-        recovery path may read an alternate source; an input may be another domain's target)."""
+        the datasets the stages read and write and of every dataset upstream of them in the declared lineage
+        (a recovery path may read an alternate source; an input may be another domain's target)."""
         pipelines, stages = LOADABLE_TABLES["pipelines"], LOADABLE_TABLES["stages"]
         # A pipeline written before domains existed has none: it is in the default domain.
         in_domain = pipelines.c.domain == domain

@@ -33,8 +33,8 @@ _JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
 # A task cannot raise a typed exception to the driver; this marker, followed by JSON, lets the driver tell an
 # unreadable object apart from any other task failure and raise CorruptSourceObject for it.
 UNREADABLE_MARKER = "medallion-unreadable-object"
-# Lines name their object by its index in the listing (`_object`), joined to its url in Spark: a url repeated on
-# every line would cost more to move from Python to the JVM than the line itself.
+# Lines name their object by its index in the listing (`_object`), joined to its url in Spark: a url repeated
+# on every line would cost more to move from Python to the JVM than the line itself.
 LINES_SCHEMA = "_object int, _source_line bigint, value string, _unreadable string"
 FINDINGS_SCHEMA = "url string, kind string, detail string, new_columns string"
 
@@ -242,7 +242,7 @@ def _drift(new_columns: dict[str, str]) -> dict[str, str] | None:
 
 
 def column_type(arrow_type: pa.DataType) -> str:
-    """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual is read as string."""
+    """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual reads as string."""
     if pa.types.is_decimal(arrow_type):
         return f"decimal({arrow_type.precision},{arrow_type.scale})"
     for test, name in (

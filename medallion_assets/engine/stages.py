@@ -1,4 +1,4 @@
-"""Running one stage end to end, without Dagster: read inputs, transform, apply row rules, write, validate, load.
+"""Running one stage end to end without Dagster: read inputs, transform, apply row rules, write, check, load.
 
 The asset factory wraps `run_stage`; the CLI, benchmarks and tests can call it directly.
 """
@@ -254,8 +254,9 @@ class StageRunner:
         rule_outcomes = judge(self.spark.read.schema(observed.schema).parquet(output))
         rows_in, written = rows_in_count.get["rows"], written_count.get["rows"]
         # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
-        # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any) made
-        # of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account for.
+        # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
+        # made of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account
+        # for.
         rows_read = (
             rows_in
             if not stage.transform_sql and len(inputs) == 1

@@ -2,9 +2,9 @@
 
 Native rules become aggregate expressions that run together in a single `df.agg`, so a dataset is scanned
 once however many rules it has; `observe_rules` attaches the same expressions to the write instead, so most
-rules cost no scan at all (unique too, when the rows were just deduplicated on its columns). schema_match reads
-only the schema, and great_expectations rules run afterwards through Great Expectations' Spark datasource, which
-computes its own metrics.
+rules cost no scan at all (unique too, when the rows were just deduplicated on its columns). schema_match
+reads only the schema, and great_expectations rules run afterwards through Great Expectations' Spark
+datasource, which computes its own metrics.
 """
 
 from __future__ import annotations
@@ -75,14 +75,15 @@ def _column_of(rule: Rule) -> str:
 
 def _found_by_re2(pattern: str) -> Callable[[Column], Column]:
     """A UDF: whether RE2 finds `pattern` in each value, in time linear in the value. Spark's own `rlike` runs
-    Java's backtracking engine, where a catalog pattern such as `(a+)+$` takes time exponential in the value."""
+    Java's backtracking engine, where a catalog pattern such as `(a+)+$` takes time exponential in the value.
+    """
 
     compiled(pattern)  # refused here, with the reason, rather than inside a task
 
     # pyspark's stubs type only the pandas_udf forms that take a `functionType`, not this type-hinted one.
     @pandas_udf(BooleanType())  # type: ignore[call-overload, untyped-decorator]
     def found(values: pd.Series) -> pd.Series:
-        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over the whole batch.
+        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch.
         matches = pc.match_substring_regex(pa.array(values, type=pa.large_string()), pattern)
         return matches.fill_null(False).to_pandas()
 
@@ -151,14 +152,14 @@ def observe_rules(
 
 
 def reads_written_data(rule: Rule, unique_on: Sequence[str] = ()) -> bool:
-    """Whether `observe_rules(..., unique_on)` evaluates `rule` over the written data instead of observing it."""
+    """Whether `observe_rules(..., unique_on)` evaluates `rule` over the written data, not observing it."""
     if rule.type == "unique":
         return not (unique_on and set(unique_on) <= set(rule.subject_columns()))
     return rule.type == "great_expectations"
 
 
 def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome], dict[int, Rule]]:
-    """Outcomes known from the schema alone (missing columns, schema_match), and the rules that need the data."""
+    """Outcomes known from the schema alone (missing columns, schema_match), and rules that need the data."""
     outcomes: dict[int, RuleOutcome] = {}
     runnable: dict[int, Rule] = {}
     for index, rule in enumerate(rules):
@@ -210,7 +211,8 @@ def _missing_columns(rule: Rule, missing: list[str], present: list[str]) -> Rule
         False,
         {"missing_columns": missing},
         0,
-        f"{rule.name}: {noun} {', '.join(missing)} not found; the data has {', '.join(present) or 'no columns'}",
+        f"{rule.name}: {noun} {', '.join(missing)} not found; "
+        f"the data has {', '.join(present) or 'no columns'}",
     )
 
 
@@ -365,8 +367,9 @@ def _expectations(rules: Sequence[Rule]) -> dict[int, Any]:
 
 
 def _expectation(rule: Rule, index: int) -> Any:
-    """The Great Expectations expectation a rule names; `meta` carries the rule's index back from the results."""
-    import great_expectations as gx  # imported on first use: it is slow to import and most rule sets do without
+    """The Great Expectations expectation a rule names; `meta` carries the rule's index back in results."""
+    # Imported on first use: it is slow to import and most rule sets do without.
+    import great_expectations as gx
     from great_expectations.expectations.expectation import Expectation
 
     assert rule.expectation is not None, "Rule requires the expectation of a great_expectations rule"
@@ -383,7 +386,7 @@ def _expectation(rule: Rule, index: int) -> Any:
 def _run_expectations(
     df: DataFrame, rules: Sequence[Rule], expectations: dict[int, Any]
 ) -> dict[int, RuleOutcome]:
-    """Run the expectations as one suite on one batch, so Great Expectations can share metrics between them."""
+    """Run the expectations as one suite on one batch, so Great Expectations can share metrics among them."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 

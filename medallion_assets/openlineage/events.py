@@ -1,17 +1,17 @@
 """OpenLineage events for Medallion runs, and the emitter that sends them without slowing or breaking a run.
 
-Runs nest three deep, tied together by the parent run facet (the run one level up) and its root (the Dagster run):
+Runs nest three deep, tied by the parent run facet (the run one level up) and its root (the Dagster run):
 
     Dagster run    job <pipeline>                         runId: the Dagster run id
     └─ asset run   job <pipeline>.<dataset>               one per materialization attempt
        ├─ query    job <pipeline>.<dataset>.query_<n>     each SQL statement the asset runs
        └─ checks   job <pipeline>.<dataset>.checks        the asset checks, reading the written data back
 
-Jobs live in the namespace `OPENLINEAGE_NAMESPACE` (default "medallion"). Datasets are named by the OpenLineage
-naming conventions through the client's `openlineage.client.naming.dataset` helpers: S3 objects, local files,
-PostgreSQL and Redshift tables; DuckDB, which has no convention, as `duckdb://<file>` and
-`<catalog>.<schema>.<table>` like the other warehouses. Check results become `dataQualityAssertions`, which the
-specification defines as an input facet: the facet of the dataset the checks run reads.
+Jobs live in the namespace `OPENLINEAGE_NAMESPACE` (default "medallion"). Datasets are named by the
+OpenLineage naming conventions through the client's `openlineage.client.naming.dataset` helpers: S3 objects,
+local files, PostgreSQL and Redshift tables; DuckDB, which has no convention, as `duckdb://<file>` and
+`<catalog>.<schema>.<table>` like the other warehouses. Check results become `dataQualityAssertions`, which
+the specification defines as an input facet: the facet of the dataset the checks run reads.
 
 Free text that leaves the process (SQL, the stage definition, error messages) is scrubbed of credentials:
 passwords in URLs, the values of secret-looking environment variables, and COPY credentials.
@@ -103,7 +103,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# ---------------------------------------------------------------------------------------------------- datasets
+# --------------------------------------------------------------------------------------------------- datasets
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ _REDSHIFT_HOST = re.compile(
 
 
 def _redshift_cluster(host: str) -> tuple[str, str]:
-    """(cluster or workgroup, region) from an AWS endpoint; other hosts (a CNAME) fall back on the AWS region."""
+    """(cluster or workgroup, region) of an AWS endpoint; other hosts (CNAMEs) fall back on the AWS region."""
     if match := _REDSHIFT_HOST.fullmatch(host):
         return match["cluster"], match["region"]
     return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get(
@@ -206,8 +206,8 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class AssetResult:
-    """What a materialization wrote: the lake output's rows, bytes, files and columns, the rows loaded into the
-    warehouse, and the check results."""
+    """What a materialization wrote: the lake output's rows, bytes, files and columns, the rows loaded into
+    the warehouse, and the check results."""
 
     rows: int | None = None
     bytes: int | None = None
@@ -228,7 +228,7 @@ def _written_size(url: str) -> tuple[int | None, int | None]:
 
 
 def asset_result(outcome: StageOutcome) -> AssetResult:
-    """The AssetResult of a stage's outcome: rows, bytes and files written, columns, check results, rows loaded."""
+    """A stage outcome's AssetResult: rows, bytes and files written, columns, check results, rows loaded."""
     size, files = _written_size(outcome.output_path)
     checks = [
         CheckResult(
@@ -348,10 +348,11 @@ def pipeline_run_event(
 
 @dataclass
 class AssetRun:
-    """One materialization of one asset, as OpenLineage sees it: `start()` at the beginning, `finish()` at the end.
+    """An asset's materialization as OpenLineage sees it: `start()` at the beginning, `finish()` at the end.
 
-    `inputs` are the datasets actually read (after any re-route), `outputs` what the asset writes (its lake folder
-    and, for a warehouse target, the table). `queries` are (sql, dialect) in the order the asset runs them.
+    `inputs` are the datasets actually read (after any re-route), `outputs` what the asset writes (its lake
+    folder and, for a warehouse target, the table). `queries` are (sql, dialect) in the order the asset runs
+    them.
     """
 
     pipeline_id: str
@@ -466,9 +467,9 @@ class AssetRun:
         error: BaseException | str | None = None,
         aborted: bool = False,
     ) -> list[RunEvent]:
-        """The events that close the asset run, in emission order: each query's child run, the checks' child run
-        (when there are check results), then the asset's COMPLETE, FAIL (with `error`) or ABORT (`aborted`:
-        halted by a kill switch or cancelled).
+        """The events that close the asset run, in emission order: each query's child run, the checks' child
+        run (when there are check results), then the asset's COMPLETE, FAIL (with `error`) or ABORT
+        (`aborted`: halted by a kill switch or cancelled).
 
         The engine does not time queries one by one: a query run spans the asset run, and ends as the asset
         did, or COMPLETE when the asset produced a result (the queries did their part).
@@ -552,7 +553,7 @@ class AssetRun:
 def rerouted(
     run: AssetRun, snapshot: CatalogSnapshot, lake_root: str, dataset_ids: Sequence[str]
 ) -> AssetRun:
-    """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name what was read."""
+    """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name those."""
     return replace(run, inputs=[dataset_location(snapshot, i, lake_root) for i in dataset_ids])
 
 
@@ -564,8 +565,8 @@ def stage_asset_run(
     warehouse_url: str,
     inputs: Sequence[str] | None = None,
 ) -> AssetRun:
-    """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced the
-    stage's own; the warehouse url only names the table (its credentials never reach an event)."""
+    """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced
+    the stage's own; the warehouse url only names the table (its credentials never reach an event)."""
     target = snapshot.targets[stage.target_id]
     outputs = [dataset_location(snapshot, stage.target_id, lake_root)]
     if target.kind == "warehouse":
@@ -609,8 +610,9 @@ def events_folder() -> Path:
 
 
 def configured_client() -> OpenLineageClient:
-    """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone, …);
-    with no configuration at all, a file transport writing one JSON file per event into `events_folder()`."""
+    """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone,
+    …); with no configuration at all, a file transport writing one JSON file per event into
+    `events_folder()`."""
     # A client given a transport reads the configuration without resolving (and warning about) a transport.
     settings = OpenLineageClient(transport=NoopTransport(NoopConfig())).config
     if (
@@ -627,7 +629,7 @@ def configured_client() -> OpenLineageClient:
 
 
 class _Stop(enum.Enum):
-    """The sentinel that tells the sending thread to stop: an enum member, so a type checker tells it apart."""
+    """What tells the sending thread to stop: an enum member, so that a type checker tells it from events."""
 
     STOP = enum.auto()
 
@@ -647,7 +649,7 @@ class Emitter:
 
     def __init__(self, max_queue: int = 1000):
         self.sent = self.failed = self.dropped = 0
-        # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock says.
+        # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock.
         self.busy_sec = 0.0
         self._counts_lock = threading.Lock()
         self._queue: queue.Queue[RunEvent | _Stop] = queue.Queue(maxsize=max_queue)
@@ -717,8 +719,8 @@ class Emitter:
             self.busy_sec += time.thread_time() - started
 
     def close(self, timeout: float | None = None) -> bool:
-        """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and stop.
-        True when every queued event was handed to the transport in time; idempotent."""
+        """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and
+        stop. True when every queued event was handed to the transport in time; idempotent."""
         if not self._closed:
             self._flush_sec = config.openlineage_flush_sec() if timeout is None else timeout
             self._deadline = time.monotonic() + self._flush_sec
@@ -748,7 +750,7 @@ _emitter_lock = threading.Lock()
 
 
 def emitter() -> Emitter:
-    """This process's emitter, created on first use and flushed (within the flush time) when the process exits."""
+    """This process's emitter, created on first use and flushed (within the flush time) at the exit."""
     with _emitter_lock:
         # A forked child inherits the object but not its thread: it needs an emitter of its own.
         if _emitter is None or _emitter_pid != os.getpid():
@@ -757,8 +759,9 @@ def emitter() -> Emitter:
 
 
 def reconfigure_emitter() -> Emitter:
-    """Replace this process's emitter by one built from the OpenLineage configuration as it is now, after sending
-    what the previous one holds (within the flush time): for a process whose configuration changes as it runs."""
+    """Replace this process's emitter by one built from the OpenLineage configuration as it is now, after
+    sending what the previous one holds (within the flush time): for a process whose configuration changes as
+    it runs."""
     with _emitter_lock:
         if _emitter is not None and _emitter_pid == os.getpid():
             _emitter.close()

@@ -98,7 +98,7 @@ def _message(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> str:
 
 
 def _kind(event: dict[str, Any]) -> str:
-    """Which of the specification's events this one is: the core schema's oneOf would only say "none of them"."""
+    """Which of the specification's events this is: the core schema's oneOf would only say "none of them"."""
     return (
         "RunEvent"
         if "run" in event or "eventType" in event

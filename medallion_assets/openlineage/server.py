@@ -7,7 +7,7 @@ and a JSON body `{"code": 400, "message": …}` with the schema error; every oth
 Content-Length, a body over the limit or too slow, a missing bearer token) gets its status and a JSON body
 too. Bodies may be gzip-compressed (the client's `compression: gzip`). Events are ingested one at a time, so
 each is checked against the graph the previous left. That graph and the recovery paths are kept between events
-and read again only when the catalog changed otherwise, so the cost of an event does not grow with the catalog.
+and read again only when the catalog changed otherwise, so an event's cost does not grow with the catalog.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
     # serves.
     @property
     def timeout(self) -> float:  # type: ignore[override]
-        """The socket timeout of every read, the request line and headers included (StreamRequestHandler's)."""
+        """The socket timeout of every read, request line and headers included (StreamRequestHandler's)."""
         return self.server.read_timeout
 
     def do_POST(self) -> None:  # noqa: N802 (the name http.server dispatches to)

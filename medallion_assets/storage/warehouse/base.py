@@ -40,7 +40,7 @@ from medallion_assets.storage.warehouse.sql import (
 
 @dataclass(frozen=True)
 class LoadResult:
-    """What one load did: the table ("schema.table"), the rows in the batch and the rows in the table after."""
+    """What one load did: the table ("schema.table"), the rows in the batch, the rows in the table after."""
 
     table: str
     rows_loaded: int
@@ -71,7 +71,8 @@ class Warehouse(ABC):
         retry needs a new one.
         ``replace`` makes the table's content exactly ``data``; ``merge`` replaces the rows whose ``keys``
         match a row of ``data`` and inserts the others. Columns the table lacks raise SchemaDrift, unless
-        ``evolve`` adds them (nullable); a changed type or a missing NOT NULL column raises BreakingSchemaChange.
+        ``evolve`` adds them (nullable); a changed type or a missing NOT NULL column raises
+        BreakingSchemaChange.
 
         Raises InvalidIdentifier or ValueError when the names or the batch are unusable, before touching the
         warehouse for a table; keys that repeat across a stream are found in the staging table (ValueError

@@ -1,4 +1,4 @@
-"""Arrow record batches as a CSV file that PostgreSQL's ``COPY ... FROM STDIN`` reads while they are encoded."""
+"""Arrow record batches as a CSV file that PostgreSQL's ``COPY ... FROM STDIN`` reads as they are encoded."""
 
 from __future__ import annotations
 

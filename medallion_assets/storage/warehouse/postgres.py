@@ -41,8 +41,8 @@ class PostgresWarehouse(Warehouse):
             yield cursor
 
     def _lost(self, error: Exception) -> bool:
-        # A terminated backend surfaces as OperationalError, or as InterfaceError from the rollback that follows;
-        # either way psycopg2 has marked the connection closed.
+        # A terminated backend surfaces as OperationalError, or as InterfaceError from the rollback that
+        # follows; either way psycopg2 has marked the connection closed.
         return isinstance(error, (psycopg2.OperationalError, psycopg2.InterfaceError)) and bool(
             self._connection.closed
         )
@@ -55,7 +55,7 @@ class PostgresWarehouse(Warehouse):
         try:
             cursor.copy_expert(sql, csv)
         except psycopg2.Error:
-            # psycopg2 reports a failing read() as a cancelled COPY; the stream's own error says what was wrong.
+            # psycopg2 reports a failing read() as a cancelled COPY; the stream's own error says what failed.
             if csv.failure is not None:
                 raise csv.failure from None
             raise
