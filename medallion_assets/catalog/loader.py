@@ -9,15 +9,26 @@ catalog's own (rows, references, cycles, SQL); the layers above add theirs as `R
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
-from medallion_assets.catalog.models import LOADABLE, DeprecatedName, Row, Source, Target
+from medallion_assets.catalog.models import (
+    LOADABLE,
+    DeprecatedName,
+    HealingAction,
+    PipelineProfile,
+    Row,
+    Source,
+    Target,
+)
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import INGESTION_COLUMNS, warehouse_name_problems
 from medallion_assets.sql_safety import UnsafeSql, checked_query
@@ -25,7 +36,7 @@ from medallion_assets.sql_safety import UnsafeSql, checked_query
 # A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
 RowCheck = Callable[[CatalogSnapshot], Iterable[tuple[str, Row, str, str]]]
 
-# Far above any real catalog file (the seed's largest holds under 300), far below what an alias bomb expands to.
+# Far above any real catalog file (the seed's largest holds under 300), far below an alias bomb's expansion.
 MAX_YAML_VALUES = 100_000
 
 
@@ -57,8 +68,8 @@ class LoadedRows:
     """Rows parsed from YAML, with where each came from, so later checks can point at the file and line."""
 
     rows: dict[str, list[Row]]
-    origins: dict[tuple[str, tuple], tuple[str, int]]
-    # Ids of rows that did not parse: a reference to one is not "unknown" too (that would be a knock-on error).
+    origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int | None]]
+    # Ids of rows that did not parse: a reference to one is not "unknown" too (a knock-on error).
     broken: set[str] = field(default_factory=set)
 
 
@@ -94,7 +105,7 @@ def _expanded_values(root: yaml.Node | None) -> int:
     return count(root) if root is not None else 0
 
 
-def _row_key_label(table: str, raw: dict) -> str:
+def _row_key_label(table: str, raw: dict[str, Any]) -> str:
     return ", ".join(str(raw.get(name, "?")) for name in LOADABLE[table].key_fields)
 
 
@@ -156,7 +167,7 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
 
 
 def _parse_row(
-    loaded: LoadedRows, file: Path, node: yaml.Node | None, table: str, raw
+    loaded: LoadedRows, file: Path, node: yaml.Node | None, table: str, raw: Any
 ) -> list[CatalogProblem]:
     line = node.start_mark.line + 1 if node else None
     if not isinstance(raw, dict):
@@ -203,7 +214,7 @@ def _parse_row(
     return []
 
 
-def _line_of(node: yaml.Node, loc: tuple) -> int:
+def _line_of(node: yaml.Node, loc: tuple[int | str, ...]) -> int:
     """The line of the item an error's location names inside a row (a rule of a rule set, say)."""
     for part in loc:
         child = None
@@ -215,7 +226,7 @@ def _line_of(node: yaml.Node, loc: tuple) -> int:
     return node.start_mark.line + 1
 
 
-def _quoting(error: dict) -> str:
+def _quoting(error: ErrorDetails) -> str:
     """Pydantic's message, with the offending value when it is a plain one the message does not quote yet."""
     value = error.get("input")
     if error["type"] == "missing" or isinstance(value, (dict, list)) or repr(value) in error["msg"]:
@@ -233,14 +244,17 @@ def merged_snapshot(stored: CatalogSnapshot, loaded: LoadedRows) -> CatalogSnaps
 
 
 def check_references(
-    snapshot: CatalogSnapshot, origins: dict, checks: Sequence[RowCheck], broken: set[str] = frozenset()
+    snapshot: CatalogSnapshot,
+    origins: Mapping[tuple[str, tuple[Any, ...]], tuple[str, int | None]],
+    checks: Sequence[RowCheck],
+    broken: AbstractSet[str] = frozenset(),
 ) -> list[CatalogProblem]:
     """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, and what
     `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no
     problem."""
     problems = []
 
-    def unknown(ref: str | None, known) -> bool:
+    def unknown(ref: str | None, known: Container[str]) -> bool:
         return bool(ref) and ref not in known and ref not in broken
 
     def problem(table: str, row: Row, field: str, message: str) -> None:
@@ -273,44 +287,51 @@ def check_references(
                 f"target {stage.target_id!r} is already made by stage {producers[stage.target_id]}",
             )
         producers.setdefault(stage.target_id, f"{stage.pipeline_id}.{stage.stage_name}")
-        for field, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
+        for field_name, input_id in [("input_id", stage.input_id), *[("inputs", i) for i in stage.inputs]]:
             upstream = sources.get(input_id) or targets.get(input_id)
             if upstream is None:
                 if unknown(input_id, {**sources, **targets}):
-                    problem("stages", stage, field, f"unknown source or target {input_id!r}")
+                    problem("stages", stage, field_name, f"unknown source or target {input_id!r}")
             elif target is not None and (target.layer == "bronze") != isinstance(upstream, Source):
                 expected = (
                     "a raw source" if target.layer == "bronze" else "an upstream target (bronze or silver)"
                 )
-                problem("stages", stage, field, f"{input_id!r} must be {expected} for a {target.layer} stage")
+                problem(
+                    "stages", stage, field_name, f"{input_id!r} must be {expected} for a {target.layer} stage"
+                )
             elif (
                 isinstance(upstream, Target)
                 and upstream.layer == "gold"
                 and target
                 and target.layer != "gold"
             ):
-                problem("stages", stage, field, f"{target.layer} stage cannot read gold target {input_id!r}")
+                problem(
+                    "stages", stage, field_name, f"{target.layer} stage cannot read gold target {input_id!r}"
+                )
             graph.add_edge(input_id, stage.target_id)
-        for field, ref, known, what in [
+        references: list[tuple[str, str | None, Container[str], str]] = [
             ("validation_set_id", stage.validation_set_id, snapshot.rule_sets, "rule set"),
             ("retry_id", stage.retry_id, snapshot.retry_policies, "retry policy"),
-        ]:
+        ]
+        for field_name, ref, known, what in references:
             if unknown(ref, known):
-                problem("stages", stage, field, f"unknown {what} {ref!r}")
+                problem("stages", stage, field_name, f"unknown {what} {ref!r}")
         if stage.transform_sql:
-            schemas = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+            declared = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+            schemas = {input_id: columns for input_id, columns in declared.items() if columns is not None}
             try:
                 checked_query(
                     stage.transform_sql,
                     stage.sql_dialect,
                     stage.input_ids(),
-                    None if None in schemas.values() else schemas,
+                    None if len(schemas) < len(declared) else schemas,
                 )
             except UnsafeSql as error:
                 problem("stages", stage, "transform_sql", str(error))
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
+        assert first is not None, "every edge of the graph ends at a stage's target"
         problem(
             "stages",
             first,
@@ -319,14 +340,17 @@ def check_references(
         )
     except nx.NetworkXNoCycle:
         pass
-    for row in snapshot.tables["pipeline_profiles"].values():
+    for row in snapshot.rows_of("pipeline_profiles", PipelineProfile).values():
         if row.pipeline_id not in pipelines:
             problem("pipeline_profiles", row, "pipeline_id", f"unknown pipeline {row.pipeline_id!r}")
-    for rule in snapshot.tables["healing_actions"].values():
+    for rule in snapshot.rows_of("healing_actions", HealingAction).values():
         if rule.pipeline_id and rule.pipeline_id not in pipelines:
             problem("healing_actions", rule, "pipeline_id", f"unknown pipeline {rule.pipeline_id!r}")
     locations = {
-        target.target_id: target.location for target in targets.values() if target.kind == "warehouse"
+        target.target_id: target.location
+        for target in targets.values()
+        # A warehouse target always has a location (Target checks it); the test is for the type checker.
+        if target.kind == "warehouse" and target.location is not None
     }
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)

@@ -1,11 +1,12 @@
 """The catalog's row format, one pydantic model per table: the documentation of record for metadata_seed/.
 
-Every model forbids unknown fields, so a typo in YAML is an error that names the field, never a silent default.
+Every model forbids unknown fields, so a YAML typo is an error that names the field, never a silent default.
 """
 
 from __future__ import annotations
 
 import re
+import typing
 import warnings
 from typing import Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,7 +25,7 @@ COLUMN_TYPE = re.compile(
 Layer = Literal["bronze", "silver", "gold"]
 FileFormat = Literal["jsonl", "csv", "parquet"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
-RULE_TYPES = (
+RuleType = Literal[
     "row_count",
     "not_null",
     "unique",
@@ -34,7 +35,8 @@ RULE_TYPES = (
     "schema_match",
     "freshness",
     "great_expectations",
-)
+]
+RULE_TYPES: tuple[RuleType, ...] = typing.get_args(RuleType)
 
 
 def _check_columns(columns: dict[str, str]) -> dict[str, str]:
@@ -54,12 +56,12 @@ class Row(BaseModel):
     model_config = ConfigDict(extra="forbid")
     key_fields: ClassVar[tuple[str, ...]]
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.key_fields)
 
 
 class Sla(BaseModel):
-    """When a dataset must be fresh: at most `max_stale_minutes` old, or updated by `expected_by` (HH:MM) each day.
+    """When data must be fresh: at most `max_stale_minutes` old, or updated daily by `expected_by` (HH:MM).
 
     Becomes Dagster's freshness policy on the asset (a time window, or a daily cron deadline), and the
     notification sensor's "SLA missed" event.
@@ -187,9 +189,9 @@ class Target(Row):
     kind: Literal["lake", "warehouse"] = Field(
         default="lake",
         description=(
-            "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table `location`, "
-            "whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). Deprecated: the field name "
-            "`type`, and its value `redshift` for warehouse"
+            "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table "
+            "`location`, whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). "
+            "Deprecated: the field name `type`, and its value `redshift` for warehouse"
         ),
     )
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
@@ -267,10 +269,10 @@ class Stage(Row):
 
 
 class Rule(BaseModel):
-    """One validation rule. Severity error makes a blocking asset check; the action says what happens to rows."""
+    """One validation rule. Severity error makes a blocking asset check; its action says what befalls rows."""
 
     model_config = ConfigDict(extra="forbid")
-    type: Literal[RULE_TYPES]  # type: ignore[valid-type]
+    type: RuleType
     name: Identifier | None = None
     column: Identifier | None = None
     columns: list[Identifier] | None = None
@@ -325,7 +327,8 @@ class ValidationRuleSet(Row):
     @field_validator("check_def")
     @classmethod
     def _unique_names(cls, rules: list[Rule]) -> list[Rule]:
-        names = [rule.name for rule in rules]
+        # Each rule's own validator (_complete) has named it by now.
+        names = [rule.name for rule in rules if rule.name is not None]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"rule names must be unique within a set: {', '.join(duplicates)}")
@@ -429,8 +432,8 @@ class ColumnLineage(Row):
 
 class ExternalLineage(Row):
     """An edge another tool (Airflow, dbt, Spark…) reported in OpenLineage events, through `medallion lineage
-    ingest` or `serve`: its job read `upstream` to write `downstream`. A dataset is named by its catalog id when it
-    is one of Medallion's, else by its OpenLineage namespace and name as `namespace/name`."""
+    ingest` or `serve`: its job read `upstream` to write `downstream`. A dataset is named by its catalog id
+    when it is one of Medallion's, else by its OpenLineage namespace and name as `namespace/name`."""
 
     key_fields = ("upstream", "downstream", "job")
     upstream: str

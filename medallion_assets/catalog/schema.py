@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import types
 import typing
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     func,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.types import TypeEngine
 
 from medallion_assets.catalog.models import LOADABLE, Row
 
@@ -40,7 +42,7 @@ def conflict_insert(bind: Engine | Connection, table: Table) -> postgresql.Inser
     return (postgresql.insert if bind.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
-def _column_type(annotation):
+def _column_type(annotation: Any) -> TypeEngine[Any]:
     """Scalars map to their SQL type; lists, dicts and nested models are stored as JSON."""
     options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(options) == 1:
@@ -49,7 +51,8 @@ def _column_type(annotation):
         annotation = typing.get_args(annotation)[0]
     if typing.get_origin(annotation) is typing.Literal or annotation is str:
         return Text()
-    return {bool: Boolean(), int: Integer(), float: Float()}.get(annotation, JSON())
+    scalars: dict[type, TypeEngine[Any]] = {bool: Boolean(), int: Integer(), float: Float()}
+    return scalars.get(annotation, JSON())
 
 
 def _table_for(name: str, model: type[Row]) -> Table:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar, cast
 
 from medallion_assets.catalog.models import (
     LOADABLE,
@@ -19,12 +20,16 @@ from medallion_assets.catalog.models import (
     ValidationRuleSet,
 )
 
+RowT = TypeVar("RowT", bound=Row)
+
 
 @dataclass
 class CatalogSnapshot:
     """Every loadable table's rows, keyed by primary key. Built by the store or from YAML before writing."""
 
-    tables: dict[str, dict[tuple, Row]] = field(default_factory=lambda: {name: {} for name in LOADABLE})
+    tables: dict[str, dict[tuple[Any, ...], Row]] = field(
+        default_factory=lambda: {name: {} for name in LOADABLE}
+    )
 
     def to_json(self) -> str:
         return json.dumps(
@@ -60,33 +65,37 @@ class CatalogSnapshot:
                 copy.add(table, row)
         return copy
 
+    def rows_of(self, table: str, model: type[RowT]) -> dict[tuple[Any, ...], RowT]:
+        """One table's rows as its model: `add` stores each table's rows as LOADABLE[table] validated them."""
+        return cast(dict[tuple[Any, ...], RowT], self.tables[table])
+
     @cached_property
     def pipelines(self) -> dict[str, Pipeline]:
-        return {key[0]: row for key, row in self.tables["pipelines"].items()}
+        return {key[0]: row for key, row in self.rows_of("pipelines", Pipeline).items()}
 
     @cached_property
     def sources(self) -> dict[str, Source]:
-        return {key[0]: row for key, row in self.tables["sources"].items()}
+        return {key[0]: row for key, row in self.rows_of("sources", Source).items()}
 
     @cached_property
     def targets(self) -> dict[str, Target]:
-        return {key[0]: row for key, row in self.tables["targets"].items()}
+        return {key[0]: row for key, row in self.rows_of("targets", Target).items()}
 
     @cached_property
     def rule_sets(self) -> dict[str, ValidationRuleSet]:
-        return {key[0]: row for key, row in self.tables["validation_rules"].items()}
+        return {key[0]: row for key, row in self.rows_of("validation_rules", ValidationRuleSet).items()}
 
     @cached_property
     def retry_policies(self) -> dict[str, RetryPolicy]:
-        return {key[0]: row for key, row in self.tables["retry_policies"].items()}
+        return {key[0]: row for key, row in self.rows_of("retry_policies", RetryPolicy).items()}
 
     @property
     def control_flags(self) -> list[ControlFlag]:
-        return list(self.tables["control_flags"].values())
+        return list(self.rows_of("control_flags", ControlFlag).values())
 
     def stages(self, pipeline_id: str | None = None) -> list[Stage]:
         """Stages in run order, of one pipeline or of all."""
-        rows = [s for s in self.tables["stages"].values() if pipeline_id in (None, s.pipeline_id)]
+        rows = [s for s in self.rows_of("stages", Stage).values() if pipeline_id in (None, s.pipeline_id)]
         return sorted(rows, key=lambda s: (s.pipeline_id, s.stage_order))
 
     def stage_producing(self, target_id: str) -> Stage | None:

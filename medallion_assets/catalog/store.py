@@ -6,13 +6,13 @@ which the lineage versions the write causes are recorded too.
 
 One view of the catalog per purpose:
 - **Structure** (pipelines, stages, sources, targets, rule sets, lineage: what becomes definitions) comes from
-  the snapshot taken when definitions load (`snapshot()`, in definitions.py). Assets and sensors read it, never
-  a copy of their own. One exception, said explicitly by the run's tags: once healing has changed the catalog
-  in a run (a new column), that run's later steps take a new snapshot (control/failures.py).
-- **Runtime controls** (control flags and `enabled` switches, retry policies, healing rules, profiles and their
-  settings, throttles, notifications) are read live through `read_table`, at the moment they decide something,
-  so a row update applies at once; a sensor that needs controls beside structure lays them over the load-time
-  snapshot (`CatalogSnapshot.replaced`).
+  the snapshot taken when definitions load (`snapshot()`, in definitions.py). Assets and sensors read it,
+  never a copy of their own. One exception, said explicitly by the run's tags: once healing has changed the
+  catalog in a run (a new column), that run's later steps take a new snapshot (control/failures.py).
+- **Runtime controls** (control flags and `enabled` switches, retry policies, healing rules, profiles and
+  their settings, throttles, notifications) are read live through `read_table`, at the moment they decide
+  something, so a row update applies at once; a sensor that needs controls beside structure lays them over the
+  load-time snapshot (`CatalogSnapshot.replaced`).
 - A CLI command, which runs once, takes its own snapshot.
 - `audit_log` records what happened. Its history is read for judgements over time (the circuit breaker's
   failures in a window, volume bands), never to pass state from one attempt to the next.
@@ -21,18 +21,28 @@ One view of the catalog per purpose:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 from pydantic import ValidationError
-from sqlalchemy import Connection, Engine, create_engine, delete, insert, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    RowMapping,
+    create_engine,
+    delete,
+    insert,
+    select,
+    text,
+)
 
 from medallion_assets import config
-from medallion_assets.catalog.models import LOADABLE, Row
+from medallion_assets.catalog.models import LOADABLE, DatasetLineage, Row, Stage
 from medallion_assets.catalog.schema import (
     LOADABLE_TABLES,
     audit_log,
@@ -93,9 +103,9 @@ class CatalogStore:
             command.upgrade(config, "head")
 
     def upsert(
-        self, rows: Mapping[str, Iterable[Row]], remove: Mapping[str, Iterable[tuple]] | None = None
+        self, rows: Mapping[str, Iterable[Row]], remove: Mapping[str, Iterable[tuple[Any, ...]]] | None = None
     ) -> dict[str, int]:
-        """Insert or update rows by primary key, all tables in one transaction. Returns rows written per table.
+        """Insert or update rows by primary key, all in one transaction. Returns rows written per table.
 
         `remove` names rows by primary key, per table, to delete in the same transaction, first.
         """
@@ -104,7 +114,7 @@ class CatalogStore:
     def upsert_checked(
         self,
         prepare: Callable[[CatalogSnapshot], Mapping[str, Iterable[Row]]],
-        remove: Mapping[str, Iterable[tuple]] | None = None,
+        remove: Mapping[str, Iterable[tuple[Any, ...]]] | None = None,
     ) -> dict[str, int]:
         """Upsert the rows `prepare` returns for the catalog as it is now, checking them against it (it raises
         to write nothing). The check and the write happen under the catalog-wide lock, in one transaction, so
@@ -115,7 +125,7 @@ class CatalogStore:
     def _upsert(
         self,
         rows_to_write: Callable[[], Mapping[str, Iterable[Row]]],
-        remove: Mapping[str, Iterable[tuple]] | None,
+        remove: Mapping[str, Iterable[tuple[Any, ...]]] | None,
     ) -> dict[str, int]:
         """Under the catalog-wide lock: the rows `rows_to_write()` returns, written in one transaction."""
         with self.locked() as connection:
@@ -130,9 +140,9 @@ class CatalogStore:
         self,
         connection: Connection,
         rows: Mapping[str, Iterable[Row]],
-        remove: Mapping[str, Iterable[tuple]] | None = None,
+        remove: Mapping[str, Iterable[tuple[Any, ...]]] | None = None,
     ) -> dict[str, int]:
-        """Upsert `rows` (after deleting `remove`) in the transaction of `connection`, which holds the lock."""
+        """Upsert `rows` (after deleting `remove`) in the transaction of `connection`, holding the lock."""
         written = {}
         # Stamped here, to the microsecond: database triggers tell these writes from plain SQL updates by it.
         stamp = datetime.now(UTC)
@@ -170,17 +180,17 @@ class CatalogStore:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
             yield connection
 
-    def read_table(self, table_name: str, where=None) -> list[Row]:
-        """The rows of one loadable table as models (those matching the SQLAlchemy clause `where`, if given), read
-        now (runtime controls use this, never a snapshot). A row that is no valid model, as a plain SQL write can
-        leave, raises CatalogRowInvalid naming the table, the row's key and the field."""
+    def read_table(self, table_name: str, where: ColumnElement[bool] | None = None) -> list[Row]:
+        """The rows of one loadable table as models (those matching the SQLAlchemy clause `where`, if given),
+        read now (runtime controls use this, never a snapshot). A row that is no valid model, as a plain SQL
+        write can leave, raises CatalogRowInvalid naming the table, the row's key and the field."""
         with self.engine.connect() as connection:
             return _read_table(connection, table_name, where)
 
     def snapshot(self, domain: str | None = None) -> CatalogSnapshot:
-        """Every loadable table; with `domain`, only that domain's share of the structure (see _domain_rows), so
-        a broken row of another domain does not stop this one from loading, and a domain reads no more than its
-        own part of a large catalog."""
+        """Every loadable table; with `domain`, only that domain's share of the structure (see _domain_rows),
+        so a broken row of another domain does not stop this one from loading, and a domain reads no more than
+        its own part of a large catalog."""
         with self.engine.connect() as connection:
             return self._snapshot(connection, domain)
 
@@ -207,22 +217,28 @@ class CatalogStore:
                 {domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()}
             )
 
-    def _domain_rows(self, domain: str) -> dict[str, list[Row]]:
+    def _domain_rows(self, domain: str) -> dict[str, Sequence[Row]]:
         """A domain's pipelines, their stages, the rule sets those stages name, and the sources and targets of
-        the datasets the stages read and write and of every dataset upstream of them in the declared lineage (a
-        recovery path may read an alternate source; an input may be another domain's target)."""
+        the datasets the stages read and write and of every dataset upstream of them in the declared lineage
+        (a recovery path may read an alternate source; an input may be another domain's target)."""
         pipelines, stages = LOADABLE_TABLES["pipelines"], LOADABLE_TABLES["stages"]
         # A pipeline written before domains existed has none: it is in the default domain.
         in_domain = pipelines.c.domain == domain
         if domain == LOADABLE["pipelines"].model_fields["domain"].default:
             in_domain = in_domain | pipelines.c.domain.is_(None)
-        rows: dict[str, list[Row]] = {"pipelines": self.read_table("pipelines", in_domain)}
-        rows["stages"] = self.read_table(
-            "stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain))
+        rows: dict[str, Sequence[Row]] = {"pipelines": self.read_table("pipelines", in_domain)}
+        # read_table returns each table's rows as that table's model (LOADABLE).
+        domain_stages = cast(
+            list[Stage],
+            self.read_table(
+                "stages", stages.c.pipeline_id.in_(select(pipelines.c.pipeline_id).where(in_domain))
+            ),
         )
-        rows["dataset_lineage"] = self.read_table("dataset_lineage")
-        datasets = {dataset for stage in rows["stages"] for dataset in (*stage.input_ids(), stage.target_id)}
-        upstream = nx.DiGraph((edge.upstream, edge.downstream) for edge in rows["dataset_lineage"])
+        rows["stages"] = domain_stages
+        lineage = cast(list[DatasetLineage], self.read_table("dataset_lineage"))
+        rows["dataset_lineage"] = lineage
+        datasets = {dataset for stage in domain_stages for dataset in (*stage.input_ids(), stage.target_id)}
+        upstream = nx.DiGraph((edge.upstream, edge.downstream) for edge in lineage)
         datasets |= {
             ancestor
             for dataset in datasets
@@ -232,7 +248,9 @@ class CatalogStore:
         named = {
             "sources": datasets,
             "targets": datasets,
-            "validation_rules": {stage.validation_set_id for stage in rows["stages"]} - {None},
+            "validation_rules": {
+                stage.validation_set_id for stage in domain_stages if stage.validation_set_id is not None
+            },
         }
         for table_name, ids in named.items():
             [key] = LOADABLE[table_name].key_fields
@@ -305,13 +323,15 @@ def change_count(connection: Connection) -> int:
     return int(connection.execute(select(catalog_changes.c.counter)).scalar_one())
 
 
-def _read_table(connection: Connection, table_name: str, where=None) -> list[Row]:
+def _read_table(
+    connection: Connection, table_name: str, where: ColumnElement[bool] | None = None
+) -> list[Row]:
     table = LOADABLE_TABLES[table_name]
     query = select(table) if where is None else select(table).where(where)
     return [_model(table_name, record) for record in connection.execute(query).mappings()]
 
 
-def _model(table_name: str, record: Mapping[str, Any]) -> Row:
+def _model(table_name: str, record: RowMapping) -> Row:
     model = LOADABLE[table_name]
     try:
         return model.model_validate(

@@ -2,10 +2,10 @@
 
 A dataset's *definition* is what decides its rows: the stage's inputs (in order: the main input first), its
 transformation (SQL and dialect, and the validation rules, which drop or quarantine rows), and its output (the
-target's layer, type, location, declared columns, keys and load mode; for a bronze stage also the raw schema it
-ingests). Its fingerprint, a short hash of the definition, is the asset's Dagster `code_version`, so Dagster
-flags data made by an older version as stale. Names, descriptions, owners, retry policies and where raw files
-live are not part of it: changing them changes no data.
+target's layer, type, location, declared columns, keys and load mode; for a bronze stage also the raw schema
+it ingests). Its fingerprint, a short hash of the definition, is the asset's Dagster `code_version`, so
+Dagster flags data made by an older version as stale. Names, descriptions, owners, retry policies and where
+raw files live are not part of it: changing them changes no data.
 
 Whenever a catalog write leaves a dataset with a fingerprint other than its latest version's, a new version is
 recorded with the time, the fingerprint and what changed: inputs added and removed, output columns added,
@@ -20,12 +20,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
 from sqlalchemy import Connection, select
+from sqlglot import exp
 
-from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.catalog.models import ColumnLineage, Stage, Target
 from medallion_assets.catalog.schema import conflict_insert, lineage_versions
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 
@@ -39,7 +40,7 @@ _PARTS = ("transform", "rules", "output", "source")
 def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[str, Any]:
     """What decides the rows of the dataset `stage` makes: inputs, transformation, rules and output."""
     rules = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
-    made = {
+    made: dict[str, Any] = {
         "inputs": stage.input_ids(),
         "transform": {"sql": stage.transform_sql, "dialect": stage.sql_dialect}
         if stage.transform_sql
@@ -47,7 +48,7 @@ def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[
         "rules": [rule.model_dump(mode="json") for rule in rules.check_def] if rules else None,
         "output": target.model_dump(mode="json", include=_OUTPUT_FIELDS),
     }
-    # Under the field's name before migration 0010, so versions recorded before the rename keep their fingerprint.
+    # Under the field's name before migration 0010: versions recorded before it keep their fingerprint.
     made["output"]["type"] = made["output"].pop("kind")
     source = snapshot.sources.get(stage.input_id) if target.layer == "bronze" else None
     if source is not None:
@@ -74,14 +75,18 @@ def output_columns(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> d
         return dict(snapshot.sources[stage.input_id].columns)
     if stage.transform_sql:
         try:
-            names = sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect).named_selects
+            # The loader accepts no transform SQL but a query (sql_safety.checked_query).
+            query = cast(exp.Query, sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect))
+            names = query.named_selects
         except (sqlglot.errors.ParseError, ValueError):  # the loader refuses such SQL; nothing more to learn
             names = []
         # An unnamed expression or a star leaves the SQL's columns unknown.
         if names and all(name and name != "*" for name in names):
             return dict.fromkeys(names)
     lineage = [
-        row for row in snapshot.tables["column_lineage"].values() if row.downstream == target.target_id
+        row
+        for row in snapshot.rows_of("column_lineage", ColumnLineage).values()
+        if row.downstream == target.target_id
     ]
     return dict.fromkeys(sorted({row.downstream_column for row in lineage}))
 
@@ -118,8 +123,8 @@ class LineageVersion:
 
 def version_diff(previous: LineageVersion | None, current: LineageVersion) -> dict[str, list[str]]:
     """What changed from `previous` to `current`: inputs added and removed, columns added, removed and retyped
-    (`name: old → new`), and `changed`, the other parts of the definition that differ (transform, rules, output,
-    source). Against no previous version, every input and column is added."""
+    (`name: old → new`), and `changed`, the other parts of the definition that differ (transform, rules,
+    output, source). Against no previous version, every input and column is added."""
     before_inputs = previous.inputs if previous else []
     before_columns = previous.columns if previous else {}
     after_columns = current.columns
@@ -167,7 +172,7 @@ def record_lineage_versions(
     connection: Connection, snapshot: CatalogSnapshot, now: datetime | None = None
 ) -> list[LineageVersion]:
     """Record, in the caller's transaction, a new version of every dataset whose definition in `snapshot`
-    differs from its latest recorded version (or that has none yet). Idempotent; returns the versions recorded.
+    differs from its latest recorded version (or that has none yet). Idempotent; returns those recorded.
 
     Two processes recording the same change at once both compute the same version number; the second insert
     is skipped, not an error.

@@ -69,7 +69,7 @@ def _with_source_file(rows: DataFrame, objects: DataFrame) -> DataFrame:
 
 
 def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> None:
-    """Read the head of every new object on the executors; raise for the first that cannot be ingested as is."""
+    """Read the head of every new object on the executors; raise for the first not ingestible as it is."""
     probe = raw_reader.findings_task(
         source.file_format, source.compression, source.columns, source.options, configured_endpoint()
     )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, cast
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -33,8 +33,8 @@ _JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
 # A task cannot raise a typed exception to the driver; this marker, followed by JSON, lets the driver tell an
 # unreadable object apart from any other task failure and raise CorruptSourceObject for it.
 UNREADABLE_MARKER = "medallion-unreadable-object"
-# Lines name their object by its index in the listing (`_object`), joined to its url in Spark: a url repeated on
-# every line would cost more to move from Python to the JVM than the line itself.
+# Lines name their object by its index in the listing (`_object`), joined to its url in Spark: a url repeated
+# on every line would cost more to move from Python to the JVM than the line itself.
 LINES_SCHEMA = "_object int, _source_line bigint, value string, _unreadable string"
 FINDINGS_SCHEMA = "url string, kind string, detail string, new_columns string"
 
@@ -53,7 +53,8 @@ def open_object(url: str, etag: str, endpoint_url: str | None) -> BinaryIO:
 
         bucket, _, key = url.removeprefix("s3://").partition("/")
         client = boto3.session.Session().client("s3", endpoint_url=endpoint_url)
-        return _Body(client.get_object(Bucket=bucket, Key=key, IfMatch=etag)["Body"])
+        # A blocking raw file: its read() returns bytes, never None, as BinaryIO's does.
+        return cast(BinaryIO, _Body(client.get_object(Bucket=bucket, Key=key, IfMatch=etag)["Body"]))
     path = unquote(urlparse(url).path) if url.startswith("file://") else url
     return open(path, "rb")
 
@@ -241,7 +242,7 @@ def _drift(new_columns: dict[str, str]) -> dict[str, str] | None:
 
 
 def column_type(arrow_type: pa.DataType) -> str:
-    """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual is read as string."""
+    """The catalog's name for an Arrow type (catalog/models.COLUMN_TYPE); anything unusual reads as string."""
     if pa.types.is_decimal(arrow_type):
         return f"decimal({arrow_type.precision},{arrow_type.scale})"
     for test, name in (
@@ -260,7 +261,10 @@ def column_type(arrow_type: pa.DataType) -> str:
 
 # The functions Spark runs over a frame of (url, etag) rows, one per object. Built here, not in ingest.py,
 # so that they too are shipped by value.
-def lines_task(compression: str, skip_header: bool, endpoint_url: str | None):
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def lines_task(compression: str, skip_header: bool, endpoint_url: str | None) -> ArrowTask:
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
@@ -269,7 +273,7 @@ def lines_task(compression: str, skip_header: bool, endpoint_url: str | None):
     return read
 
 
-def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None):
+def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None) -> ArrowTask:
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
@@ -284,7 +288,7 @@ def findings_task(
     columns: dict[str, str],
     options: dict[str, Any],
     endpoint_url: str | None,
-):
+) -> ArrowTask:
     def probe(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             found = []

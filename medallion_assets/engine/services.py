@@ -9,11 +9,10 @@ others.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from medallion_assets.catalog.models import Source, Stage, Target
-
-Data = TypeVar("Data")
+from medallion_assets.storage.warehouse import Batch
 
 
 class Ledger(Protocol):
@@ -33,7 +32,7 @@ class Throttle(Protocol):
 
     def take_from_source(self, source: Source, amounts: dict[str, float], **audit: Any) -> None: ...
 
-    def stream_to_target(self, data: Data, target: Target, **audit: Any) -> Data:
+    def stream_to_target(self, data: Batch, target: Target, **audit: Any) -> Batch:
         """`data` as it is handed to the loader, each part taken from the target system's limits first."""
         ...
 

@@ -109,11 +109,8 @@ def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
     finally:
         marker.unlink(missing_ok=True)
     if not seen:
-        where = (
-            f"SPARK_REMOTE={_shown(config.spark_remote())}"
-            if config.spark_remote()
-            else f"SPARK_MASTER={config.spark_master()}"
-        )
+        remote = config.spark_remote()
+        where = f"SPARK_REMOTE={_shown(remote)}" if remote else f"SPARK_MASTER={config.spark_master()}"
         raise SparkUnreachable(
             f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
             f"executors ({where}) cannot see; use storage every node shares "

@@ -1,4 +1,4 @@
-"""Running one stage end to end, without Dagster: read inputs, transform, apply row rules, write, validate, load.
+"""Running one stage end to end without Dagster: read inputs, transform, apply row rules, write, check, load.
 
 The asset factory wraps `run_stage`; the CLI, benchmarks and tests can call it directly.
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import reduce
 from itertools import islice
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -43,7 +44,7 @@ class StageOutcome:
     load: LoadResult | None = None
     output_path: str = ""
     columns: dict[str, str] = field(default_factory=dict)
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     duration_sec: float = 0.0
     read: list[str] = field(default_factory=list)  # the datasets actually read, after any re-route
 
@@ -95,7 +96,9 @@ class StageRunner:
             return self.spark.read.parquet(path)
         # Read with the catalog's schema: batches ingested before the source gained a column read it as null,
         # and no Spark job has to merge the footers of every batch.
-        source = self.snapshot.sources[self.snapshot.stage_producing(target_id).input_id]
+        producer = self.snapshot.stage_producing(target_id)
+        assert producer is not None, "a bronze target is made by the stage that ingests its source"
+        source = self.snapshot.sources[producer.input_id]
         return self.spark.read.schema(bronze_schema(source)).parquet(path)
 
     def rules(self, stage: Stage) -> list[Rule]:
@@ -251,8 +254,9 @@ class StageRunner:
         rule_outcomes = judge(self.spark.read.schema(observed.schema).parquet(output))
         rows_in, written = rows_in_count.get["rows"], written_count.get["rows"]
         # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
-        # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any) made
-        # of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account for.
+        # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
+        # made of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account
+        # for.
         rows_read = (
             rows_in
             if not stage.transform_sql and len(inputs) == 1
@@ -284,20 +288,23 @@ class StageRunner:
         combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
         combined, quarantined = counted(combined)
         combined.write.mode("overwrite").parquet(path)
-        return quarantined.get["rows"]
+        rows_quarantined: int = quarantined.get["rows"]
+        return rows_quarantined
 
     def _load(self, target: Target, written: DataFrame) -> LoadResult:
         if self.warehouse is None:
             raise RuntimeError(
                 f"target {target.target_id} loads into the warehouse, but no warehouse is configured"
             )
+        table = target.location
+        assert table is not None, "a warehouse target has a location (Target checks it)"
         partitions = self.adjustments.load_partitions
-        prefix = self.warehouse.staging_prefix(target.location)
+        prefix = self.warehouse.staging_prefix(table)
         staged = staged_on_executors(written, prefix) if prefix else None
         data = staged or (written.toArrow() if partitions is None else arrow_batches(written, partitions))
         data = self.throttle.stream_to_target(data, target, dataset=target.target_id)
         return self.warehouse.load(
-            target.location,
+            table,
             data,
             target.load_mode,
             target.keys,

@@ -9,7 +9,7 @@ Shipped to executors by value, like raw_reader: a cluster needs pyarrow and boto
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +17,9 @@ import pyarrow.parquet as pq
 PARTS_SCHEMA = "url string, rows bigint, nbytes bigint"
 
 
-def parts_task(prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None):
+def parts_task(
+    prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its partition: write it as `part-<partition>.parquet` under `prefix`.
 
     The name comes from the partition, not the attempt, so a task that is retried replaces its own part
@@ -39,7 +41,9 @@ def parts_task(prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None):
         if not rows:
             return
         bucket, _, key = prefix.removeprefix("s3://").partition("/")
-        key = f"{key}part-{TaskContext.get().partitionId():05d}.parquet"
+        context = TaskContext.get()
+        assert context is not None, "a Spark task always runs with its context"
+        key = f"{key}part-{context.partitionId():05d}.parquet"
         body = buffer.getvalue()
         boto3.session.Session().client("s3", endpoint_url=endpoint_url).put_object(
             Bucket=bucket, Key=key, Body=body

@@ -48,7 +48,7 @@ def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dial
 
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
-    """Cast to the declared schema. A value that is present but does not cast rejects its row, with the reason."""
+    """Cast to the declared schema. A present value that does not cast rejects its row, with the reason."""
     failures = [
         F.when(
             F.col(name).isNotNull() & F.col(name).try_cast(type_name).isNull(),

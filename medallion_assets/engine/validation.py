@@ -2,26 +2,27 @@
 
 Native rules become aggregate expressions that run together in a single `df.agg`, so a dataset is scanned
 once however many rules it has; `observe_rules` attaches the same expressions to the write instead, so most
-rules cost no scan at all (unique too, when the rows were just deduplicated on its columns). schema_match reads
-only the schema, and great_expectations rules run afterwards through Great Expectations' Spark datasource, which
-computes its own metrics.
+rules cost no scan at all (unique too, when the rows were just deduplicated on its columns). schema_match
+reads only the schema, and great_expectations rules run afterwards through Great Expectations' Spark
+datasource, which computes its own metrics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import and_, or_
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.functions import pandas_udf
+from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import BooleanType, StructType
 
 from medallion_assets.catalog.models import Rule
@@ -38,7 +39,7 @@ class RuleOutcome:
 
     rule: Rule
     passed: bool
-    observed: dict
+    observed: dict[str, Any]
     failing_rows: int
     message: str
 
@@ -51,12 +52,13 @@ def row_violation(rule: Rule) -> Column | None:
     """
     if rule.type not in ("not_null", "accepted_values", "range", "regex"):
         return None
-    column = F.col(rule.column)
+    column = F.col(_column_of(rule))
     if rule.type == "not_null":
         return column.isNull()
     if rule.type == "accepted_values":
         breaks = ~column.isin(rule.values)
     elif rule.type == "regex":
+        assert rule.pattern is not None, "Rule requires the pattern of a regex rule"
         breaks = ~_found_by_re2(rule.pattern)(column.cast("string"))
     else:
         bounds = [column < rule.min] if rule.min is not None else []
@@ -65,19 +67,27 @@ def row_violation(rule: Rule) -> Column | None:
     return column.isNotNull() & breaks
 
 
+def _column_of(rule: Rule) -> str:
+    """The column of a rule whose type names one: Rule's own validation requires it."""
+    assert rule.column is not None, f"rule {rule.name} of type {rule.type} names no column"
+    return rule.column
+
+
 def _found_by_re2(pattern: str) -> Callable[[Column], Column]:
     """A UDF: whether RE2 finds `pattern` in each value, in time linear in the value. Spark's own `rlike` runs
-    Java's backtracking engine, where a catalog pattern such as `(a+)+$` takes time exponential in the value."""
+    Java's backtracking engine, where a catalog pattern such as `(a+)+$` takes time exponential in the value.
+    """
 
     compiled(pattern)  # refused here, with the reason, rather than inside a task
 
-    @pandas_udf(BooleanType())
+    # pyspark's stubs type only the pandas_udf forms that take a `functionType`, not this type-hinted one.
+    @pandas_udf(BooleanType())  # type: ignore[call-overload, untyped-decorator]
     def found(values: pd.Series) -> pd.Series:
-        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over the whole batch.
+        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch.
         matches = pc.match_substring_regex(pa.array(values, type=pa.large_string()), pattern)
         return matches.fill_null(False).to_pandas()
 
-    return found
+    return cast(Callable[[Column], Column], found)
 
 
 def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = None) -> list[RuleOutcome]:
@@ -142,14 +152,14 @@ def observe_rules(
 
 
 def reads_written_data(rule: Rule, unique_on: Sequence[str] = ()) -> bool:
-    """Whether `observe_rules(..., unique_on)` evaluates `rule` over the written data instead of observing it."""
+    """Whether `observe_rules(..., unique_on)` evaluates `rule` over the written data, not observing it."""
     if rule.type == "unique":
         return not (unique_on and set(unique_on) <= set(rule.subject_columns()))
     return rule.type == "great_expectations"
 
 
 def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome], dict[int, Rule]]:
-    """Outcomes known from the schema alone (missing columns, schema_match), and the rules that need the data."""
+    """Outcomes known from the schema alone (missing columns, schema_match), and rules that need the data."""
     outcomes: dict[int, RuleOutcome] = {}
     runnable: dict[int, Rule] = {}
     for index, rule in enumerate(rules):
@@ -163,7 +173,7 @@ def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome
     return outcomes, runnable
 
 
-def _aggregates(rules: dict[int, Rule], known_unique: set[int] = frozenset()) -> list[Column]:
+def _aggregates(rules: dict[int, Rule], known_unique: AbstractSet[int] = frozenset()) -> list[Column]:
     """One list of aggregate expressions for all the rules, each named `index:key` so `_judge` can split them.
 
     A unique rule in `known_unique` holds by construction: its keyed rows are all distinct, so it needs no
@@ -176,8 +186,8 @@ def _aggregates(rules: dict[int, Rule], known_unique: set[int] = frozenset()) ->
     return aggregates
 
 
-def _judge(rules: dict[int, Rule], values: dict, now: datetime) -> dict[int, RuleOutcome]:
-    own: dict[int, dict] = {index: {} for index in rules}
+def _judge(rules: dict[int, Rule], values: dict[str, Any], now: datetime) -> dict[int, RuleOutcome]:
+    own: dict[int, dict[str, Any]] = {index: {} for index in rules}
     for name, value in values.items():
         if name != "row_count":
             index, key = name.split(":", 1)
@@ -201,13 +211,15 @@ def _missing_columns(rule: Rule, missing: list[str], present: list[str]) -> Rule
         False,
         {"missing_columns": missing},
         0,
-        f"{rule.name}: {noun} {', '.join(missing)} not found; the data has {', '.join(present) or 'no columns'}",
+        f"{rule.name}: {noun} {', '.join(missing)} not found; "
+        f"the data has {', '.join(present) or 'no columns'}",
     )
 
 
 def _schema_match(rule: Rule, schema: StructType) -> RuleOutcome:
     """Missing columns and other types fail; extra columns (e.g. ingestion columns) are only reported."""
     actual = {field.name: field.dataType.simpleString() for field in schema.fields}
+    assert rule.expected is not None, "Rule requires the expected columns of a schema_match rule"
     expected = {name: _type_name(type_name) for name, type_name in rule.expected.items()}
     missing = [name for name in expected if name not in actual]
     mismatched = {
@@ -234,7 +246,9 @@ def _type_name(type_name: str) -> str:
 
 
 def _count_violations(rule: Rule) -> Column:
-    return F.count(F.when(row_violation(rule), 1))
+    violation = row_violation(rule)
+    assert violation is not None, f"rule {rule.name} of type {rule.type} is not row-level"
+    return F.count(F.when(violation, 1))
 
 
 def _keyed_rows(rule: Rule) -> dict[str, Column]:
@@ -249,7 +263,7 @@ def _unique_aggregates(rule: Rule) -> dict[str, Column]:
 
 def _freshness_aggregates(rule: Rule) -> dict[str, Column]:
     # Epoch microseconds are absolute, so the age does not depend on the session or Python time zone.
-    return {"newest_micros": F.max(F.unix_micros(F.col(rule.column).cast("timestamp")))}
+    return {"newest_micros": F.max(F.unix_micros(F.col(_column_of(rule)).cast("timestamp")))}
 
 
 _AGGREGATES: dict[str, Callable[[Rule], dict[str, Column]]] = {
@@ -259,15 +273,15 @@ _AGGREGATES: dict[str, Callable[[Rule], dict[str, Column]]] = {
     "regex": lambda rule: {"unexpected_count": _count_violations(rule)},
     "range": lambda rule: {
         "unexpected_count": _count_violations(rule),
-        "min": F.min(F.col(rule.column)).cast("double"),
-        "max": F.max(F.col(rule.column)).cast("double"),
+        "min": F.min(F.col(_column_of(rule))).cast("double"),
+        "max": F.max(F.col(_column_of(rule))).cast("double"),
     },
     "unique": _unique_aggregates,
     "freshness": _freshness_aggregates,
 }
 
 
-def _judge_row_count(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+def _judge_row_count(rule: Rule, values: dict[str, Any], rows: int, now: datetime) -> RuleOutcome:
     passed = (rule.min is None or rows >= rule.min) and (rule.max is None or rows <= rule.max)
     if rule.min is not None and rule.max is not None:
         expected = f"between {rule.min:g} and {rule.max:g}"
@@ -280,7 +294,7 @@ def _judge_row_count(rule: Rule, values: dict, rows: int, now: datetime) -> Rule
     return RuleOutcome(rule, passed, {"row_count": rows}, 0, f"{rule.name}: {rows} rows, expected {expected}")
 
 
-def _judge_row_level(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+def _judge_row_level(rule: Rule, values: dict[str, Any], rows: int, now: datetime) -> RuleOutcome:
     failing = values["null_count"] if rule.type == "not_null" else values["unexpected_count"]
     if rule.type == "not_null":
         breach = "null"
@@ -306,17 +320,18 @@ def _range_breach(rule: Rule) -> str:
     return "outside an unbounded range"
 
 
-def _judge_unique(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+def _judge_unique(rule: Rule, values: dict[str, Any], rows: int, now: datetime) -> RuleOutcome:
     # No distinct count was taken when the rows are unique by construction: every keyed row is distinct.
     distinct = values.get("distinct_count", values["keyed_rows"])
     duplicates = values["keyed_rows"] - distinct
-    key = rule.column or f"({', '.join(rule.columns)})"
+    key = rule.column or f"({', '.join(rule.subject_columns())})"
     observed = {"duplicate_count": duplicates, "distinct_count": distinct, "row_count": rows}
     message = f"{rule.name}: {duplicates} of {rows} rows repeat a value of {key}"
     return RuleOutcome(rule, duplicates == 0, observed, 0, message)
 
 
-def _judge_freshness(rule: Rule, values: dict, rows: int, now: datetime) -> RuleOutcome:
+def _judge_freshness(rule: Rule, values: dict[str, Any], rows: int, now: datetime) -> RuleOutcome:
+    assert rule.max_age_hours is not None, "Rule requires the max_age_hours of a freshness rule"
     if values["newest_micros"] is None:
         message = (
             f"{rule.name}: {rule.column} has no values, expected one at most {rule.max_age_hours:g} hours old"
@@ -332,7 +347,7 @@ def _judge_freshness(rule: Rule, values: dict, rows: int, now: datetime) -> Rule
     return RuleOutcome(rule, age_hours <= rule.max_age_hours, observed, 0, message)
 
 
-_JUDGES: dict[str, Callable[[Rule, dict, int, datetime], RuleOutcome]] = {
+_JUDGES: dict[str, Callable[[Rule, dict[str, Any], int, datetime], RuleOutcome]] = {
     "row_count": _judge_row_count,
     "not_null": _judge_row_level,
     "accepted_values": _judge_row_level,
@@ -352,13 +367,14 @@ def _expectations(rules: Sequence[Rule]) -> dict[int, Any]:
 
 
 def _expectation(rule: Rule, index: int) -> Any:
-    """The Great Expectations expectation a rule names; `meta` carries the rule's index back from the results."""
-    import great_expectations as gx  # imported on first use: it is slow to import and most rule sets do without
+    """The Great Expectations expectation a rule names; `meta` carries the rule's index back in results."""
+    # Imported on first use: it is slow to import and most rule sets do without.
+    import great_expectations as gx
+    from great_expectations.expectations.expectation import Expectation
 
+    assert rule.expectation is not None, "Rule requires the expectation of a great_expectations rule"
     expectation_class = getattr(gx.expectations, rule.expectation, None)
-    if not (
-        isinstance(expectation_class, type) and issubclass(expectation_class, gx.expectations.Expectation)
-    ):
+    if not (isinstance(expectation_class, type) and issubclass(expectation_class, Expectation)):
         raise ValueError(f"rule {rule.name}: unknown Great Expectations expectation {rule.expectation!r}")
     kwargs = {"column": rule.column, **rule.kwargs} if rule.column else dict(rule.kwargs)
     try:
@@ -370,7 +386,7 @@ def _expectation(rule: Rule, index: int) -> Any:
 def _run_expectations(
     df: DataFrame, rules: Sequence[Rule], expectations: dict[int, Any]
 ) -> dict[int, RuleOutcome]:
-    """Run the expectations as one suite on one batch, so Great Expectations can share metrics between them."""
+    """Run the expectations as one suite on one batch, so Great Expectations can share metrics among them."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -386,12 +402,14 @@ def _run_expectations(
     suite = gx.ExpectationSuite(name="medallion", expectations=list(expectations.values()))
     outcomes = {}
     for result in batch.validate(suite).results:
-        index = result.expectation_config.meta["medallion_rule_index"]
+        config = result.expectation_config
+        assert config is not None, "a suite's result carries its expectation's configuration"
+        index = config.meta["medallion_rule_index"]
         outcomes[index] = _expectation_outcome(rules[index], result.to_json_dict())
     return outcomes
 
 
-def _expectation_outcome(rule: Rule, result: dict) -> RuleOutcome:
+def _expectation_outcome(rule: Rule, result: dict[str, Any]) -> RuleOutcome:
     observed = result["result"]
     errors = _exception_messages(result["exception_info"])
     if errors:
@@ -407,7 +425,7 @@ def _expectation_outcome(rule: Rule, result: dict) -> RuleOutcome:
     )
 
 
-def _exception_messages(info: dict) -> list[str]:
+def _exception_messages(info: dict[str, Any]) -> list[str]:
     # A result that raised keys its exception details by the metric that failed; one that did not is flat.
     details = [info] if "raised_exception" in info else list(info.values())
     return list(

@@ -1,17 +1,17 @@
 """OpenLineage events for Medallion runs, and the emitter that sends them without slowing or breaking a run.
 
-Runs nest three deep, tied together by the parent run facet (the run one level up) and its root (the Dagster run):
+Runs nest three deep, tied by the parent run facet (the run one level up) and its root (the Dagster run):
 
     Dagster run    job <pipeline>                         runId: the Dagster run id
     └─ asset run   job <pipeline>.<dataset>               one per materialization attempt
        ├─ query    job <pipeline>.<dataset>.query_<n>     each SQL statement the asset runs
        └─ checks   job <pipeline>.<dataset>.checks        the asset checks, reading the written data back
 
-Jobs live in the namespace `OPENLINEAGE_NAMESPACE` (default "medallion"). Datasets are named by the OpenLineage
-naming conventions through the client's `openlineage.client.naming.dataset` helpers: S3 objects, local files,
-PostgreSQL and Redshift tables; DuckDB, which has no convention, as `duckdb://<file>` and
-`<catalog>.<schema>.<table>` like the other warehouses. Check results become `dataQualityAssertions`, which the
-specification defines as an input facet: the facet of the dataset the checks run reads.
+Jobs live in the namespace `OPENLINEAGE_NAMESPACE` (default "medallion"). Datasets are named by the
+OpenLineage naming conventions through the client's `openlineage.client.naming.dataset` helpers: S3 objects,
+local files, PostgreSQL and Redshift tables; DuckDB, which has no convention, as `duckdb://<file>` and
+`<catalog>.<schema>.<table>` like the other warehouses. Check results become `dataQualityAssertions`, which
+the specification defines as an input facet: the facet of the dataset the checks run reads.
 
 Free text that leaves the process (SQL, the stage definition, error messages) is scrubbed of credentials:
 passwords in URLs, the values of secret-looking environment variables, and COPY credentials.
@@ -20,6 +20,7 @@ passwords in URLs, the values of secret-looking environment variables, and COPY 
 from __future__ import annotations
 
 import atexit
+import enum
 import importlib.metadata
 import logging
 import os
@@ -32,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 import yaml
@@ -40,6 +41,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
+    DatasetFacet,
+    JobFacet,
+    OutputDatasetFacet,
+    RunFacet,
     column_lineage_dataset,
     data_quality_assertions_dataset,
     error_message_run,
@@ -51,7 +56,7 @@ from openlineage.client.facet_v2 import (
     source_code_job,
     sql_job,
 )
-from openlineage.client.naming.dataset import S3, LocalFileSystem, Postgres, Redshift
+from openlineage.client.naming.dataset import S3, DatasetNaming, LocalFileSystem, Postgres, Redshift
 from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.noop import NoopConfig, NoopTransport
 from openlineage.client.uuid import generate_new_uuid
@@ -98,7 +103,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# ---------------------------------------------------------------------------------------------------- datasets
+# --------------------------------------------------------------------------------------------------- datasets
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ class DatasetLocation:
 
 
 def _file_naming(url: str) -> tuple[str, str]:
+    naming: DatasetNaming
     if url.startswith("s3://"):
         bucket, _, key = url.removeprefix("s3://").partition("/")
         # A prefix names a folder of objects; the convention names it without the trailing slash.
@@ -140,6 +146,7 @@ def _table_naming(url: str, table: str) -> tuple[str, str]:
     host = parts.hostname or os.environ.get("PGHOST", "localhost")
     database = unquote(parts.path.lstrip("/")) or os.environ.get("PGDATABASE", "postgres")
     schema_name = (schema_part or ["public"])[0]
+    naming: DatasetNaming
     if scheme == "redshift":
         cluster, region = _redshift_cluster(host)
         naming = Redshift(
@@ -163,7 +170,7 @@ _REDSHIFT_HOST = re.compile(
 
 
 def _redshift_cluster(host: str) -> tuple[str, str]:
-    """(cluster or workgroup, region) from an AWS endpoint; other hosts (a CNAME) fall back on the AWS region."""
+    """(cluster or workgroup, region) of an AWS endpoint; other hosts (CNAMEs) fall back on the AWS region."""
     if match := _REDSHIFT_HOST.fullmatch(host):
         return match["cluster"], match["region"]
     return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get(
@@ -199,8 +206,8 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class AssetResult:
-    """What a materialization wrote: the lake output's rows, bytes, files and columns, the rows loaded into the
-    warehouse, and the check results."""
+    """What a materialization wrote: the lake output's rows, bytes, files and columns, the rows loaded into
+    the warehouse, and the check results."""
 
     rows: int | None = None
     bytes: int | None = None
@@ -221,11 +228,11 @@ def _written_size(url: str) -> tuple[int | None, int | None]:
 
 
 def asset_result(outcome: StageOutcome) -> AssetResult:
-    """The AssetResult of a stage's outcome: rows, bytes and files written, columns, check results, rows loaded."""
+    """A stage outcome's AssetResult: rows, bytes and files written, columns, check results, rows loaded."""
     size, files = _written_size(outcome.output_path)
     checks = [
         CheckResult(
-            name=o.rule.name,
+            name=cast(str, o.rule.name),  # Rule's own validation names every rule
             assertion=o.rule.type,
             passed=o.passed,
             severity=o.rule.severity,
@@ -287,7 +294,7 @@ def _error_facet(error: BaseException | str) -> error_message_run.ErrorMessageRu
     )
 
 
-def _schema(columns: Mapping[str, str]) -> dict:
+def _schema(columns: Mapping[str, str]) -> dict[str, DatasetFacet]:
     if not columns:
         return {}
     fields = [
@@ -301,8 +308,8 @@ def _event(
     state: str,
     run_id: str,
     job: str,
-    job_facets: dict,
-    run_facets: dict,
+    job_facets: dict[str, JobFacet],
+    run_facets: dict[str, RunFacet],
     when: datetime,
     inputs: Sequence[InputDataset] = (),
     outputs: Sequence[OutputDataset] = (),
@@ -326,7 +333,9 @@ def pipeline_run_event(
     when: datetime | None = None,
 ) -> RunEvent:
     """An event of the Dagster run itself (job `<pipeline>`): the root every asset run points at."""
-    run_facets = {"errorMessage": _error_facet(error)} if error is not None and state == "FAIL" else {}
+    run_facets: dict[str, RunFacet] = (
+        {"errorMessage": _error_facet(error)} if error is not None and state == "FAIL" else {}
+    )
     return _event(
         state,
         dagster_run_id,
@@ -339,10 +348,11 @@ def pipeline_run_event(
 
 @dataclass
 class AssetRun:
-    """One materialization of one asset, as OpenLineage sees it: `start()` at the beginning, `finish()` at the end.
+    """An asset's materialization as OpenLineage sees it: `start()` at the beginning, `finish()` at the end.
 
-    `inputs` are the datasets actually read (after any re-route), `outputs` what the asset writes (its lake folder
-    and, for a warehouse target, the table). `queries` are (sql, dialect) in the order the asset runs them.
+    `inputs` are the datasets actually read (after any re-route), `outputs` what the asset writes (its lake
+    folder and, for a warehouse target, the table). `queries` are (sql, dialect) in the order the asset runs
+    them.
     """
 
     pipeline_id: str
@@ -361,8 +371,8 @@ class AssetRun:
         """The asset's job name: pipeline.dataset."""
         return job_name(self.pipeline_id, self.dataset)
 
-    def _job_facets(self) -> dict:
-        facets = {"jobType": _job_type("ASSET")}
+    def _job_facets(self) -> dict[str, JobFacet]:
+        facets: dict[str, JobFacet] = {"jobType": _job_type("ASSET")}
         if self.queries:
             facets["sql"] = _sql_facet(*self.queries[0])
         if self.source_code:
@@ -372,7 +382,7 @@ class AssetRun:
             )
         return facets
 
-    def _run_facets(self) -> dict:
+    def _run_facets(self) -> dict[str, RunFacet]:
         engine = processing_engine_run.ProcessingEngineRunFacet(
             version=importlib.metadata.version("dagster"),
             name="dagster",
@@ -395,9 +405,9 @@ class AssetRun:
         for location in self.outputs:
             columns = (result.columns if result and result.columns else None) or location.columns
             facets = {**_schema(columns), **self._column_lineage()}
-            output_facets = {}
+            output_facets: dict[str, OutputDatasetFacet] = {}
             rows = (result.loaded_rows if location.table else result.rows) if result else None
-            if rows is not None:
+            if result and rows is not None:
                 lake = location.table is None
                 output_facets["outputStatistics"] = (
                     output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
@@ -410,9 +420,9 @@ class AssetRun:
             outputs.append(OutputDataset(*location.naming(), facets=facets, outputFacets=output_facets))
         return outputs
 
-    def _column_lineage(self) -> dict:
+    def _column_lineage(self) -> dict[str, DatasetFacet]:
         named = {location.dataset_id: location.naming() for location in self.inputs}
-        fields: dict[str, list] = {}
+        fields: dict[str, list[column_lineage_dataset.InputField]] = {}
         for row in self.column_lineage:
             if row.downstream != self.dataset or row.upstream not in named:
                 continue
@@ -457,9 +467,9 @@ class AssetRun:
         error: BaseException | str | None = None,
         aborted: bool = False,
     ) -> list[RunEvent]:
-        """The events that close the asset run, in emission order: each query's child run, the checks' child run
-        (when there are check results), then the asset's COMPLETE, FAIL (with `error`) or ABORT (`aborted`:
-        halted by a kill switch or cancelled).
+        """The events that close the asset run, in emission order: each query's child run, the checks' child
+        run (when there are check results), then the asset's COMPLETE, FAIL (with `error`) or ABORT
+        (`aborted`: halted by a kill switch or cancelled).
 
         The engine does not time queries one by one: a query run spans the asset run, and ends as the asset
         did, or COMPLETE when the asset produced a result (the queries did their part).
@@ -480,7 +490,7 @@ class AssetRun:
                 "checks", "ASSET_CHECK", "COMPLETE", ended, {}, inputs=[self._checked(result)]
             )
         run_facets = self._run_facets()
-        if state == "FAIL":
+        if state == "FAIL" and error is not None:  # FAIL is the state of an error
             run_facets["errorMessage"] = _error_facet(error)
         events.append(
             _event(
@@ -526,11 +536,11 @@ class AssetRun:
         job_type: str,
         state: str,
         ended: datetime,
-        job_facets: dict,
+        job_facets: dict[str, JobFacet],
         inputs: Sequence[InputDataset] = (),
     ) -> list[RunEvent]:
         child_run_id, job = str(generate_new_uuid()), job_name(self.pipeline_id, self.dataset, part)
-        run_facets = {
+        run_facets: dict[str, RunFacet] = {
             "parent": _parent(self.run_id, self.job, self.dagster_run_id, job_name(self.pipeline_id))
         }
         job_facets = {"jobType": _job_type(job_type), **job_facets}
@@ -543,7 +553,7 @@ class AssetRun:
 def rerouted(
     run: AssetRun, snapshot: CatalogSnapshot, lake_root: str, dataset_ids: Sequence[str]
 ) -> AssetRun:
-    """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name what was read."""
+    """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name those."""
     return replace(run, inputs=[dataset_location(snapshot, i, lake_root) for i in dataset_ids])
 
 
@@ -555,8 +565,8 @@ def stage_asset_run(
     warehouse_url: str,
     inputs: Sequence[str] | None = None,
 ) -> AssetRun:
-    """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced the
-    stage's own; the warehouse url only names the table (its credentials never reach an event)."""
+    """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced
+    the stage's own; the warehouse url only names the table (its credentials never reach an event)."""
     target = snapshot.targets[stage.target_id]
     outputs = [dataset_location(snapshot, stage.target_id, lake_root)]
     if target.kind == "warehouse":
@@ -572,7 +582,9 @@ def stage_asset_run(
             stage.model_dump(mode="json", exclude_none=True), Dumper=_StageDumper, sort_keys=False
         ),
         column_lineage=[
-            r for r in snapshot.tables["column_lineage"].values() if r.downstream == stage.target_id
+            r
+            for r in snapshot.rows_of("column_lineage", ColumnLineage).values()
+            if r.downstream == stage.target_id
         ],
     )
 
@@ -598,8 +610,9 @@ def events_folder() -> Path:
 
 
 def configured_client() -> OpenLineageClient:
-    """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone, …);
-    with no configuration at all, a file transport writing one JSON file per event into `events_folder()`."""
+    """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone,
+    …); with no configuration at all, a file transport writing one JSON file per event into
+    `events_folder()`."""
     # A client given a transport reads the configuration without resolving (and warning about) a transport.
     settings = OpenLineageClient(transport=NoopTransport(NoopConfig())).config
     if (
@@ -615,7 +628,13 @@ def configured_client() -> OpenLineageClient:
     )
 
 
-_STOP = object()
+class _Stop(enum.Enum):
+    """What tells the sending thread to stop: an enum member, so that a type checker tells it from events."""
+
+    STOP = enum.auto()
+
+
+_STOP = _Stop.STOP
 # How often an idle sending thread looks whether it was closed while the queue was too full to say so.
 _POLL_SEC = 0.5
 
@@ -630,10 +649,10 @@ class Emitter:
 
     def __init__(self, max_queue: int = 1000):
         self.sent = self.failed = self.dropped = 0
-        # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock says.
+        # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock.
         self.busy_sec = 0.0
         self._counts_lock = threading.Lock()
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._queue: queue.Queue[RunEvent | _Stop] = queue.Queue(maxsize=max_queue)
         self._deadline: float | None = None
         self._flush_sec = 0.0
         self._closed = False
@@ -646,7 +665,7 @@ class Emitter:
         self._thread.start()
 
     @property
-    def transport(self) -> str:
+    def transport(self) -> str | None:
         """The kind of transport events go through: http, file, console, amazon_datazone, …"""
         return self._client.transport.kind
 
@@ -663,8 +682,9 @@ class Emitter:
 
     def _count(self, counter: str) -> int:
         with self._counts_lock:
-            setattr(self, counter, getattr(self, counter) + 1)
-            return getattr(self, counter)
+            count: int = getattr(self, counter) + 1
+            setattr(self, counter, count)
+            return count
 
     def _drop(self, why: str) -> None:
         dropped = self._count("dropped")
@@ -699,8 +719,8 @@ class Emitter:
             self.busy_sec += time.thread_time() - started
 
     def close(self, timeout: float | None = None) -> bool:
-        """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and stop.
-        True when every queued event was handed to the transport in time; idempotent."""
+        """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and
+        stop. True when every queued event was handed to the transport in time; idempotent."""
         if not self._closed:
             self._flush_sec = config.openlineage_flush_sec() if timeout is None else timeout
             self._deadline = time.monotonic() + self._flush_sec
@@ -709,6 +729,7 @@ class Emitter:
                 self._queue.put_nowait(_STOP)
             except queue.Full:
                 pass  # the thread drains the queue, dropping what is late, and notices the close when idle
+        assert self._deadline is not None, "set by the first close"
         self._thread.join(max(0.0, self._deadline - time.monotonic()))
         if self._thread.is_alive():
             log.warning(
@@ -729,7 +750,7 @@ _emitter_lock = threading.Lock()
 
 
 def emitter() -> Emitter:
-    """This process's emitter, created on first use and flushed (within the flush time) when the process exits."""
+    """This process's emitter, created on first use and flushed (within the flush time) at the exit."""
     with _emitter_lock:
         # A forked child inherits the object but not its thread: it needs an emitter of its own.
         if _emitter is None or _emitter_pid != os.getpid():
@@ -738,8 +759,9 @@ def emitter() -> Emitter:
 
 
 def reconfigure_emitter() -> Emitter:
-    """Replace this process's emitter by one built from the OpenLineage configuration as it is now, after sending
-    what the previous one holds (within the flush time): for a process whose configuration changes as it runs."""
+    """Replace this process's emitter by one built from the OpenLineage configuration as it is now, after
+    sending what the previous one holds (within the flush time): for a process whose configuration changes as
+    it runs."""
     with _emitter_lock:
         if _emitter is not None and _emitter_pid == os.getpid():
             _emitter.close()

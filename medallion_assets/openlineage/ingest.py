@@ -1,11 +1,11 @@
 """Lineage from other tools: OpenLineage events of Airflow, dbt, Spark jobs outside Medallion…, read as
-newline-delimited JSON (`medallion lineage ingest`) or received one by one over HTTP (`medallion lineage serve`).
+newline-delimited JSON (`medallion lineage ingest`) or received one by one over HTTP (`lineage serve`).
 
 Each event is checked against the specification; every edge it declares (each input → each output of its job)
 becomes an `external_lineage` row, so the catalog graph, recovery paths and `medallion lineage` cross
-orchestrators. A dataset the event names by one of Medallion's own OpenLineage names (a source's prefix, a file
-inside it, a lake folder, a warehouse table) is that catalog dataset; any other is a node of its own, named
-`namespace/name`. Events Medallion emitted itself add nothing: the catalog already holds their lineage.
+orchestrators. A dataset the event names by one of Medallion's own OpenLineage names (a source's prefix, a
+file inside it, a lake folder, a warehouse table) is that catalog dataset; any other is a node of its own,
+named `namespace/name`. Events Medallion emitted itself add nothing: the catalog already holds their lineage.
 
 A bad event (not JSON, refused by the specification, or closing a cycle in the graph) is rejected with the
 reason and where it was; the others of the same batch are ingested, all in one catalog write.
@@ -48,7 +48,7 @@ class Rejection:
 
 @dataclass
 class IngestReport:
-    """What a batch of events did: events accepted, edges written, datasets new to the graph, and rejections."""
+    """What a batch of events did: events accepted, edges written, datasets new to the graph, rejections."""
 
     accepted: int = 0
     edges: list[ExternalLineage] = field(default_factory=list)
@@ -65,8 +65,8 @@ class IngestReport:
 def catalog_names(
     snapshot: CatalogSnapshot, lake_root: str, warehouse_url: str
 ) -> dict[tuple[str, str], str]:
-    """Medallion's datasets by their OpenLineage (namespace, name), as its own events name them: a source's raw
-    prefix, a target's lake folder and, for a warehouse target, its table."""
+    """Medallion's datasets by their OpenLineage (namespace, name), as its own events name them: a source's
+    raw prefix, a target's lake folder and, for a warehouse target, its table."""
     locations = [
         dataset_location(snapshot, dataset_id, lake_root)
         for dataset_id in (*snapshot.sources, *snapshot.targets)
@@ -91,7 +91,7 @@ def dataset_id(namespace: str, name: str, names: dict[tuple[str, str], str]) -> 
         path = path.rstrip("/").rsplit("/", 1)[0]
 
 
-def _edges(event: dict, names: dict[tuple[str, str], str]) -> list[ExternalLineage]:
+def _edges(event: dict[str, Any], names: dict[tuple[str, str], str]) -> list[ExternalLineage]:
     if event["producer"].startswith(MEDALLION_PRODUCER) or "job" not in event:
         return []
     named = len(event.get("inputs") or []) + len(event.get("outputs") or [])
@@ -172,7 +172,9 @@ class CatalogLineage:
         if self._connection is None:
             self._connection = self.store.engine.connect()
         try:
-            for last_try in (False, True):
+            # Two tries: the second ingests whatever the catalog then holds.
+            last_try = False
+            while True:
                 with self.store.locked(self._connection) as connection:
                     changes = change_count(connection)
                     if changes == self._changes or last_try:
@@ -186,9 +188,10 @@ class CatalogLineage:
                 # Changed: read it outside the lock, so catalog writers do not wait, then check nothing moved.
                 self._read_catalog()
                 self._changes = changes
+                last_try = True
         except BaseException:
-            # The transaction rolled back, but the kept graph may hold what it did: read everything again, on a
-            # new connection in case this one broke.
+            # The transaction rolled back, but the kept graph may hold what it did: read everything again, on
+            # a new connection in case this one broke.
             self._changes = None
             self.close()
             raise
@@ -207,7 +210,9 @@ class CatalogLineage:
         self.reloads += 1
 
     def _ingest(self, connection: Connection, documents: Iterable[tuple[str, str | bytes]]) -> IngestReport:
-        report, rows, new_datasets = IngestReport(), {}, set()
+        report = IngestReport()
+        rows: dict[tuple[Any, ...], ExternalLineage] = {}
+        new_datasets: set[str] = set()
         for where, body in documents:
             try:
                 event = validate_event(_parse(body))
@@ -224,6 +229,7 @@ class CatalogLineage:
             add_external_lineage(self._graph, edges)
             rows.update((edge.key(), edge) for edge in edges)
         if rows:
+            assert self._ranked is not None, "ingest reads the catalog before the first batch"
             self.store.write(connection, {"external_lineage": list(rows.values())})
             changed = self._ranked.edges_added([(edge.upstream, edge.downstream) for edge in rows.values()])
             if self._paths_stored:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ def spec_folder() -> Path:
 class Specification:
     """Every schema of the specification and its validator, by `$id`, all resolving through one registry."""
 
-    schemas: dict[str, dict]
+    schemas: dict[str, dict[str, Any]]
     validators: dict[str, Draft202012Validator]
     events: dict[str, Draft202012Validator]
 
@@ -76,7 +76,7 @@ def specification(folder: Path) -> Specification:
     # jsonschema checks "uri" only with an optional package; a scheme is what producer and schema URLs need.
     formats.checks("uri")(lambda value: not isinstance(value, str) or bool(urlsplit(value).scheme))
 
-    def validator(schema: dict) -> Draft202012Validator:
+    def validator(schema: dict[str, Any]) -> Draft202012Validator:
         return Draft202012Validator(schema, registry=registry, format_checker=formats)
 
     return Specification(
@@ -86,19 +86,19 @@ def specification(folder: Path) -> Specification:
     )
 
 
-def _place(path: Iterator[Any]) -> str:
+def _place(path: Iterable[Any]) -> str:
     """`outputs[0].facets.schema.fields[2].name` from a JSON path."""
     text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
     return text or "event"
 
 
-def _message(error: ValidationError, prefix: tuple = ()) -> str:
+def _message(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> str:
     message = error.message if len(error.message) <= MAX_MESSAGE else error.message[:MAX_MESSAGE] + "…"
     return f"{_place((*prefix, *error.absolute_path))}: {message}"
 
 
-def _kind(event: dict) -> str:
-    """Which of the specification's events this one is: the core schema's oneOf would only say "none of them"."""
+def _kind(event: dict[str, Any]) -> str:
+    """Which of the specification's events this is: the core schema's oneOf would only say "none of them"."""
     return (
         "RunEvent"
         if "run" in event or "eventType" in event
@@ -108,7 +108,7 @@ def _kind(event: dict) -> str:
     )
 
 
-def _facets(event: dict) -> Iterator[tuple[tuple, str, str, Any]]:
+def _facets(event: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str, str, Any]]:
     """(path to the facet's group, group, facet name, facet) for every facet of the event."""
     for group in ("run", "job"):
         for key, facet in (event.get(group) or {}).get("facets", {}).items():
@@ -120,7 +120,7 @@ def _facets(event: dict) -> Iterator[tuple[tuple, str, str, Any]]:
                     yield (side, index, group), group, key, facet
 
 
-def validate_event(event: Any, standard_facets_only: bool = False) -> dict:
+def validate_event(event: Any, standard_facets_only: bool = False) -> dict[str, Any]:
     """`event` when the specification accepts it, else EventInvalid naming the first problem's place."""
     if not isinstance(event, dict):
         raise EventInvalid(f"event: an event is a JSON object, not {type(event).__name__}")

@@ -7,7 +7,7 @@ and a JSON body `{"code": 400, "message": …}` with the schema error; every oth
 Content-Length, a body over the limit or too slow, a missing bearer token) gets its status and a JSON body
 too. Bodies may be gzip-compressed (the client's `compression: gzip`). Events are ingested one at a time, so
 each is checked against the graph the previous left. That graph and the recovery paths are kept between events
-and read again only when the catalog changed otherwise, so the cost of an event does not grow with the catalog.
+and read again only when the catalog changed otherwise, so an event's cost does not grow with the catalog.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import hmac
 import ipaddress
 import json
 import logging
+import socket
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 from medallion_assets.catalog.store import CatalogStore
@@ -74,11 +76,13 @@ class LineageServer(HTTPServer):
         with self._ingesting:
             return self.lineage.ingest([("event", body)])
 
-    def process_request(self, request, client_address) -> None:
+    def process_request(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
+    ) -> None:
         """Handled by a worker of the pool; accepted connections wait for one in its queue."""
         self._workers.submit(self._handle, request, client_address)
 
-    def _handle(self, request, client_address) -> None:
+    def _handle(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)
         except Exception:  # noqa: BLE001 (what socketserver does: log it, close the connection, serve on)
@@ -111,9 +115,11 @@ class _Handler(BaseHTTPRequestHandler):
     server: LineageServer
     server_version = "medallion-lineage"
 
+    # StreamRequestHandler declares `timeout` a plain class attribute; setup() only reads it, so a property
+    # serves.
     @property
-    def timeout(self) -> float:
-        """The socket timeout of every read, the request line and headers included (StreamRequestHandler's)."""
+    def timeout(self) -> float:  # type: ignore[override]
+        """The socket timeout of every read, request line and headers included (StreamRequestHandler's)."""
         return self.server.read_timeout
 
     def do_POST(self) -> None:  # noqa: N802 (the name http.server dispatches to)
@@ -134,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(
                 HTTPStatus.NOT_FOUND, f"no endpoint {self.path}; send events to POST {ENDPOINT}"
             )
-        if self.server.token and not self._authorized():
+        if self.server.token and not self._authorized(self.server.token):
             return self._reply(
                 HTTPStatus.UNAUTHORIZED,
                 "a bearer token is required: Authorization: Bearer <token>",
@@ -146,11 +152,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(HTTPStatus.BAD_REQUEST, report.rejected[0].reason)
         self._reply(HTTPStatus.CREATED)
 
-    def _authorized(self) -> bool:
+    def _authorized(self, token: str) -> bool:
         scheme, _, presented = self.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            presented.strip().encode(), self.server.token.encode()
-        )
+        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
 
     def _body(self) -> bytes:
         """The body, read to exactly its declared length, which must be there and within the limit."""
@@ -202,5 +206,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
         log.info("%s %s", self.address_string(), printable(format % args))

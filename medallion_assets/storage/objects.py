@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import boto3
@@ -32,7 +33,8 @@ _CLIENT_ENVIRONMENT = (
     "AWS_REGION",
     "AWS_PROFILE",
 )
-_clients: dict[tuple, object] = {}
+# boto3 has no type information: its clients are Any.
+_clients: dict[tuple[int | str | None, ...], Any] = {}
 _clients_lock = threading.Lock()
 
 
@@ -67,7 +69,8 @@ def read_bytes(url: str) -> bytes:
     if _is_s3(url):
         bucket, key = _split_s3(url)
         with _s3_not_found_mapped(url):
-            return _s3().get_object(Bucket=bucket, Key=key)["Body"].read()
+            body: bytes = _s3().get_object(Bucket=bucket, Key=key)["Body"].read()
+            return body
     try:
         return _local_path(url).read_bytes()
     except FileNotFoundError as error:
@@ -123,7 +126,7 @@ def configured_endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
-def _s3():
+def _s3() -> Any:
     """The S3 client of this process for the current AWS environment, created on first use."""
     # Keyed by process too: a client's connection pool must not be shared with a forked child.
     key = (os.getpid(), *(os.environ.get(name) for name in _CLIENT_ENVIRONMENT))

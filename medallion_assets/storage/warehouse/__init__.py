@@ -1,12 +1,12 @@
-"""Warehouse loaders: gold tables into DuckDB (embedded default), PostgreSQL or Redshift, one transaction per load.
+"""Warehouse loaders, one transaction per load: gold tables into DuckDB (the default), PostgreSQL or Redshift.
 
 Every loader offers the same two modes. ``replace`` makes the table's content exactly the batch; ``merge``
-replaces the rows whose keys match a batch row and inserts the others. Either way, loading the same batch twice
-leaves no duplicates, and a load that fails leaves the table as it was.
+replaces the rows whose keys match a batch row and inserts the others. Either way, loading the same batch
+twice leaves no duplicates, and a load that fails leaves the table as it was.
 
-A batch is a ``pyarrow.Table`` or a stream of ``pyarrow.RecordBatch`` (a ``RecordBatchReader``, or any iterable
-of batches sharing one schema), which is copied batch by batch into the same single transaction, so a caller
-never has to assemble one big table.
+A batch is a ``pyarrow.Table`` or a stream of ``pyarrow.RecordBatch`` (a ``RecordBatchReader``, or any
+iterable of batches sharing one schema), which is copied batch by batch into the same single transaction, so a
+caller never has to assemble one big table.
 
 Known faults have errors of their own, so that the healing actions can answer them:
 

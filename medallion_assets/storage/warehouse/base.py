@@ -40,7 +40,7 @@ from medallion_assets.storage.warehouse.sql import (
 
 @dataclass(frozen=True)
 class LoadResult:
-    """What one load did: the table ("schema.table"), the rows in the batch and the rows in the table after."""
+    """What one load did: the table ("schema.table"), the rows in the batch, the rows in the table after."""
 
     table: str
     rows_loaded: int
@@ -71,7 +71,8 @@ class Warehouse(ABC):
         retry needs a new one.
         ``replace`` makes the table's content exactly ``data``; ``merge`` replaces the rows whose ``keys``
         match a row of ``data`` and inserts the others. Columns the table lacks raise SchemaDrift, unless
-        ``evolve`` adds them (nullable); a changed type or a missing NOT NULL column raises BreakingSchemaChange.
+        ``evolve`` adds them (nullable); a changed type or a missing NOT NULL column raises
+        BreakingSchemaChange.
 
         Raises InvalidIdentifier or ValueError when the names or the batch are unusable, before touching the
         warehouse for a table; keys that repeat across a stream are found in the staging table (ValueError
@@ -96,7 +97,7 @@ class Warehouse(ABC):
             rows_in_table = self._load(table, stream, mode, keys if mode == "merge" else (), evolve)
         return LoadResult(table, stream.rows, rows_in_table)
 
-    def query(self, sql: str) -> list[dict]:
+    def query(self, sql: str) -> list[dict[str, Any]]:
         """Rows of one SQL statement as dicts (none for a statement that returns no rows), committed."""
         with self._reported("query", undone="statement"), self._transaction() as cursor:
             cursor.execute(sql)
@@ -166,6 +167,7 @@ class Warehouse(ABC):
                 check_keys(table, keys, *counts)
             for sql in plan.finish:
                 cursor.execute(sql)
+            rows_in_table: int
             ((rows_in_table,),) = _fetch(cursor, f"SELECT COUNT(*) FROM {quote_qualified(table)}")
             return rows_in_table
 
@@ -199,6 +201,7 @@ class Warehouse(ABC):
 
         ``undone`` names what a lost connection rolled back; without it, a lost connection is no special case.
         """
+        kind: type[WarehouseError]
         try:
             yield
         except self._errors as error:
@@ -217,9 +220,10 @@ class Warehouse(ABC):
             raise kind(message) from None
 
 
-def _fetch(cursor: Any, sql: str) -> list[tuple]:
+def _fetch(cursor: Any, sql: str) -> list[tuple[Any, ...]]:
     cursor.execute(sql)
-    return cursor.fetchall()
+    rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
 def _describe(error: Exception) -> str:

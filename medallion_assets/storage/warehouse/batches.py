@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -24,7 +25,7 @@ class StagedParquet:
     nbytes: int
 
 
-Batch = pa.Table | Iterable[pa.RecordBatch] | StagedParquet
+Batch: TypeAlias = pa.Table | Iterable[pa.RecordBatch] | StagedParquet
 
 
 class BatchStream:
@@ -33,6 +34,8 @@ class BatchStream:
     The schema is a ``pa.Table``'s or a ``RecordBatchReader``'s own, else the first batch's: an empty
     iterable without a ``schema`` has none, so it is refused.
     """
+
+    _batches: Iterator[pa.RecordBatch]
 
     def __init__(self, table: str, data: Batch) -> None:
         self.table, self.data, self.rows = table, data, 0
@@ -72,7 +75,7 @@ class BatchStream:
 
 
 def check_batch(table: str, schema: pa.Schema, mode: Mode, keys: Sequence[str]) -> None:
-    """Refuse, before any SQL runs, a load whose names are not plain identifiers or whose keys are not columns."""
+    """Refuse, before any SQL runs, a load whose names are no plain identifiers or whose keys no columns."""
     split_qualified(table)
     if mode not in ("replace", "merge"):
         raise ValueError(f"load into {table}: mode must be 'replace' or 'merge', not {mode!r}")
@@ -93,9 +96,9 @@ def check_batch(table: str, schema: pa.Schema, mode: Mode, keys: Sequence[str]) 
 def check_keys(table: str, keys: Sequence[str], rows: int, distinct_keys: int, *non_null: int) -> None:
     """Refuse a merge whose keys hold nulls or repeat, from counts of the whole batch.
 
-    A null key never matches, and two rows with one key are ambiguous, so either would leave duplicates behind.
-    The counts are the rows, the distinct keys and the non-null values of each key column, in ``keys``' order:
-    ``arrow_key_counts`` of a table in memory, or ``key_check_sql`` of a stream once staged.
+    A null key never matches, and two rows with one key are ambiguous, so either would leave duplicates
+    behind. The counts are the rows, the distinct keys and the non-null values of each key column, in
+    ``keys``' order: ``arrow_key_counts`` of a table in memory, or ``key_check_sql`` of a stream once staged.
     """
     nullable = [key for key, count in zip(keys, non_null) if count != rows]
     if nullable:

@@ -22,7 +22,7 @@ _FIXED_TYPES = {
 }
 
 
-# information_schema's spellings of the types sql_type produces (DuckDB's first, then PostgreSQL's and Redshift's).
+# information_schema's spellings of the types sql_type produces (DuckDB's, then PostgreSQL's and Redshift's).
 _TYPE_ALIASES = {
     "FLOAT": "REAL",
     "DOUBLE": "DOUBLE PRECISION",
@@ -37,7 +37,7 @@ _TYPE_ALIASES = {
 def sql_type(arrow_type: pa.DataType, dialect: Dialect) -> str:
     """The column type an Arrow type is stored as in ``dialect``."""
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        # Redshift's VARCHAR means 256 bytes; 65535 is its largest. PostgreSQL's and DuckDB's TEXT is unbounded.
+        # Redshift's VARCHAR means 256 bytes, 65535 at most. PostgreSQL's and DuckDB's TEXT is unbounded.
         return "VARCHAR(65535)" if dialect == "redshift" else "TEXT"
     if pa.types.is_timestamp(arrow_type):
         return "TIMESTAMPTZ" if arrow_type.tz else "TIMESTAMP"

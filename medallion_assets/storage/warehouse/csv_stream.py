@@ -1,13 +1,17 @@
-"""Arrow record batches as a CSV file that PostgreSQL's ``COPY ... FROM STDIN`` reads while they are encoded."""
+"""Arrow record batches as a CSV file that PostgreSQL's ``COPY ... FROM STDIN`` reads as they are encoded."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 _CSV_SLICE_ROWS = 65_536
 
@@ -34,7 +38,7 @@ def csv_stream(batches: Iterable[pa.RecordBatch]) -> ChunkReader:
             for start in range(0, batch.num_rows, _CSV_SLICE_ROWS)
         )
         with ThreadPoolExecutor(max_workers=1) as worker:
-            pending: Future | None = None
+            pending: Future[pa.Buffer] | None = None
             for rows in slices:
                 following = worker.submit(encode, rows)
                 if pending is not None:
@@ -60,7 +64,8 @@ class ChunkReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        target = memoryview(buffer)
         while not self._pending:
             try:
                 chunk = next(self._chunks, None)
@@ -70,7 +75,7 @@ class ChunkReader(io.RawIOBase):
             if chunk is None:
                 return 0
             self._pending = memoryview(chunk).cast("B")
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
+        size = min(len(target), len(self._pending))
+        target[:size] = self._pending[:size]
         self._pending = self._pending[size:]
         return size

@@ -15,8 +15,8 @@ class WarehouseConnectionLost(WarehouseError):
     """The connection died during a load or a query, which the warehouse rolled back.
 
     ``Warehouse.reconnect()`` opens a new connection; every load can then simply run again, since loading the
-    same batch twice leaves no duplicates. (Were the connection lost during the COMMIT itself, the load may have
-    committed after all; loading it again is just as safe.)
+    same batch twice leaves no duplicates. (Were the connection lost during the COMMIT itself, the load may
+    have committed after all; loading it again is just as safe.)
     """
 
 
@@ -44,7 +44,8 @@ class SchemaDrift(WarehouseError):
 
 
 class BreakingSchemaChange(WarehouseError):
-    """A batch column's type differs from the table's, or a NOT NULL column of the table is missing (``new`` None)."""
+    """A batch column's type differs from the table's, or a NOT NULL column of the table is missing
+    (``new`` None)."""
 
     def __init__(self, table: str, column: str, old: str, new: str | None) -> None:
         self.table, self.column, self.old, self.new = table, column, old, new

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg2
 from botocore.exceptions import BotoCoreError, ClientError
@@ -27,7 +28,7 @@ class RedshiftWarehouse(PostgresWarehouse):
     max_identifier_bytes = 127
     _errors = (psycopg2.Error, BotoCoreError, ClientError, SourceNotFound)
 
-    def __init__(self, s3_staging: str, iam_role: str, **connect_kwargs: object) -> None:
+    def __init__(self, s3_staging: str, iam_role: str, **connect_kwargs: Any) -> None:
         """``s3_staging`` is an ``s3://bucket/prefix/``; the rest are psycopg2's keyword arguments."""
         if not s3_staging.startswith("s3://"):
             raise ValueError("the Redshift staging location must be an s3://bucket/prefix/ URI")

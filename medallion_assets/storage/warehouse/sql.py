@@ -2,7 +2,7 @@
 
 All three warehouses share this generator: they differ only in what their COPY reads (CSV over the connection,
 parquet staged under an S3 prefix, or a registered Arrow batch), in how a table is emptied and in how a
-staging table is created. A table's existing columns are read from ``information_schema``, which all three have.
+staging table is created. A table's existing columns are read from ``information_schema``, which all have.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def upsert_statements(table: str, stage: str, names: Sequence[str], keys: Sequen
 
 
 def key_check_sql(stage: str, keys: Sequence[str]) -> str:
-    """The counts ``check_keys`` reads, of the rows staged in ``stage``: rows, distinct keys, non-null keys."""
+    """The counts ``check_keys`` reads of the rows staged in ``stage``: rows, distinct keys, non-null keys."""
     source = quote_qualified(stage)
     quoted = ", ".join(map(quote_identifier, keys))
     distinct = (

@@ -46,8 +46,9 @@ def warehouse_from_url(url: str) -> Warehouse:
     }
     if scheme != "redshift":
         return PostgresWarehouse(**connect_kwargs)
-    s3_staging = connect_kwargs.pop("s3_staging", None)
-    iam_role = connect_kwargs.pop("iam_role", None)
+    # Query parameters are text; an absent one is "", refused below as an empty one is.
+    s3_staging = str(connect_kwargs.pop("s3_staging", ""))
+    iam_role = str(connect_kwargs.pop("iam_role", ""))
     if not (s3_staging and iam_role):
         raise ValueError(
             "a redshift:// URL needs the query parameters s3_staging=s3://bucket/prefix/ "

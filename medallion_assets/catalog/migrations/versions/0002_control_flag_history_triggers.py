@@ -23,6 +23,7 @@ HISTORY = (
     "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, {old}, NEW.flag_value, NEW.reason, {who})"
 )
 CHANGED = "(NEW.flag_value IS NOT OLD.flag_value OR NEW.reason IS NOT OLD.reason)"
+CHANGED_POSTGRES = "NEW.flag_value IS DISTINCT FROM OLD.flag_value OR NEW.reason IS DISTINCT FROM OLD.reason"
 NOW_SQLITE = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 SQLITE = [
@@ -55,7 +56,7 @@ POSTGRES = [
         BEGIN
           IF TG_OP = 'INSERT' THEN
             {HISTORY.format(old="NULL", who="COALESCE(NULLIF(NEW.updated_by, ''), session_user)")};
-          ELSIF (NEW.flag_value IS DISTINCT FROM OLD.flag_value OR NEW.reason IS DISTINCT FROM OLD.reason) THEN
+          ELSIF ({CHANGED_POSTGRES}) THEN
             {HISTORY.format(old="OLD.flag_value", who="NEW.updated_by")};
           END IF;
           RETURN NEW;

@@ -27,7 +27,8 @@ depends_on = None
 HISTORY = (
     "INSERT INTO control_flag_history "
     "(entity_type, entity_id, flag_name, old_value, new_value, reason, changed_by) "
-    "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, OLD.flag_value, NEW.flag_value, NEW.reason, {who})"
+    "VALUES (NEW.entity_type, NEW.entity_id, NEW.flag_name, OLD.flag_value, NEW.flag_value, "
+    "NEW.reason, {who})"
 )
 NOW_SQLITE = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
@@ -55,9 +56,11 @@ STATEMENT_AUTHOR_SQLITE = (
     "CASE WHEN NEW.updated_by IS NOT OLD.updated_by AND COALESCE(NEW.updated_by, '') <> '' "
     "THEN NEW.updated_by ELSE 'sql' END"
 )
-STATEMENT_AUTHOR_POSTGRES = """IF NEW.updated_by IS NOT DISTINCT FROM OLD.updated_by OR COALESCE(NEW.updated_by, '') = '' THEN
-              NEW.updated_by := session_user;
-            END IF;"""
+STATEMENT_AUTHOR_POSTGRES = (
+    "IF NEW.updated_by IS NOT DISTINCT FROM OLD.updated_by OR COALESCE(NEW.updated_by, '') = '' THEN\n"
+    "              NEW.updated_by := session_user;\n"
+    "            END IF;"
+)
 
 
 def upgrade() -> None:
