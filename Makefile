@@ -29,8 +29,12 @@ chromium:
 
 # Static checks, one command per line; `make test` runs them first. The layers are the [tool.importlinter]
 # contracts in pyproject.toml (see ARCHITECTURE.md).
+# Layers (import-linter), style (ruff, line length 110) and types (mypy, strict, on medallion_assets/).
 lint: $(VENV)/installed
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check medallion_assets tests bench
+	$(VENV)/bin/ruff format --check medallion_assets tests bench
+	$(VENV)/bin/mypy
 
 test: lint java chromium $(VENV)/installed
 	$(VENV)/bin/pytest -q

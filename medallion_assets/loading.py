@@ -9,7 +9,7 @@ hands their checks to the loader. `medallion catalog validate|load` and onboardi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, cast
@@ -48,9 +48,9 @@ def validate_files(stored: CatalogSnapshot, paths: list[str | Path]) -> LoadedRo
 
 def check_references(
     snapshot: CatalogSnapshot,
-    origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int]],
+    origins: Mapping[tuple[str, tuple[Any, ...]], tuple[str, int | None]],
     broken: AbstractSet[str] = frozenset(),
 ) -> list[CatalogProblem]:
     """Every problem of the rows in `snapshot`, located through `origins`
     (`catalog.loader.check_references`)."""
-    return loader.check_references(snapshot, origins, CHECKS, set(broken))
+    return loader.check_references(snapshot, origins, CHECKS, broken)

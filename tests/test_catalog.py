@@ -310,3 +310,12 @@ def test_every_loadable_table_moves_the_change_count_and_runtime_tables_do_not(b
         counted.append(change_count(connection))
     assert counted[0] == counted[1] < counted[2]
     store.engine.dispose()
+
+
+def test_a_catalog_file_of_comments_only_holds_no_rows(tmp_path):
+    """An empty file, or one whose rows are all commented out, loads as nothing rather than crashing."""
+    empty, commented = tmp_path / "empty.yaml", tmp_path / "commented.yaml"
+    empty.write_text("")
+    commented.write_text("# pipelines:\n#   - {pipeline_id: p}\n")
+    loaded = validate_files(CatalogSnapshot(), [empty, commented])
+    assert {table: rows for table, rows in loaded.rows.items() if rows} == {}

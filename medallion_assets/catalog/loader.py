@@ -148,7 +148,7 @@ def parse_files(paths: list[str | Path]) -> tuple[LoadedRows, list[CatalogProble
         # Line numbers come from the composed node tree; safe_load drops them.
         item_nodes = {
             key.value: value.value if isinstance(value, yaml.SequenceNode) else []
-            for key, value in root.value
+            for key, value in (root.value if root is not None else [])  # None: a file of comments only
         }
         for table, items in document.items():
             if table not in LOADABLE:

@@ -86,7 +86,7 @@ class CatalogPlan:
 
     rows: dict[str, dict[tuple[Any, ...], Row]]
     removals: dict[str, list[tuple[Any, ...]]]
-    origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int]]
+    origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int | None]]
     outcomes: dict[int, StatementOutcome]
     failures: dict[int, str]
 
