@@ -11,6 +11,7 @@ unless MEDALLION_EXECUTOR=multiprocess asks for a process per step.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import zlib
 
@@ -31,19 +32,24 @@ from medallion_assets.sensors.notifications import build_notification_sensor
 SNAPSHOT_KEY = "medallion/catalog_snapshot"
 
 
+def snapshot_key(catalog_url: str, domain: str | None) -> str:
+    """Whose snapshot it is: Dagster keeps one load context per process, and a process that reconstructs one
+    code location in process and then builds another catalog's or domain's definitions must not take the
+    first one's snapshot. Hashed: a catalog URL may hold a password, and the key is stored with every run."""
+    digest = hashlib.sha256(f"{catalog_url}\0{domain or ''}".encode()).hexdigest()[:16]
+    return f"{SNAPSHOT_KEY}/{digest}"
+
+
 def _catalog_snapshot(store: CatalogStore, domain: str | None) -> CatalogSnapshot:
     """The snapshot the code server built these definitions from, when Dagster reconstructs them (in a run
     worker); else the catalog (or the domain's share of it) read now, and handed to Dagster to keep with the
     code location's load data, which Dagster stores with every run and gives back to its run worker."""
-    context = DefinitionsLoadContext.get()
-    if (
-        context.load_type == DefinitionsLoadType.RECONSTRUCTION
-        and SNAPSHOT_KEY in context.reconstruction_metadata
-    ):
-        return unpack_snapshot(context.reconstruction_metadata[SNAPSHOT_KEY])
+    context, key = DefinitionsLoadContext.get(), snapshot_key(store.url, domain)
+    if context.load_type == DefinitionsLoadType.RECONSTRUCTION and key in context.reconstruction_metadata:
+        return unpack_snapshot(context.reconstruction_metadata[key])
     store.migrate()
     snapshot = store.snapshot(domain)
-    context.add_to_pending_reconstruction_metadata(SNAPSHOT_KEY, pack_snapshot(snapshot))
+    context.add_to_pending_reconstruction_metadata(key, pack_snapshot(snapshot))
     return snapshot
 
 

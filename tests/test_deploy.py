@@ -199,7 +199,9 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
         plan = deployment.instance.get_execution_plan_snapshot(
             deployment.instance.get_run_by_id(run_id).execution_plan_snapshot_id
         )
-        kept = unpack_snapshot(plan.repository_load_data.reconstruction_metadata[SNAPSHOT_KEY].data)
+        metadata = plan.repository_load_data.reconstruction_metadata
+        [packed] = [value for key, value in metadata.items() if key.startswith(f"{SNAPSHOT_KEY}/")]
+        kept = unpack_snapshot(packed)
         assert kept.tables == deployment.store.snapshot().tables
     assert deployment.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)

@@ -108,7 +108,7 @@ def test_a_domain_reads_only_its_share_of_sources_targets_and_rule_sets(tmp_path
     # orders_raw_replica is read by no stage, but by orders_etl's declared recovery path.
     assert set(sales.sources) == {"orders_raw", "orders_raw_replica", "customers_raw"}
     assert set(sales.targets) == {s.target_id for s in sales.stages()} | {
-        s.source_id for s in sales.stages() if s.source_id not in sales.sources
+        s.input_id for s in sales.stages() if s.input_id not in sales.sources
     }
     assert "silver_user_events" not in sales.targets
     assert set(sales.rule_sets) == {s.validation_set_id for s in sales.stages()}
