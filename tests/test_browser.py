@@ -196,6 +196,11 @@ def test_materialize_all_from_the_ui_then_a_plain_sql_kill_switch_halts_it_visib
         assert halted.status == DagsterRunStatus.FAILURE
     assert (halted.tags["medallion/status"], halted.tags["medallion/halt_reason"]) == (status, reason)
     _page_text(browser, f"{ui.url}/runs/{halted_run_id}", message)
-    # The run's tags, shown on its page (rendered apart from its log, so waited for on their own).
-    page = _page_text(browser, f"{ui.url}/runs/{halted_run_id}", "medallion/status")
-    assert re.search(rf"medallion/status\s+{status}", page), page
+    # The run's tags, behind the run page's "View tags and config" (a run cancelled in the queue shows them
+    # nowhere else), rendered apart from its log, so waited for on their own.
+    browser.find_element(By.XPATH, "//button[contains(., 'View tags and config')]").click()
+    WebDriverWait(browser, 60).until(
+        expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "body"), "medallion/status")
+    )
+    page = browser.find_element(By.TAG_NAME, "body").text
+    assert re.search(rf"medallion/status\W+{status}", page), page
