@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import threading
 import time
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -28,6 +29,7 @@ from medallion_assets.control.throttles import (
     throttle,
 )
 from medallion_assets.engine.stages import StageRunner
+from medallion_assets.instance import instance_config
 from medallion_assets.loading import validate_files
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import build_control_sensor
@@ -115,13 +117,26 @@ def test_the_control_sensor_syncs_pool_limits_on_every_tick(store, tmp_path):
 
 
 @pytest.mark.integration  # four run processes
-def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(store, tmp_path):
+def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(
+    store, tmp_path, pg_database, monkeypatch
+):
     pool = stage_pool(store.snapshot().stages("user_events_etl")[0], store.snapshot())
     assert pool == "source_medallion_raw"
     store.upsert({"throttles": [limit_row("source", "medallion_raw", "concurrency", 3)]})
     tally = tmp_path / "tally.json"
-    # The shipped instance configuration, written to the DAGSTER_HOME that every run process opens.
-    with instance_for_test(overrides=yaml.safe_load((REPO / "dagster.yaml").read_text())) as instance:
+    # The instance a team deploys (dagster.yaml with PostgreSQL storage, as `medallion instance init
+    # --postgres` writes it), in the DAGSTER_HOME every run process opens; on Dagster's default SQLite storage
+    # this test once saw four steps inside a pool of three.
+    database = urlparse(pg_database)
+    for name, value in (
+        ("DAGSTER_PG_HOST", database.hostname or ""),
+        ("DAGSTER_PG_PORT", str(database.port)),
+        ("DAGSTER_PG_DB", database.path.lstrip("/")),
+        ("DAGSTER_PG_USER", database.username or ""),
+        ("DAGSTER_PG_PASSWORD", database.password or ""),
+    ):
+        monkeypatch.setenv(name, value)
+    with instance_for_test(overrides=instance_config(postgres=True)) as instance:
         build_control_sensor(store.snapshot(), store)(build_sensor_context(instance=instance))
         runs = [SPAWN.Process(target=run_pooled_step, args=(pool, str(tally), RUNS)) for _ in range(RUNS)]
         for run in runs:
