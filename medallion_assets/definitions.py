@@ -22,6 +22,7 @@ from medallion_assets.assets import build_assets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import DefinitionsLoadContext, DefinitionsLoadType
+from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 from medallion_assets.sensors import build_control_sensor
 from medallion_assets.sensors.healing import build_healing_sensor
@@ -35,8 +36,8 @@ SNAPSHOT_KEY = "medallion/catalog_snapshot"
 def snapshot_key(catalog_url: str, domain: str | None) -> str:
     """Whose snapshot it is: Dagster keeps one load context per process, and a process that reconstructs one
     code location in process and then builds another catalog's or domain's definitions must not take the
-    first one's snapshot. Hashed: a catalog URL may hold a password, and the key is stored with every run."""
-    digest = hashlib.sha256(f"{catalog_url}\0{domain or ''}".encode()).hexdigest()[:16]
+    first one's snapshot. The key is stored with every run: it is made of the URL with its password masked."""
+    digest = hashlib.sha256(f"{scrub(catalog_url)}\0{domain or ''}".encode()).hexdigest()[:16]
     return f"{SNAPSHOT_KEY}/{digest}"
 
 
