@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-import time
 import urllib.request
 
 import boto3
@@ -29,6 +28,13 @@ from medallion_assets.definitions import build_definitions
 from medallion_assets.storage.objects import read_bytes
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import RAW
+from tests.fixtures.drills import (
+    drill_a_warehouse_connection_lost_mid_load,
+    healing_entry,
+    kill_the_load_once,
+    new_events,
+    put_events,
+)
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 
 STAGE = Stage(
@@ -43,11 +49,6 @@ STAGE = Stage(
 def healing_trail(medallion, stage_name: str) -> list[tuple]:
     """(event, status) of every audit entry of a stage, in order: attempts, healing, retries."""
     return [(e["event"], e["status"]) for e in medallion.store.audit_entries(stage_name=stage_name)]
-
-
-def healing_entry(medallion, rule: str) -> dict:
-    [entry] = [e for e in medallion.store.audit_entries(event="healing") if e["details"]["rule"] == rule]
-    return entry
 
 
 def test_an_unknown_action_or_invalid_pattern_is_refused_at_load_and_nothing_is_written(medallion, tmp_path):
@@ -280,25 +281,6 @@ stages:
 """
 
 
-def put_events(key: str, records: list[dict]) -> None:
-    body = "\n".join(json.dumps(record) for record in records).encode()
-    boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=body)
-
-
-def new_events(count: int, **extra) -> list[dict]:
-    return [
-        {
-            "event_id": f"drift-{i}",
-            "user_id": f"u{i % 7}",
-            "event_type": "view",
-            "event_ts": "2024-03-01T10:00:00Z",
-            "value": 1.5,
-            **extra,
-        }
-        for i in range(count)
-    ]
-
-
 def test_schema_drift_new_source_fields_flow_nullable_through_silver_into_the_warehouse(
     medallion, raw_data, tmp_path
 ):
@@ -333,51 +315,12 @@ def test_schema_drift_new_source_fields_flow_nullable_through_silver_into_the_wa
     assert warehouse_drift["details"]["overrides"] == {"evolve_warehouse_schema": True}
 
 
-def kill_the_load_once(pg_database: str, table: str) -> threading.Thread:
-    """Hold a lock on `table` until a load waits on it, then terminate that load's backend and let go."""
-    locked = threading.Event()
-
-    def inject():
-        holder, watcher = psycopg2.connect(pg_database), psycopg2.connect(pg_database)
-        watcher.autocommit = True  # pg_stat_activity is read once per transaction: each poll needs its own
-        with holder.cursor() as lock, watcher.cursor() as cursor:
-            lock.execute(f"LOCK TABLE {table} IN SHARE MODE")
-            locked.set()
-            while True:
-                cursor.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND datname = current_database()"
-                )
-                waiting = cursor.fetchall()
-                if waiting:
-                    cursor.execute("SELECT pg_terminate_backend(%s)", waiting[0])
-                    break
-                time.sleep(0.05)
-        holder.rollback()
-        holder.close()
-        watcher.close()
-
-    injector = threading.Thread(target=inject)
-    injector.start()
-    assert locked.wait(60), f"the lock on {table} was not taken"
-    return injector
-
-
 def test_a_warehouse_connection_lost_mid_load_reconnects_with_no_duplicates(medallion, raw_data, pg_database):
-    medallion.warehouse_url = pg_database
-    assert medallion.run("user_events_etl").status == "success"
-    put_events("user_events/zz-more.jsonl", new_events(25))
-    injector = kill_the_load_once(pg_database, "analytics.daily_user_events")
-    report = medallion.run("user_events_etl")
-    injector.join()
-    assert report.status == "success", report
-    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
-    lost = healing_entry(medallion, "warehouse_connection_lost")
-    assert lost["error"].startswith(
-        "WarehouseConnectionLost: loading analytics.daily_user_events failed: lost the "
-        "connection to postgres@127.0.0.1:5432/"
-    )
-    assert lost["details"]["detail"].startswith("the warehouse to answer after ")
+    def run_user_events() -> None:
+        report = medallion.run("user_events_etl")
+        assert report.status == "success", report
+
+    drill_a_warehouse_connection_lost_mid_load(medallion, pg_database, run_user_events)
 
 
 def test_a_leftover_staging_table_from_a_crashed_load_is_recreated(medallion, raw_data, pg_database):
@@ -563,9 +506,8 @@ def test_drill_three_faults_in_one_run_end_equal_to_a_fault_free_run(medallion, 
     corrupt = b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4
     boto3.client("s3").put_object(Bucket="medallion-raw", Key="user_events/zz-a-corrupt.jsonl", Body=corrupt)
     put_events("user_events/zz-b-drift.jsonl", new_events(60, device="android"))
-    injector = kill_the_load_once(pg_database, "analytics.daily_user_events")
-    report = medallion.run("user_events_etl")
-    injector.join()
+    with kill_the_load_once(pg_database, "analytics.daily_user_events"):
+        report = medallion.run("user_events_etl")
 
     assert report.status == "success", report
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
