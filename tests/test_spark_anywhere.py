@@ -18,7 +18,7 @@ import boto3
 import psutil
 import pytest
 
-from medallion_assets.sample_data import write_sample_data
+from medallion_assets.sample_data import SampleSummary, write_sample_data
 from tests.conftest import RAW, Medallion
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 from tests.spark_servers import connect_server, free_port, standalone_cluster
@@ -64,22 +64,25 @@ def medallion_run(installation: Medallion, pipeline_id: str, **spark: str) -> tu
     return done.returncode, report, done.stderr
 
 
-def assert_seed_gold(installation: Medallion) -> None:
+def assert_run_succeeds(installation: Medallion, pipeline_id: str, **spark: str) -> None:
+    code, report, stderr = medallion_run(installation, pipeline_id, **spark)
+    assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
+
+
+def assert_seed_pipelines_succeed(installation: Medallion, raw: SampleSummary, **spark: str) -> None:
+    """Both seed pipelines run to success on `raw`: gold is the reference's, and bronze read every raw line
+    and quarantined the malformed ones."""
+    for pipeline_id in ("user_events_etl", "orders_etl"):
+        assert_run_succeeds(installation, pipeline_id, **spark)
     assert installation.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     assert installation.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
+    bronze = installation.stage_audit("bronze_ingest")[-1]
+    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (raw.event_lines, raw.malformed_events)
 
 
 def test_seed_pipelines_on_a_standalone_cluster(medallion, raw_data, cluster):
     master, _ = cluster
-    for pipeline_id in ("user_events_etl", "orders_etl"):
-        code, report, stderr = medallion_run(medallion, pipeline_id, SPARK_MASTER=master)
-        assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
-    assert_seed_gold(medallion)
-    bronze = medallion.stage_audit("bronze_ingest")[-1]
-    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (
-        raw_data.event_lines,
-        raw_data.malformed_events,
-    )
+    assert_seed_pipelines_succeed(medallion, raw_data, SPARK_MASTER=master)
 
 
 def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallion, cluster):
@@ -127,15 +130,7 @@ def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
 def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, connect):
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
     summary = write_sample_data(RAW, rows=3000, lines_per_file=1000, gzipped=True)
-    for pipeline_id in ("user_events_etl", "orders_etl"):
-        code, report, stderr = medallion_run(medallion, pipeline_id, SPARK_REMOTE=connect)
-        assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
-    assert_seed_gold(medallion)
-    bronze = medallion.stage_audit("bronze_ingest")[-1]
-    assert (bronze["rows_read"], bronze["rows_quarantined"]) == (
-        summary.event_lines,
-        summary.malformed_events,
-    )
+    assert_seed_pipelines_succeed(medallion, summary, SPARK_REMOTE=connect)
 
 
 def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):
@@ -159,8 +154,7 @@ def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(meda
         for i in range(60)
     )
     s3.put_object(Bucket="medallion-raw", Key="user_events/zz-b-drift.jsonl", Body=drift.encode())
-    code, report, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=connect)
-    assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
+    assert_run_succeeds(medallion, "user_events_etl", SPARK_REMOTE=connect)
     healed = [
         (entry["details"]["rule"], entry["status"])
         for entry in medallion.store.audit_entries(event="healing")
