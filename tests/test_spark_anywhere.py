@@ -20,6 +20,7 @@ import pytest
 
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from tests.conftest import RAW, Medallion
+from tests.fixtures.drills import drill_a_warehouse_connection_lost_mid_load
 from tests.reference import expected_daily_revenue, expected_daily_user_events
 from tests.spark_servers import connect_server, free_port, standalone_cluster
 
@@ -36,6 +37,15 @@ def cluster(s3_endpoint, tmp_path_factory):
 def connect(s3_endpoint, tmp_path_factory):
     with connect_server(tmp_path_factory.mktemp("spark-connect"), {}) as url:
         yield url
+
+
+@pytest.fixture(params=["cluster", "connect"])
+def spark_server(request) -> dict[str, str]:
+    """The setting that sends a `medallion run` to the standalone cluster, or to the Spark Connect server."""
+    if request.param == "cluster":
+        master, _ = request.getfixturevalue("cluster")
+        return {"SPARK_MASTER": master}
+    return {"SPARK_REMOTE": request.getfixturevalue("connect")}
 
 
 def run_env(installation: Medallion, **spark: str) -> dict[str, str]:
@@ -164,6 +174,16 @@ def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(meda
     bronze = medallion.stage_audit("bronze_ingest")[-1]
     assert bronze["rows_read"] == raw_data.event_lines + 60
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+
+
+def test_drill_a_warehouse_connection_lost_mid_load_reconnects_with_no_duplicates(
+    medallion, raw_data, pg_database, spark_server
+):
+    # The healed load is retried at once, not after the seed's 30 s backoff, which would only add waiting.
+    medallion.set_retries(3, backoff_sec=0)
+    drill_a_warehouse_connection_lost_mid_load(
+        medallion, pg_database, lambda: assert_run_succeeds(medallion, "user_events_etl", **spark_server)
+    )
 
 
 def test_a_connect_server_that_is_down_is_named_at_once(medallion):
