@@ -14,6 +14,8 @@ import base64
 import hashlib
 import os
 import zlib
+from dataclasses import dataclass
+from functools import lru_cache
 
 from dagster import Definitions, EnvVar, definitions, in_process_executor, multiprocess_executor
 
@@ -41,19 +43,6 @@ def snapshot_key(catalog_url: str, domain: str | None) -> str:
     return f"{SNAPSHOT_KEY}/{digest}"
 
 
-def _catalog_snapshot(store: CatalogStore, domain: str | None) -> CatalogSnapshot:
-    """The snapshot the code server built these definitions from, when Dagster reconstructs them (in a run
-    worker); else the catalog (or the domain's share of it) read now, and handed to Dagster to keep with the
-    code location's load data, which Dagster stores with every run and gives back to its run worker."""
-    context, key = DefinitionsLoadContext.get(), snapshot_key(store.url, domain)
-    if context.load_type == DefinitionsLoadType.RECONSTRUCTION and key in context.reconstruction_metadata:
-        return unpack_snapshot(context.reconstruction_metadata[key])
-    store.migrate()
-    snapshot = store.snapshot(domain)
-    context.add_to_pending_reconstruction_metadata(key, pack_snapshot(snapshot))
-    return snapshot
-
-
 def pack_snapshot(snapshot: CatalogSnapshot) -> str:
     """Compressed (about 30 times at 10k datasets): Dagster stores it with the execution plan of every run."""
     return base64.b64encode(zlib.compress(snapshot.to_json().encode())).decode()
@@ -63,10 +52,23 @@ def unpack_snapshot(packed: str) -> CatalogSnapshot:
     return CatalogSnapshot.from_json(zlib.decompress(base64.b64decode(packed)).decode())
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """Where a code location's definitions read and write, resolved from arguments and the environment."""
+
+    catalog_url: str
+    lake_root: str
+    warehouse_url: str
+    domain: str | None
+    # The environment variables the catalog and warehouse URLs come from, when they do: Dagster keeps and
+    # shows a resource setting given as an EnvVar by the variable's name, never its value (a URL may hold a
+    # password).
+    catalog_variable: EnvVar | None
+    warehouse_variable: EnvVar | None
+    executor: str
+
+
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
-    """The environment variable a setting comes from, when it does. Dagster keeps and shows a resource setting
-    given as an EnvVar by the variable's name, never its value: a catalog or warehouse URL may hold a
-    password."""
     return EnvVar(variable) if explicit is None and variable in os.environ else None
 
 
@@ -76,20 +78,47 @@ def build_definitions(
     warehouse_url: str | None = None,
     domain: str | None = None,
 ) -> Definitions:
-    """Every pipeline's assets, or with `domain` only that domain's (one code location per domain)."""
-    catalog_setting = _from_environment(catalog_url, config.CATALOG_ENV)
-    warehouse_setting = _from_environment(warehouse_url, config.WAREHOUSE_ENV)
-    catalog_url = catalog_url or config.catalog_url()
-    lake_root = lake_root or config.lake_url()
-    warehouse_url = warehouse_url or config.warehouse_url()
-    store = CatalogStore(catalog_url)
-    snapshot = _catalog_snapshot(store, domain)
-    assets = build_assets(snapshot, lake_root)
+    """Every pipeline's assets, or with `domain` only that domain's (one code location per domain).
+
+    Built from the catalog (or the domain's share of it) read now, whose snapshot is handed to Dagster to
+    keep with the code location's load data; Dagster stores it with every run and gives it back to the run
+    worker, which rebuilds from it (Dagster reconstructs) without reading the catalog's structure again.
+    """
+    settings = _Settings(
+        catalog_url or config.catalog_url(),
+        lake_root or config.lake_url(),
+        warehouse_url or config.warehouse_url(),
+        domain,
+        _from_environment(catalog_url, config.CATALOG_ENV),
+        _from_environment(warehouse_url, config.WAREHOUSE_ENV),
+        config.executor(),
+    )
+    context, key = DefinitionsLoadContext.get(), snapshot_key(settings.catalog_url, domain)
+    if context.load_type == DefinitionsLoadType.RECONSTRUCTION and key in context.reconstruction_metadata:
+        return _reconstructed(context.reconstruction_metadata[key], settings)
+    store = CatalogStore(settings.catalog_url)
+    store.migrate()
+    snapshot = store.snapshot(domain)
+    context.add_to_pending_reconstruction_metadata(key, pack_snapshot(snapshot))
+    return _assemble(snapshot, store, settings)
+
+
+# Dagster reconstructs a run's code location twice in the run worker (for the run, then again for its
+# execution plan, each time with equal load data in a new object that its own caches do not recognise),
+# and the code server once after loading it. Built once per process: the same snapshot and settings give
+# the same definitions. A few entries: a process may reconstruct several locations (tests do).
+@lru_cache(maxsize=8)
+def _reconstructed(packed_snapshot: str, settings: _Settings) -> Definitions:
+    return _assemble(unpack_snapshot(packed_snapshot), CatalogStore(settings.catalog_url), settings)
+
+
+def _assemble(snapshot: CatalogSnapshot, store: CatalogStore, settings: _Settings) -> Definitions:
+    assets = build_assets(snapshot, settings.lake_root)
     sensors = [build_control_sensor(snapshot, store)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
         sensors += [
             build_launcher_sensor(snapshot, store),
-            build_healing_sensor(snapshot, store, lake_root, warehouse_url),
+            build_healing_sensor(snapshot, store, settings.lake_root, settings.warehouse_url),
             build_notification_sensor(store),
         ]
     return Definitions(
@@ -97,11 +126,11 @@ def build_definitions(
         sensors=sensors,
         resources={
             "spark": SparkResource(),
-            "lake": LakeResource(root=lake_root),
-            "warehouse": WarehouseResource(url=warehouse_setting or warehouse_url),
-            "catalog": CatalogResource(url=catalog_setting or catalog_url),
+            "lake": LakeResource(root=settings.lake_root),
+            "warehouse": WarehouseResource(url=settings.warehouse_variable or settings.warehouse_url),
+            "catalog": CatalogResource(url=settings.catalog_variable or settings.catalog_url),
         },
-        executor=multiprocess_executor if config.executor() == "multiprocess" else in_process_executor,
+        executor=multiprocess_executor if settings.executor == "multiprocess" else in_process_executor,
     )
 
 

@@ -3,6 +3,7 @@ server, and a broken catalog row fails only its own domain's location, with an e
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -138,15 +139,9 @@ print(sorted(key.to_user_string() for key in repository.asset_graph.get_all_asse
 """
 
 
-def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_the_catalog(
-    tmp_path, monkeypatch
-):
-    store = seed_in_two_domains(tmp_path)
-    monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
-    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
-    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
-    load_data = tmp_path / "load_data.json"
-    # The code server: the location's load data, which Dagster stores with each run for its run worker.
+def load_the_sales_location(load_data: Path) -> subprocess.CompletedProcess:
+    """The code server's part: load the location and write its load data, which Dagster stores with each run
+    for its run worker."""
     code_server = subprocess.run(
         [
             sys.executable,
@@ -162,6 +157,73 @@ def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_t
         cwd=REPO,
     )
     assert code_server.returncode == 0, code_server.stderr
+    return code_server
+
+
+# As Dagster's run worker does: the location reconstructed for the run, then again for its execution plan,
+# each time from load data deserialized anew. The asset factory is counted.
+RECONSTRUCTED_TWICE = """
+import json, sys
+from dagster import deserialize_value
+from medallion_assets import definitions
+from medallion_assets.dagster_compat import ReconstructableRepository
+factory_runs = []
+build_assets = definitions.build_assets
+definitions.build_assets = lambda *args: factory_runs.append(1) or build_assets(*args)
+graphs = [
+    sorted(
+        key.to_user_string()
+        for key in ReconstructableRepository.for_module("medallion_assets.locations", "sales")
+        .with_repository_load_data(deserialize_value(open(path).read()))
+        .get_definition()
+        .asset_graph.get_all_asset_keys()
+    )
+    for path in sys.argv[1:]
+]
+print(json.dumps({"factory_runs": len(factory_runs), "graphs": graphs}))
+"""
+
+
+def test_a_run_worker_builds_its_location_once_however_often_dagster_reconstructs_it(tmp_path, monkeypatch):
+    store = seed_in_two_domains(tmp_path)
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
+    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    load_the_sales_location(before)
+    with store.engine.begin() as connection:  # a change to the domain: the next load has another snapshot
+        connection.execute(
+            text("UPDATE targets SET description = 'changed' WHERE target_id = 'gold_daily_revenue'")
+        )
+    load_the_sales_location(after)
+
+    def reconstructed(*load_data: Path) -> dict:
+        worker = subprocess.run(
+            [sys.executable, "-c", RECONSTRUCTED_TWICE, *map(str, load_data)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert worker.returncode == 0, worker.stderr
+        return json.loads(worker.stdout)
+
+    same = reconstructed(before, before)
+    assert same["factory_runs"] == 1
+    assert same["graphs"][0] == same["graphs"][1]
+    assert "gold/daily_revenue" in same["graphs"][0]
+    # Another snapshot is built anew, never answered from the first.
+    assert reconstructed(before, after)["factory_runs"] == 2
+
+
+def test_a_run_worker_rebuilds_its_location_from_the_code_servers_snapshot_not_the_catalog(
+    tmp_path, monkeypatch
+):
+    store = seed_in_two_domains(tmp_path)
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", store.url)
+    monkeypatch.setenv("MEDALLION_LAKE_URL", str(tmp_path / "lake"))
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", f"duckdb:///{tmp_path}/warehouse.duckdb")
+    load_data = tmp_path / "load_data.json"
+    code_server = load_the_sales_location(load_data)
     with store.engine.begin() as connection:  # the catalog breaks after the location loaded
         connection.execute(
             text(
