@@ -23,7 +23,7 @@ Where each part lives:
 - ``base``: ``Warehouse``, the load every adapter runs (checks, statements, one transaction, error reporting);
 - ``duckdb_file``, ``postgres``, ``redshift``: the adapters, which say how to connect and how a batch reaches
   the table;
-- ``urls``: ``warehouse_from_url``, which picks the adapter;
+- ``urls``: ``warehouse_from_url``, which picks the adapter and imports it (and its driver) only then;
 - ``sql``: the statements, as pure functions; ``column_types``: Arrow types as SQL types, and schema drift;
 - ``batches``: what a load takes, and its checks before any SQL; ``csv_stream``: batches as CSV for COPY;
   ``s3_staging``: batches staged as parquet on S3 for Redshift;
@@ -35,7 +35,6 @@ Callers import from this package; its modules are how it is arranged inside.
 from medallion_assets.storage.warehouse.base import LoadResult, Warehouse
 from medallion_assets.storage.warehouse.batches import Batch, StagedParquet
 from medallion_assets.storage.warehouse.column_types import column_definitions, columns_to_add, sql_type
-from medallion_assets.storage.warehouse.duckdb_file import DuckDBWarehouse
 from medallion_assets.storage.warehouse.errors import (
     BreakingSchemaChange,
     LeftoverStagingTable,
@@ -43,8 +42,6 @@ from medallion_assets.storage.warehouse.errors import (
     WarehouseConnectionLost,
     WarehouseError,
 )
-from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
-from medallion_assets.storage.warehouse.redshift import RedshiftWarehouse
 from medallion_assets.storage.warehouse.s3_staging import staged_parquet
 from medallion_assets.storage.warehouse.sql import (
     Dialect,
@@ -61,13 +58,10 @@ __all__ = [
     "Batch",
     "BreakingSchemaChange",
     "Dialect",
-    "DuckDBWarehouse",
     "LeftoverStagingTable",
     "LoadPlan",
     "LoadResult",
     "Mode",
-    "PostgresWarehouse",
-    "RedshiftWarehouse",
     "SchemaDrift",
     "StagedParquet",
     "Warehouse",

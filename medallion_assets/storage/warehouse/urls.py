@@ -1,13 +1,15 @@
-"""Warehouse URLs: which adapter, and its connection settings."""
+"""Warehouse URLs: which adapter, and its connection settings.
+
+An adapter's module, and its driver with it, is imported only when a URL names it: DuckDB alone takes
+longer to import than the rest of the warehouse package, and a PostgreSQL or Redshift deployment (or a code
+server, which loads nothing) never needs it.
+"""
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from medallion_assets.storage.warehouse.base import Warehouse
-from medallion_assets.storage.warehouse.duckdb_file import DuckDBWarehouse
-from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
-from medallion_assets.storage.warehouse.redshift import RedshiftWarehouse
 
 SCHEMES = ("duckdb", "postgresql", "postgresql+psycopg2", "redshift")
 
@@ -28,6 +30,8 @@ def warehouse_from_url(url: str) -> Warehouse:
         shown = repr(scheme) if separator else "(none)"
         raise ValueError(f"unknown warehouse URL scheme {shown}; supported: {', '.join(SCHEMES)}")
     if scheme == "duckdb":
+        from medallion_assets.storage.warehouse.duckdb_file import DuckDBWarehouse
+
         return DuckDBWarehouse(rest.removeprefix("/"))
     parts = urlsplit(url)
     options = dict(parse_qsl(parts.query))
@@ -45,6 +49,8 @@ def warehouse_from_url(url: str) -> Warehouse:
         if value
     }
     if scheme != "redshift":
+        from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
+
         return PostgresWarehouse(**connect_kwargs)
     # Query parameters are text; an absent one is "", refused below as an empty one is.
     s3_staging = str(connect_kwargs.pop("s3_staging", ""))
@@ -54,4 +60,6 @@ def warehouse_from_url(url: str) -> Warehouse:
             "a redshift:// URL needs the query parameters s3_staging=s3://bucket/prefix/ "
             "and iam_role=arn:aws:iam::..."
         )
+    from medallion_assets.storage.warehouse.redshift import RedshiftWarehouse
+
     return RedshiftWarehouse(s3_staging, iam_role, **connect_kwargs)
