@@ -2,7 +2,7 @@
 backtracking engine), on the same generated emails.
 
 Baseline: the aggregation `evaluate_rules` builds for a regex rule, written by hand with `rlike`. Measured:
-`evaluate_rules` with the rule, whose matching runs RE2 in a pandas UDF. Both read the same cached DataFrame;
+`evaluate_rules` with the rule, whose matching runs RE2 in an Arrow UDF. Both read the same cached DataFrame;
 each runs `--repeats` times, alternating, after an untimed warm-up. Prints the medians and the ratio.
 
     python bench/regex_rules.py --rows 1000000

@@ -17,12 +17,11 @@ from functools import reduce
 from operator import and_, or_
 from typing import Any, cast
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.functions import pandas_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import BooleanType, StructType
 
 from medallion_assets.catalog.models import Rule
@@ -80,12 +79,12 @@ def _found_by_re2(pattern: str) -> Callable[[Column], Column]:
 
     compiled(pattern)  # refused here, with the reason, rather than inside a task
 
-    # pyspark's stubs type only the pandas_udf forms that take a `functionType`, not this type-hinted one.
-    @pandas_udf(BooleanType())  # type: ignore[call-overload, untyped-decorator]
-    def found(values: pd.Series) -> pd.Series:
+    # An Arrow UDF, not a pandas one: the batch stays in Arrow both ways, and no process imports pandas.
+    # pyspark's stubs type only the arrow_udf forms that take a `functionType`, not this type-hinted one.
+    @arrow_udf(BooleanType())  # type: ignore[call-overload, untyped-decorator]
+    def found(values: pa.Array) -> pa.Array:
         # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch.
-        matches = pc.match_substring_regex(pa.array(values, type=pa.large_string()), pattern)
-        return matches.fill_null(False).to_pandas()
+        return pc.match_substring_regex(values.cast(pa.large_string()), pattern).fill_null(False)
 
     return cast(Callable[[Column], Column], found)
 
