@@ -16,6 +16,10 @@ from dagster import Definitions, definitions
 
 from medallion_assets.definitions import build_definitions
 
+# Past this many datasets in a domain, its run workers take more than about 3 s to start (each rebuilds the
+# whole domain before its first step; measured in BENCHMARKS.md, "Code locations per domain").
+LARGE_DOMAIN_DATASETS = 1000
+
 
 def location_name(domain: str) -> str:
     return f"medallion_{domain}"

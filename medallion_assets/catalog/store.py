@@ -217,6 +217,23 @@ class CatalogStore:
                 {domain or default for domain in connection.execute(select(pipelines.c.domain)).scalars()}
             )
 
+    def domain_datasets(self) -> dict[str, int]:
+        """Per domain, the datasets (assets) its code location builds: what its stages write and read. Plain
+        SQL too: a broken row must not hide its domain's size."""
+        pipelines, stages = LOADABLE_TABLES["pipelines"], LOADABLE_TABLES["stages"]
+        default = LOADABLE["pipelines"].model_fields["domain"].default
+        datasets: dict[str, set[str]] = {domain: set() for domain in self.domains()}
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(pipelines.c.domain, stages.c.target_id, stages.c.input_id, stages.c.inputs).join(
+                    stages, stages.c.pipeline_id == pipelines.c.pipeline_id
+                )
+            )
+            for domain, target_id, input_id, inputs in rows:
+                more = [str(name) for name in inputs] if isinstance(inputs, list) else []
+                datasets[domain or default] |= {str(target_id), str(input_id), *more}
+        return {domain: len(names) for domain, names in datasets.items()}
+
     def _domain_rows(self, domain: str) -> dict[str, Sequence[Row]]:
         """A domain's pipelines, their stages, the rule sets those stages name, and the sources and targets of
         the datasets the stages read and write and of every dataset upstream of them in the declared lineage

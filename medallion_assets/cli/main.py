@@ -303,10 +303,19 @@ def _dagster_home() -> Path:
 )
 def workspace(path: Path) -> None:
     """Write a Dagster workspace with one code location per catalog domain (pipelines.domain)."""
-    from medallion_assets.locations import write_workspace
+    from medallion_assets.locations import LARGE_DOMAIN_DATASETS, location_name, write_workspace
 
-    domains = catalog_store().domains()
-    echo(f"wrote {write_workspace(path, domains)}: {len(domains)} code location(s)")
+    sizes = catalog_store().domain_datasets()
+    echo(f"wrote {write_workspace(path, sorted(sizes))}: {len(sizes)} code location(s)")
+    for domain, datasets in sorted(sizes.items()):
+        echo(f"  {location_name(domain)}: {datasets:,} dataset(s)")
+        if datasets > LARGE_DOMAIN_DATASETS:
+            echo(
+                f"warning: domain {domain} has {datasets:,} datasets; each of its run workers rebuilds them "
+                f"all before its first step, which takes longer than 3 s past {LARGE_DOMAIN_DATASETS:,} "
+                "(BENCHMARKS.md, Code locations per domain): split it into smaller domains",
+                err=True,
+            )
 
 
 @main.command("ui")
