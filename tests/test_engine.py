@@ -124,6 +124,14 @@ def test_conform_counts_its_rejects_while_the_valid_rows_are_computed(spark):
     ]
 
 
+def test_conform_keeps_columns_named_like_its_helper_columns_apart(spark):
+    # A declared column may be named anything an identifier allows, underscores first.
+    frame = spark.createDataFrame([("x", None, "5")], "a string, _typed_a string, _rejected string")
+    conformed = conform(frame, {"a": "string", "_typed_a": "int", "_rejected": "int"})
+    assert [tuple(r) for r in conformed.valid.collect()] == [("x", None, 5)]
+    assert conformed.rejected.collect() == []
+
+
 def test_deduplicate_keeps_the_latest_by_the_given_column(spark):
     frame = spark.createDataFrame(
         [("a", 1, "old"), ("a", 3, "new"), ("b", 2, "only")], "k string, v int, tag string"

@@ -51,13 +51,14 @@ def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dial
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     """Cast to the declared schema. A present value that does not cast rejects its row, with the reason."""
-    # Each value is cast once, into a column of its own: casts (a timestamp's parse) are the costly part.
-    typed = {name: f"_typed_{name}" for name in columns}
+    # Each value is cast once, into a column of its own: casts (a timestamp's parse) are the costly part. The
+    # helper columns' names hold a space, which no declared column's name (an identifier) can.
+    typed = {name: f"typed {name}" for name in columns}
     fails = {name: F.col(name).isNotNull() & F.col(typed[name]).isNull() for name in columns}
     checked = frame.withColumns(
         {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
-    ).withColumn("_rejected", reduce(or_, fails.values(), F.lit(False)))  # never null
-    is_rejected = F.col("_rejected")
+    ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+    is_rejected = F.col("rejected row")
     observed, rejected_rows = counted(checked, is_rejected)
     lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
     valid = observed.where(~is_rejected).select(
