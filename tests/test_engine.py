@@ -109,6 +109,29 @@ def test_conform_names_the_field_and_value_that_did_not_cast(spark):
     ]
 
 
+def test_conform_counts_its_rejects_while_the_valid_rows_are_computed(spark):
+    frame = spark.createDataFrame(
+        [("1", "2026-11-01T10:00:00Z"), ("x", "2026-11-01T11:00:00Z"), ("2", "later"), (None, None)],
+        "id string, ts string",
+    )
+    conformed = conform(frame, {"id": "int", "ts": "timestamp"})
+    assert conformed.valid.columns == ["id", "ts"]
+    assert [tuple(r) for r in conformed.valid.collect()] == [(1, dt.datetime(2026, 11, 1, 10)), (None, None)]
+    assert conformed.rejected_rows.get == {"rows": 2}  # observed by that action: no pass of its own
+    assert [(r["reason"], r["raw"]) for r in conformed.rejected.collect()] == [
+        ("id: cannot cast x to int", '{"id":"x","ts":"2026-11-01T11:00:00Z"}'),
+        ("ts: cannot cast later to timestamp", '{"id":"2","ts":"later"}'),
+    ]
+
+
+def test_conform_keeps_columns_named_like_its_helper_columns_apart(spark):
+    # A declared column may be named anything an identifier allows, underscores first.
+    frame = spark.createDataFrame([("x", None, "5")], "a string, _typed_a string, _rejected string")
+    conformed = conform(frame, {"a": "string", "_typed_a": "int", "_rejected": "int"})
+    assert [tuple(r) for r in conformed.valid.collect()] == [("x", None, 5)]
+    assert conformed.rejected.collect() == []
+
+
 def test_deduplicate_keeps_the_latest_by_the_given_column(spark):
     frame = spark.createDataFrame(
         [("a", 1, "old"), ("a", 3, "new"), ("b", 2, "only")], "k string, v int, tag string"

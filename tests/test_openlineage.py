@@ -373,6 +373,13 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     assert table_output["outputFacets"]["outputStatistics"]["rowCount"] == len(gold)
     assert table_output["name"] == "w.analytics.daily_revenue_by_country"
     assert [f["name"] for f in lake_output["facets"]["schema"]["fields"]] == list(gold[0])
+    # The types of the files gold wrote, as Spark reads them back: the catalog's declared columns.
+    assert {f["name"]: f["type"] for f in lake_output["facets"]["schema"]["fields"]} == {
+        "order_date": "date",
+        "country": "string",
+        "revenue": "decimal(18,2)",
+        "orders": "bigint",
+    }
     silver_checks = events[runs[jobs["orders_etl.silver_orders.checks"]][-1]]
     assertions = silver_checks["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert [(a["name"], a["success"]) for a in assertions] == [

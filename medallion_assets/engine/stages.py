@@ -112,15 +112,15 @@ class StageRunner:
         output = lake_path(self.lake_root, target.layer, target.target_id)
         if target.layer == "bronze":
             outcome = self._ingest(stage, self.recovery.readable_source(stage), output)
-        else:
-            outcome = self._transform(stage, target, output)
-        outcome.output_path = output
-        written = self.read_dataset(target.target_id)
-        outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
-        if target.layer == "bronze":  # bronze rules judge the whole dataset, not only this batch
+            written = self.read_dataset(target.target_id)
+            # Bronze rules judge the whole dataset, not only this batch...
             outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
             # ...and so does its row count (parquet footers: no scan), or it would contradict its checks.
             outcome.details["rows_in_dataset"] = written.count()
+        else:
+            outcome, written = self._transform(stage, target, output)
+        outcome.output_path = output
+        outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
         if target.kind == "warehouse" and not outcome.blocking_failures():
             reason = self.halt_reason(stage)
@@ -238,7 +238,10 @@ class StageRunner:
             frame = frame.where(~violation)
         return Shaped(frame, rows_in, rejects)
 
-    def _transform(self, stage: Stage, target: Target, output: str) -> StageOutcome:
+    def _transform(self, stage: Stage, target: Target, output: str) -> tuple[StageOutcome, DataFrame]:
+        """Compute, write and check a silver or gold dataset. Returns the outcome and the files just written,
+        read with the schema they were written with: what Spark would infer from their footers (every column
+        nullable), without the job that reads them."""
         inputs, read = self.readable_inputs(stage)
         # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
         shaped = self._shape(stage, target, inputs)
@@ -250,8 +253,9 @@ class StageRunner:
         observed, written_count = counted(observed)
         observed.write.mode("overwrite").parquet(output)
         quarantined = self._write_rejected(target.target_id, rejects)
-        # Read back (with the known schema: no job to infer it) only for rules an observation cannot compute.
-        rule_outcomes = judge(self.spark.read.schema(observed.schema).parquet(output))
+        written_files = self.spark.read.schema(observed.schema).parquet(output)
+        # Scanned only for rules an observation cannot compute.
+        rule_outcomes = judge(written_files)
         rows_in, written = rows_in_count.get["rows"], written_count.get["rows"]
         # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
         # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
@@ -262,7 +266,7 @@ class StageRunner:
             if not stage.transform_sql and len(inputs) == 1
             else sum(input_frame.count() for input_frame in inputs.values())
         )
-        return StageOutcome(
+        outcome = StageOutcome(
             rows_read,
             written,
             quarantined,
@@ -270,6 +274,7 @@ class StageRunner:
             details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined},
             read=read,
         )
+        return outcome, written_files
 
     def _write_rejected(self, target_id: str, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
@@ -49,22 +51,34 @@ def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dial
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     """Cast to the declared schema. A present value that does not cast rejects its row, with the reason."""
-    failures = [
-        F.when(
-            F.col(name).isNotNull() & F.col(name).try_cast(type_name).isNull(),
-            F.concat(F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")),
-        )
-        for name, type_name in columns.items()
-    ]
-    lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
-    checked = frame.withColumn("_reason", F.concat_ws("; ", *failures))
-    is_rejected = F.col("_reason") != ""
+    # Each value is cast once, into a column of its own: casts (a timestamp's parse) are the costly part. The
+    # helper columns' names hold a space, which no declared column's name (an identifier) can.
+    typed = {name: f"typed {name}" for name in columns}
+    fails = {name: F.col(name).isNotNull() & F.col(typed[name]).isNull() for name in columns}
+    checked = frame.withColumns(
+        {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
+    ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+    is_rejected = F.col("rejected row")
     observed, rejected_rows = counted(checked, is_rejected)
+    lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
     valid = observed.where(~is_rejected).select(
-        *[F.col(name).try_cast(type_name).alias(name) for name, type_name in columns.items()], *lineage
+        *[F.col(typed[name]).alias(name) for name in columns], *lineage
+    )
+    # Only rejected rows have their reason spelled out.
+    reason = F.concat_ws(
+        "; ",
+        *[
+            F.when(
+                fails[name],
+                F.concat(
+                    F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")
+                ),
+            )
+            for name, type_name in columns.items()
+        ],
     )
     rejected = checked.where(is_rejected).select(
-        *lineage, F.col("_reason").alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")
+        *lineage, reason.alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")
     )
     return Conformed(valid, rejected, rejected_rows)
 
