@@ -51,7 +51,7 @@ from urllib.parse import urlparse
 
 import boto3
 import psycopg2
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, EventLogEntry, RunsFilter
 from scipy.stats import spearmanr
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,13 +154,12 @@ def wait_for(what: str, check, deadline: float):
     raise SystemExit(f"gave up waiting for {what}")
 
 
-def dequeue_times(instance: DagsterInstance, run_ids: list[str]) -> dict[str, float]:
-    """When the coordinator took each run off the queue: Dagster 1.13 declares RUN_DEQUEUED but never emits
-    it; the daemon's RUN_STARTING event marks the dequeue and launch."""
+def first_times(events: dict[str, list[EventLogEntry]], kind: DagsterEventType) -> dict[str, float]:
+    """Per run that has one, when its first event of `kind` was written."""
     return {
-        run_id: record.timestamp
-        for run_id in run_ids
-        for record in instance.all_logs(run_id, of_type=DagsterEventType.RUN_STARTING)
+        run_id: min(times)
+        for run_id, entries in events.items()
+        if (times := [entry.timestamp for entry in entries if entry.dagster_event_type == kind])
     }
 
 
@@ -249,10 +248,13 @@ def measure(
             for p in rows["pipelines"]
         }
         records = instance.get_run_records()
-        run_ids = [r.dagster_run.run_id for r in records]
-        dequeued = dequeue_times(instance, run_ids)
+        events = {r.dagster_run.run_id: instance.all_logs(r.dagster_run.run_id) for r in records}
+        # When the coordinator took each run off the queue: Dagster 1.13 declares RUN_DEQUEUED but never
+        # emits it; the daemon's RUN_STARTING event marks the dequeue and launch.
+        dequeued = first_times(events, DagsterEventType.RUN_STARTING)
+        # A run worker's start: from the daemon's launch to the worker's first RUN_START, and STEP_START.
         worker_start = {
-            until: worker_start_seconds(instance, dequeued, until)
+            until: [seconds - dequeued[run_id] for run_id, seconds in first_times(events, until).items()]
             for until in (DagsterEventType.RUN_START, DagsterEventType.STEP_START)
         }
         first_run = min(dequeued, key=dequeued.__getitem__)
@@ -262,13 +264,13 @@ def measure(
                 event.dagster_event_type or "log",
                 str(event.message)[:120],
             )
-            for event in instance.all_logs(first_run)
+            for event in events[first_run]
         ]
         problems = {
             record.dagster_run.run_id: f"{record.dagster_run.status.value}: "
             + "; ".join(
                 str(event.message)[:300]
-                for event in instance.all_logs(record.dagster_run.run_id)
+                for event in events[record.dagster_run.run_id]
                 if event.is_dagster_event and event.dagster_event_type in FAILURES
             )
             for record in records
@@ -282,17 +284,6 @@ def measure(
         "problems": problems,
         "timeline": timeline,
     }
-
-
-def worker_start_seconds(
-    instance: DagsterInstance, launched: dict[str, float], until: DagsterEventType
-) -> list[float]:
-    """Per run, seconds from the daemon's launch (RUN_STARTING) to the run worker's first `until` event."""
-    return [
-        min(record.timestamp for record in events) - launched[run_id]
-        for run_id in launched
-        if (events := instance.all_logs(run_id, of_type=until))
-    ]
 
 
 def summarize(
