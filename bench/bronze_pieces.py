@@ -6,10 +6,13 @@ each round running every piece in turn. The figure is CPU seconds of this proces
 JVM and the Python workers), not wall time: it compares the pieces' work on a machine shared with other jobs.
 
 - `text source`: Spark's text source reading the lines (the floor for getting lines into the JVM);
-- `executor reader`: Medallion's reader (`raw_reader` in `mapInArrow` tasks: fetch, split, number) with each
-  line's object joined back to its url, as bronze runs it;
-- `text source + from_json`: Spark parsing a string column of those lines against the declared schema;
-- `executor reader + from_json`: bronze's parse as `ingest` runs it (PERMISSIVE, corrupt records and reasons);
+- `executor reader, lines`: Medallion's reader (`raw_reader` in `mapInArrow` tasks: fetch, split, number)
+  moving every line into the JVM unparsed, as it does for CSV;
+- `executor reader, Arrow parse`: the same reader parsing JSON lines with Arrow's reader in the task, moving
+  typed columns (and only the lines Arrow refuses) into the JVM;
+- `text source + from_json`: Spark parsing a string column of the lines against the declared schema;
+- `bronze parse`: bronze's parse as `ingest` runs it (the reader parsing with Arrow, lines it refuses parsed
+  by `from_json` in PERMISSIVE mode, each record's object joined back to its url, corrupt records, reasons);
 - `JSON source`: Spark's JSON source reading the same files (PERMISSIVE, corrupt records): the hand-written
   script's bronze, which keeps no line numbers;
 - `head checks`: the drift and readability probe over every object before anything is written.
@@ -30,6 +33,7 @@ from pathlib import Path
 import psutil
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -79,9 +83,13 @@ def main() -> None:
         )
         listed = ingest._objects(spark, list_objects(source.s3_path))
         schema = ingest.spark_schema(COLUMNS)
+        record_schema = f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {schema}, "
+        record_schema += f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
+        declared = to_arrow_schema(spark.createDataFrame([], schema).schema)
 
-        def executor_reader() -> DataFrame:
-            return listed.mapInArrow(raw_reader.lines_task("auto", False, None), raw_reader.LINES_SCHEMA)
+        def executor_reader(parse_json: bool) -> DataFrame:
+            task = raw_reader.records_task("auto", False, declared, parse_json, None)
+            return listed.mapInArrow(task, record_schema)
 
         def parsed(lines: DataFrame) -> DataFrame:
             return lines.select(
@@ -90,9 +98,12 @@ def main() -> None:
 
         pieces: dict[str, Callable[[], object]] = {
             "text source": lambda: _drain(spark.read.text(folder)),
-            "executor reader": lambda: _drain(executor_reader()),
+            "executor reader, lines": lambda: _drain(executor_reader(parse_json=False)),
+            "executor reader, Arrow parse": lambda: _drain(executor_reader(parse_json=True)),
             "text source + from_json": lambda: _drain(parsed(spark.read.text(folder))),
-            "executor reader + from_json": lambda: _drain(ingest._parse_text(source, listed)),
+            "bronze parse": lambda: _drain(
+                ingest._parse(source, ingest._read_records(spark, source, listed))
+            ),
             "JSON source": lambda: _drain(
                 spark.read.schema(f"{schema}, {ingest.CORRUPT} string").options(**PERMISSIVE).json(folder)
             ),

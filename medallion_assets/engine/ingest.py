@@ -2,8 +2,10 @@
 
 The driver only lists objects. Spark executors fetch, decompress and split them (`raw_reader`, run through
 `mapInArrow`), so raw bytes never pass through the Dagster process and nothing is staged on its disk. Every
-record keeps its file and line number, then Spark parses the lines against the source's declared schema in
-PERMISSIVE mode: a record that does not parse lands in quarantine with its file, line and reason.
+record keeps its file and line number. JSON lines are parsed in the same task by Arrow's JSON reader where it
+parses them as Spark would; Spark parses the rest (CSV, other types, lines Arrow refuses) against the source's
+declared schema in PERMISSIVE mode: a record that does not parse lands in quarantine with its file, line and
+reason.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -32,6 +35,12 @@ REJECTION_REASON = {
 }
 # Objects per ingestion task at the least: one task per object, up to this many tasks.
 MAX_TASKS = 256
+# The declared types whose values Arrow's JSON reader converts exactly as Spark's from_json does, for every
+# line it accepts (tests/test_json_parsing.py compares the two line by line on hostile lines). Parsing in the
+# reading task spares moving each line into the JVM and parsing it there: bronze's largest cost. A source
+# with any other type, or with options for Spark's parser, is parsed by Spark alone.
+ARROW_PARSED_TYPES = frozenset({"string", "int", "bigint", "long", "double", "boolean"})
+PARSED_BY_SPARK = "parsed by spark"
 
 
 @dataclass(frozen=True)
@@ -64,8 +73,8 @@ def _objects(spark: SparkSession, objects: list[ObjectInfo]) -> DataFrame:
 
 def _with_source_file(rows: DataFrame, objects: DataFrame) -> DataFrame:
     """Rows that name their object by index, naming it by url instead (a broadcast join: no shuffle)."""
-    urls = objects.select(F.col("index").alias("_object"), F.col("url").alias("_source_file"))
-    return rows.join(F.broadcast(urls), "_object").drop("_object")
+    urls = objects.select(F.col("index").alias(raw_reader.OBJECT_INDEX), F.col("url").alias("_source_file"))
+    return rows.join(F.broadcast(urls), raw_reader.OBJECT_INDEX).drop(raw_reader.OBJECT_INDEX)
 
 
 def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> None:
@@ -88,46 +97,57 @@ def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> Non
         raise SourceSchemaDrift(source.source_id, found[0].url, new_columns)
 
 
-def _parse_text(source: Source, objects: DataFrame) -> DataFrame:
-    """Parse the objects' lines; rows that fail carry the raw line in _corrupt_record, and why in _reason."""
-    skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
-    lines = _with_source_file(
-        objects.mapInArrow(
-            raw_reader.lines_task(source.compression, skip_header, configured_endpoint()),
-            raw_reader.LINES_SCHEMA,
-        ),
-        objects,
+def _read_records(spark: SparkSession, source: Source, objects: DataFrame) -> DataFrame:
+    """The objects' records as the executors read them (raw_reader.numbered_records), naming their file."""
+    record_schema = (
+        f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {spark_schema(source.columns)}, "
+        f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
     )
+    # The empty frame is how a DDL schema is parsed in classic Spark and Spark Connect alike.
+    arrow_schema = to_arrow_schema(spark.createDataFrame([], record_schema).schema)
+    declared = pa.schema([arrow_schema.field(name) for name in source.columns])
+    endpoint = configured_endpoint()
+    if source.file_format == "parquet":
+        task = raw_reader.parquet_task(declared, endpoint)
+    else:
+        skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
+        parse_json = (
+            source.file_format == "jsonl"
+            and not source.options
+            and set(source.columns.values()) <= ARROW_PARSED_TYPES
+        )
+        task = raw_reader.records_task(source.compression, skip_header, declared, parse_json, endpoint)
+    return _with_source_file(objects.mapInArrow(task, record_schema), objects)
+
+
+def _parse(source: Source, records: DataFrame) -> DataFrame:
+    """Every record with its declared columns, parsed by Spark where the executors left the raw line; rows
+    that fail carry the raw line in _corrupt_record, and why in _reason."""
+    raw, unreadable = F.col(raw_reader.RAW_LINE), F.col(raw_reader.UNREADABLE)
     schema = spark_schema(source.columns) + f", {CORRUPT} string"
-    options = {
-        "mode": "PERMISSIVE",
-        "columnNameOfCorruptRecord": CORRUPT,
-        **{k: str(v) for k, v in source.options.items() if k != "header"},
-    }
-    parse = F.from_json if source.file_format == "jsonl" else F.from_csv
-    parsed = lines.select(
-        "_source_file", "_source_line", "value", "_unreadable", parse("value", schema, options).alias("r")
-    )
+    if source.file_format == "parquet":  # rows arrive typed: Spark has nothing to parse
+        by_spark = F.lit(None).cast(f"struct<{schema}>")
+    else:
+        options = {
+            "mode": "PERMISSIVE",
+            "columnNameOfCorruptRecord": CORRUPT,
+            **{k: str(v) for k, v in source.options.items() if k != "header"},
+        }
+        parse = F.from_json if source.file_format == "jsonl" else F.from_csv
+        # Spark would run its parser on a null line too: on every line parsed in the task, at a cost.
+        by_spark = F.when(raw.isNotNull(), parse(raw, schema, options))
+    parsed = records.withColumn(PARSED_BY_SPARK, by_spark)
+    spark_parsed = F.col(PARSED_BY_SPARK)
     # A line that is valid JSON but not an object (123, [1]) parses to a null struct: also corrupt.
-    corrupt = F.col("_unreadable").isNotNull() | F.col("r").isNull() | F.col(f"r.{CORRUPT}").isNotNull()
+    failed = raw.isNotNull() & (spark_parsed.isNull() | spark_parsed[CORRUPT].isNotNull())
+    corrupt = unreadable.isNotNull() | failed
     return parsed.select(
         "_source_file",
         "_source_line",
-        *[F.col("r")[name].alias(name) for name in source.columns],
-        F.when(corrupt, F.col("value")).alias(CORRUPT),
-        F.coalesce("_unreadable", F.lit(REJECTION_REASON[source.file_format])).alias("_reason"),
-    )
-
-
-def _read_parquet(spark: SparkSession, source: Source, objects: DataFrame) -> DataFrame:
-    declared = f"_object int, _source_line bigint, {spark_schema(source.columns)}, {CORRUPT} string"
-    # The empty frame is how a DDL schema is parsed in classic Spark and Spark Connect alike.
-    arrow_schema = to_arrow_schema(spark.createDataFrame([], declared).schema)
-    rows = objects.mapInArrow(raw_reader.parquet_task(arrow_schema, configured_endpoint()), declared)
-    return _with_source_file(rows, objects).select(
-        "_source_file",
-        *[name for name in rows.columns if name != "_object"],
-        F.lit(REJECTION_REASON["parquet"]).alias("_reason"),
+        # Exactly one side holds a record's values: the executor's parse, or Spark's of its raw line.
+        *[F.coalesce(F.col(name), spark_parsed[name]).alias(name) for name in source.columns],
+        F.when(corrupt, raw).alias(CORRUPT),
+        F.coalesce(unreadable, F.lit(REJECTION_REASON[source.file_format])).alias("_reason"),
     )
 
 
@@ -159,11 +179,7 @@ def ingest(
         return IngestResult(batch_id, [], 0, 0, 0)
     listed = _objects(spark, objects)
     _check_heads(spark, source, listed)
-    records = (
-        _read_parquet(spark, source, listed)
-        if source.file_format == "parquet"
-        else _parse_text(source, listed)
-    )
+    records = _parse(source, _read_records(spark, source, listed))
     ingested_at = datetime.now(UTC).replace(tzinfo=None)
     # Cached: the quarantine's write, if there is anything to quarantine, reads the parsed records again.
     records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()

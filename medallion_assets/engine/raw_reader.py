@@ -1,4 +1,5 @@
-"""What Spark executors run to read raw objects: fetch, decompress, split into numbered lines, look for drift.
+"""What Spark executors run to read raw objects: fetch, decompress, split into numbered lines, parse JSON
+lines where Arrow parses them as Spark would, look for drift.
 
 These functions run inside `mapInArrow` tasks, so raw bytes never pass through the Dagster process. They
 are shipped to executors by value (see `ingest.py`), so a cluster needs only what Spark's Arrow functions
@@ -19,6 +20,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 # Decompressed bytes per Arrow batch: large enough that per-batch costs vanish, small enough for any executor.
@@ -33,9 +35,14 @@ _JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
 # A task cannot raise a typed exception to the driver; this marker, followed by JSON, lets the driver tell an
 # unreadable object apart from any other task failure and raise CorruptSourceObject for it.
 UNREADABLE_MARKER = "medallion-unreadable-object"
-# Lines name their object by its index in the listing (`_object`), joined to its url in Spark: a url repeated
-# on every line would cost more to move from Python to the JVM than the line itself.
-LINES_SCHEMA = "_object int, _source_line bigint, value string, _unreadable string"
+# Records name their object by its index in the listing, joined to its url in Spark: a url repeated on every
+# line would cost more to move from Python to the JVM than the line itself. The helper columns' names hold a
+# space, which no declared column's name can (naming.check_identifier): they never collide.
+OBJECT_INDEX, RAW_LINE, UNREADABLE = "object index", "raw line", "unreadable"
+# A group of lines Arrow's JSON reader refuses is halved to find the lines it refuses; groups this small are
+# left whole to Spark's parser, so a file of bad lines costs a few reparses per line, not one per bisection.
+_SMALLEST_REFUSED_GROUP = 8
+_ARROW_JSON_READ = pj.ReadOptions(use_threads=False)
 FINDINGS_SCHEMA = "url string, kind string, detail string, new_columns string"
 
 
@@ -90,12 +97,21 @@ def unreadable(url: str, reason: str) -> RuntimeError:
     return RuntimeError(f"{UNREADABLE_MARKER} {json.dumps({'url': url, 'reason': reason})}")
 
 
-def numbered_lines(
-    index: int, url: str, etag: str, compression: str, skip_header: bool, endpoint_url: str | None
+def numbered_records(
+    index: int,
+    url: str,
+    etag: str,
+    compression: str,
+    skip_header: bool,
+    declared: pa.Schema,
+    parse_json: bool,
+    endpoint_url: str | None,
 ) -> Iterator[pa.RecordBatch]:
-    """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES.
+    """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES, each as
+    a record: the `declared` columns, parsed here when `parse_json` and Arrow parses the line, else the line
+    itself (`raw line`) for Spark to parse.
 
-    A line that is not UTF-8 keeps its number and is marked `_unreadable`, so it is quarantined with that
+    A line that is not UTF-8 keeps its number and is marked `unreadable`, so it is quarantined with that
     reason while the rest of the object is ingested.
     """
     carry, first_line = b"", 1
@@ -111,10 +127,10 @@ def numbered_lines(
                 cut = data.rfind(b"\n") + 1
                 data, carry = data[:cut], data[cut:]
             if data:
-                batch = _lines_batch(index, data, first_line, skip_header)
+                lines = _lines_batch(index, data, first_line, skip_header)
                 first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-                if batch.num_rows:
-                    yield batch
+                if lines.num_rows:
+                    yield _records(lines, declared, parse_json)
             if not chunk:
                 return
 
@@ -132,12 +148,83 @@ def _lines_batch(index: int, data: bytes, first_line: int, skip_header: bool) ->
         bad = pa.array([problem for _, problem in decoded], pa.string())
     batch = pa.RecordBatch.from_arrays(
         [pa.array(np.full(len(lines), index, dtype=np.int32)), numbers, text.cast(pa.string()), bad],
-        names=["_object", "_source_line", "value", "_unreadable"],
+        names=[OBJECT_INDEX, "_source_line", RAW_LINE, UNREADABLE],
     )
-    keep = pc.not_equal(pc.utf8_trim_whitespace(batch["value"]), "")
+    blank = pc.or_(pc.equal(pc.binary_length(batch[RAW_LINE]), 0), pc.utf8_is_space(batch[RAW_LINE]))
+    keep = pc.invert(blank)
     if skip_header:
         keep = pc.and_(keep, pc.greater(numbers, 1))
-    return batch.filter(keep)
+    return batch if pc.all(keep).as_py() else batch.filter(keep)
+
+
+def _records(lines: pa.RecordBatch, declared: pa.Schema, parse_json: bool) -> pa.RecordBatch:
+    """The lines with the declared columns of those Arrow parsed here (null elsewhere), and the raw line
+    only of those it did not, which Spark parses (or quarantines) in the JVM."""
+    text = lines[RAW_LINE]
+    if parse_json:
+        # A line Arrow may parse is one JSON object: it must start with "{" and end with "}" (see
+        # _parsed_by_arrow for why that matters), or "}\r" in a file with Windows line ends. Any other line,
+        # padded ones too, is read as {}, no values, and left to Spark.
+        ends = pc.or_(pc.ends_with(text, "}"), pc.ends_with(text, "}\r"))
+        shaped = pc.and_(pc.and_(pc.starts_with(text, "{"), ends), pc.is_null(lines[UNREADABLE]))
+        shaped = shaped.to_numpy(zero_copy_only=False)
+        objects = text if shaped.all() else pc.if_else(pa.array(shaped), text, pa.scalar("{}"))
+        table, parsed = _parsed_by_arrow(objects, declared)
+        parsed_here = parsed & shaped
+        columns = [table.column(field.name).combine_chunks() for field in declared]
+    else:
+        parsed_here = np.zeros(len(text), dtype=bool)
+        columns = [pa.nulls(len(text), field.type) for field in declared]
+    return pa.RecordBatch.from_arrays(
+        [
+            lines[OBJECT_INDEX],
+            lines["_source_line"],
+            *columns,
+            text if not parsed_here.any() else pc.if_else(pa.array(parsed_here), None, text),
+            lines[UNREADABLE],
+        ],
+        names=[OBJECT_INDEX, "_source_line", *declared.names, RAW_LINE, UNREADABLE],
+    )
+
+
+def _parsed_by_arrow(lines: pa.Array, declared: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+    """The lines as parsed by Arrow's JSON reader, a row per line (of nulls where it refused the line), and
+    which lines it parsed.
+
+    Lines are parsed many at a time, joined by newlines. Arrow's reader reads a stream of JSON values, so a
+    group is taken only if it yields exactly one record per line: then no value can span two lines, because
+    every line starts with "{" and ends with "}" (outside a string, a "}" that leaves a value open must be
+    followed by "," or a closing bracket, never by the next line's "{"; inside one, the newline is a control
+    character JSON forbids). A group Arrow refuses is halved until its refused lines are found.
+    """
+    options = pj.ParseOptions(explicit_schema=declared, unexpected_field_behavior="ignore")
+    parsed = np.zeros(len(lines), dtype=bool)
+    tables: list[pa.Table] = []
+
+    def parse(start: int, stop: int) -> None:
+        group = lines.slice(start, stop - start)
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(group)], pa.int32()), group), "\n")
+        try:
+            table = pj.read_json(
+                pa.BufferReader(joined[0].as_buffer()), read_options=_ARROW_JSON_READ, parse_options=options
+            )
+        except pa.ArrowInvalid:
+            table = None
+        if table is not None and table.num_rows == len(group):
+            tables.append(table.select(declared.names))
+            parsed[start:stop] = True
+        elif stop - start > _SMALLEST_REFUSED_GROUP:
+            middle = (start + stop) // 2
+            parse(start, middle)
+            parse(middle, stop)
+        else:
+            tables.append(
+                pa.Table.from_arrays([pa.nulls(len(group), f.type) for f in declared], schema=declared)
+            )
+
+    if len(lines):
+        parse(0, len(lines))
+    return (pa.concat_tables(tables) if tables else declared.empty_table()), parsed
 
 
 def _decoded_line(line: bytes) -> tuple[str, str | None]:
@@ -148,23 +235,26 @@ def _decoded_line(line: bytes) -> tuple[str, str | None]:
 
 
 def parquet_rows(
-    index: int, url: str, etag: str, arrow_schema: pa.Schema, endpoint_url: str | None
+    index: int, url: str, etag: str, declared: pa.Schema, endpoint_url: str | None
 ) -> Iterator[pa.RecordBatch]:
-    """The object's rows cast to the declared schema, each with its 1-based row number as `_source_line`."""
+    """The object's rows cast to the declared schema as records (see numbered_records), each with its 1-based
+    row number as `_source_line`."""
     with open_object(url, etag, endpoint_url) as raw:
         parquet = pq.ParquetFile(io.BytesIO(raw.read()))
     first = 1
-    declared = list(arrow_schema)[2:-1]  # between the file and line columns and the (empty) corrupt record
-    for batch in parquet.iter_batches(columns=[field.name for field in declared]):
+    for batch in parquet.iter_batches(columns=declared.names):
         rows = batch.num_rows
         columns = [
             pa.array(np.full(rows, index, dtype=np.int32)),
             pa.array(np.arange(first, first + rows, dtype=np.int64)),
+            *[batch.column(field.name).cast(field.type) for field in declared],
+            pa.nulls(rows, pa.string()),
+            pa.nulls(rows, pa.string()),
         ]
-        columns += [batch.column(field.name).cast(field.type) for field in declared]
-        columns.append(pa.nulls(rows, pa.string()))
         first += rows
-        yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+        yield pa.RecordBatch.from_arrays(
+            columns, names=[OBJECT_INDEX, "_source_line", *declared.names, RAW_LINE, UNREADABLE]
+        )
 
 
 def findings(
@@ -264,22 +354,29 @@ def column_type(arrow_type: pa.DataType) -> str:
 ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
-def lines_task(compression: str, skip_header: bool, endpoint_url: str | None) -> ArrowTask:
+def _each_object(read_object: Callable[[int, str, str], Iterator[pa.RecordBatch]]) -> ArrowTask:
+    """A task over rows of (index, url, etag), one per object, yielding what `read_object` reads of each."""
+
     def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
-                yield from numbered_lines(index, url, etag, compression, skip_header, endpoint_url)
+                yield from read_object(index, url, etag)
 
     return read
 
 
-def parquet_task(arrow_schema: pa.Schema, endpoint_url: str | None) -> ArrowTask:
-    def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in objects:
-            for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
-                yield from parquet_rows(index, url, etag, arrow_schema, endpoint_url)
+def records_task(
+    compression: str, skip_header: bool, declared: pa.Schema, parse_json: bool, endpoint_url: str | None
+) -> ArrowTask:
+    return _each_object(
+        lambda index, url, etag: numbered_records(
+            index, url, etag, compression, skip_header, declared, parse_json, endpoint_url
+        )
+    )
 
-    return read
+
+def parquet_task(declared: pa.Schema, endpoint_url: str | None) -> ArrowTask:
+    return _each_object(lambda index, url, etag: parquet_rows(index, url, etag, declared, endpoint_url))
 
 
 def findings_task(
