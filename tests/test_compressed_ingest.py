@@ -9,8 +9,11 @@ import gzip
 import boto3
 import pytest
 import zstandard
+from pyspark.sql import functions as F
 
+from medallion_assets.engine.ingest import _write_rejected
 from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.storage.objects import list_objects
 from tests.reference import expected_daily_user_events
 from tests.test_engine import run_ingest, source
 
@@ -102,3 +105,18 @@ def test_gzipped_seed_data_on_s3_flows_to_the_same_gold(medallion, s3_endpoint):
     assert bronze["rows_read"] == 3000
     assert bronze["rows_written"] + bronze["rows_quarantined"] == 3000
     assert bronze["rows_quarantined"] == summary.malformed_events
+
+
+def test_a_second_read_that_rejects_other_records_than_the_first_fails_the_batch(spark, tmp_path):
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "e.jsonl.gz").write_bytes(gzip.compress(LINES))
+    src = source(tmp_path, "jsonl", {"id": "string", "n": "int"})
+    objects = list_objects(src.s3_path)
+    # The quarantine is written from a second read of the objects holding rejects; as if the first read had
+    # counted three rejects where the object holds one.
+    with pytest.raises(RuntimeError) as raised:
+        _write_rejected(spark, src, objects, 3, F.current_timestamp(), str(tmp_path / "q"))
+    assert str(raised.value) == (
+        "source s changed while it was ingested: 3 records were rejected on the first read of its objects "
+        "and 1 on the second; nothing was bookmarked"
+    )

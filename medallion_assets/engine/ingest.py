@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -97,8 +97,11 @@ def _check_heads(spark: SparkSession, source: Source, objects: DataFrame) -> Non
         raise SourceSchemaDrift(source.source_id, found[0].url, new_columns)
 
 
-def _read_records(spark: SparkSession, source: Source, objects: DataFrame) -> DataFrame:
-    """The objects' records as the executors read them (raw_reader.numbered_records), naming their file."""
+def _read_records(
+    spark: SparkSession, source: Source, objects: DataFrame, unparsed_only: bool = False
+) -> DataFrame:
+    """The objects' records as the executors read them (raw_reader.numbered_records), naming their file;
+    with `unparsed_only`, only those the executors left to Spark, the only ones that can be rejected."""
     record_schema = (
         f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {spark_schema(source.columns)}, "
         f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
@@ -116,7 +119,9 @@ def _read_records(spark: SparkSession, source: Source, objects: DataFrame) -> Da
             and not source.options
             and set(source.columns.values()) <= ARROW_PARSED_TYPES
         )
-        task = raw_reader.records_task(source.compression, skip_header, declared, parse_json, endpoint)
+        task = raw_reader.records_task(
+            source.compression, skip_header, declared, parse_json, unparsed_only, endpoint
+        )
     return _with_source_file(objects.mapInArrow(task, record_schema), objects)
 
 
@@ -151,6 +156,36 @@ def _parse(source: Source, records: DataFrame) -> DataFrame:
     )
 
 
+def _write_rejected(
+    spark: SparkSession,
+    source: Source,
+    objects: list[ObjectInfo],
+    expected: int,
+    ingested_at: Column,
+    path: str,
+) -> None:
+    """Write the batch's rejected records to the quarantine at `path`, read a second time from the objects
+    that hold them, the executors handing over only the records they left to Spark. Keeping every record of
+    the batch for its few rejects (a cache) would cost more than the whole parse. The rejects are counted as
+    they are written: a count other than the first read's (an object changed meanwhile) fails the batch,
+    which is then not bookmarked, and the next run ingests it again."""
+    records = _parse(source, _read_records(spark, source, _objects(spark, objects), unparsed_only=True))
+    written = Observation()
+    rejected = records.where(F.col(CORRUPT).isNotNull()).observe(written, F.count(F.lit(1)).alias("rows"))
+    rejected.select(
+        "_source_file",
+        "_source_line",
+        F.col("_reason").alias("reason"),
+        F.col(CORRUPT).alias("raw"),
+        ingested_at.alias("_ingested_at"),
+    ).write.mode("overwrite").parquet(path)
+    if written.get["rows"] != expected:
+        raise RuntimeError(
+            f"source {source.source_id} changed while it was ingested: {expected} records were rejected on "
+            f"the first read of its objects and {written.get['rows']} on the second; nothing was bookmarked"
+        )
+
+
 def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject | None:
     """The CorruptSourceObject a task reported through its error message, if that is why the job failed."""
     found = re.search(re.escape(raw_reader.UNREADABLE_MARKER) + r" (\{.*\})", str(error))
@@ -179,33 +214,35 @@ def ingest(
         return IngestResult(batch_id, [], 0, 0, 0)
     listed = _objects(spark, objects)
     _check_heads(spark, source, listed)
-    records = _parse(source, _read_records(spark, source, listed))
-    ingested_at = datetime.now(UTC).replace(tzinfo=None)
-    # Cached: the quarantine's write, if there is anything to quarantine, reads the parsed records again.
-    records = records.withColumn("_ingested_at", F.lit(ingested_at)).cache()
+    ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None))
+    records = _parse(source, _read_records(spark, source, listed)).withColumn("_ingested_at", ingested_at)
+    is_corrupt = F.col(CORRUPT).isNotNull()
     try:
-        is_corrupt = F.col(CORRUPT).isNotNull()
-        # The bronze write counts every record and the corrupt ones as it goes: no pass only to count.
+        # The bronze write counts every record and the rejected ones as it goes, and names the objects that
+        # hold rejects: no pass only to count.
         counts = Observation()
         counted = records.observe(
-            counts, F.count(F.lit(1)).alias("rows"), F.count(F.when(is_corrupt, 1)).alias("corrupt")
+            counts,
+            F.count(F.lit(1)).alias("rows"),
+            F.count(F.when(is_corrupt, 1)).alias("corrupt"),
+            F.collect_set(F.when(is_corrupt, F.col("_source_file"))).alias("objects"),
         )
         good = counted.where(~is_corrupt).drop(CORRUPT, "_reason")
         good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
         rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
         if quarantined:
-            records.where(is_corrupt).select(
-                "_source_file",
-                "_source_line",
-                F.col("_reason").alias("reason"),
-                F.col(CORRUPT).alias("raw"),
-                "_ingested_at",
-            ).write.mode("overwrite").parquet(f"{quarantine_path}/{BATCH_PARTITION}={batch_id}")
+            holding = set(counts.get["objects"])
+            _write_rejected(
+                spark,
+                source,
+                [info for info in objects if info.url in holding],
+                quarantined,
+                ingested_at,
+                f"{quarantine_path}/{BATCH_PARTITION}={batch_id}",
+            )
     except Exception as error:
         corrupt = _unreadable_object(source, error)
         if corrupt:
             raise corrupt from None
         raise
-    finally:
-        records.unpersist()
     return IngestResult(batch_id, objects, rows_read, rows_read - quarantined, quarantined)

@@ -105,11 +105,13 @@ def numbered_records(
     skip_header: bool,
     declared: pa.Schema,
     parse_json: bool,
+    unparsed_only: bool,
     endpoint_url: str | None,
 ) -> Iterator[pa.RecordBatch]:
     """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES, each as
     a record: the `declared` columns, parsed here when `parse_json` and Arrow parses the line, else the line
-    itself (`raw line`) for Spark to parse.
+    itself (`raw line`) for Spark to parse. With `unparsed_only`, only the records left to Spark: the only
+    ones that can be rejected.
 
     A line that is not UTF-8 keeps its number and is marked `unreadable`, so it is quarantined with that
     reason while the rest of the object is ingested.
@@ -129,8 +131,11 @@ def numbered_records(
             if data:
                 lines = _lines_batch(index, data, first_line, skip_header)
                 first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-                if lines.num_rows:
-                    yield _records(lines, declared, parse_json)
+                records = _records(lines, declared, parse_json) if lines.num_rows else lines
+                if unparsed_only:
+                    records = records.filter(pc.is_valid(records[RAW_LINE]))
+                if records.num_rows:
+                    yield records
             if not chunk:
                 return
 
@@ -366,11 +371,16 @@ def _each_object(read_object: Callable[[int, str, str], Iterator[pa.RecordBatch]
 
 
 def records_task(
-    compression: str, skip_header: bool, declared: pa.Schema, parse_json: bool, endpoint_url: str | None
+    compression: str,
+    skip_header: bool,
+    declared: pa.Schema,
+    parse_json: bool,
+    unparsed_only: bool,
+    endpoint_url: str | None,
 ) -> ArrowTask:
     return _each_object(
         lambda index, url, etag: numbered_records(
-            index, url, etag, compression, skip_header, declared, parse_json, endpoint_url
+            index, url, etag, compression, skip_header, declared, parse_json, unparsed_only, endpoint_url
         )
     )
 
