@@ -81,7 +81,8 @@ def main() -> None:
         source = Source(
             source_id="user_events_raw", s3_path=f"file://{folder}/", file_format="jsonl", columns=COLUMNS
         )
-        listed = ingest._objects(spark, list_objects(source.s3_path))
+        objects = list_objects(source.s3_path)
+        _, spread = ingest._objects(spark, objects)
         schema = ingest.spark_schema(COLUMNS)
         record_schema = f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {schema}, "
         record_schema += f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
@@ -89,7 +90,7 @@ def main() -> None:
 
         def executor_reader(parse_json: bool) -> DataFrame:
             task = raw_reader.records_task("auto", False, declared, parse_json, None)
-            return listed.mapInArrow(task, record_schema)
+            return spread.mapInArrow(task, record_schema)
 
         def parsed(lines: DataFrame) -> DataFrame:
             return lines.select(
@@ -102,12 +103,12 @@ def main() -> None:
             "executor reader, Arrow parse": lambda: _drain(executor_reader(parse_json=True)),
             "text source + from_json": lambda: _drain(parsed(spark.read.text(folder))),
             "bronze parse": lambda: _drain(
-                ingest._parse(source, ingest._read_records(spark, source, listed))
+                ingest._parse(source, ingest._read_records(spark, source, objects))
             ),
             "JSON source": lambda: _drain(
                 spark.read.schema(f"{schema}, {ingest.CORRUPT} string").options(**PERMISSIVE).json(folder)
             ),
-            "head checks": lambda: ingest._check_heads(spark, source, listed),
+            "head checks": lambda: ingest._check_heads(spark, source, objects),
         }
         spent: dict[str, list[float]] = {name: [] for name in pieces}
         for round_number in range(repeats + 1):

@@ -14,6 +14,10 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# A function, not the module: cloudpickle ships it by value, where a module would be imported by name on an
+# executor that has no Medallion installed.
+from medallion_assets.engine.raw_reader import s3_client
+
 PARTS_SCHEMA = "url string, rows bigint, nbytes bigint"
 
 
@@ -27,7 +31,6 @@ def parts_task(
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import boto3
         from pyspark import TaskContext
 
         buffer, rows = io.BytesIO(), 0
@@ -45,9 +48,7 @@ def parts_task(
         assert context is not None, "a Spark task always runs with its context"
         key = f"{key}part-{context.partitionId():05d}.parquet"
         body = buffer.getvalue()
-        boto3.session.Session().client("s3", endpoint_url=endpoint_url).put_object(
-            Bucket=bucket, Key=key, Body=body
-        )
+        s3_client(endpoint_url).put_object(Bucket=bucket, Key=key, Body=body)
         yield pa.RecordBatch.from_pydict(
             {"url": [f"s3://{bucket}/{key}"], "rows": [rows], "nbytes": [len(body)]}
         )
