@@ -115,7 +115,7 @@ def test_a_second_read_that_rejects_other_records_than_the_first_fails_the_batch
     # The quarantine is written from a second read of the objects holding rejects; as if the first read had
     # counted three rejects where the object holds one.
     with pytest.raises(RuntimeError) as raised:
-        _write_rejected(spark, src, objects, 3, F.current_timestamp(), str(tmp_path / "q"))
+        _write_rejected(spark, src, objects, 3, 0, F.current_timestamp(), str(tmp_path / "q"))
     assert str(raised.value) == (
         "source s changed while it was ingested: 3 records were rejected on the first read of its objects "
         "and 1 on the second; nothing was bookmarked"

@@ -11,9 +11,11 @@ reason.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import reduce
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -103,11 +105,26 @@ def _check_heads(spark: SparkSession, source: Source, objects: list[ObjectInfo])
         raise SourceSchemaDrift(source.source_id, found[0].url, new_columns)
 
 
+def _parsed_by_arrow(source: Source) -> bool:
+    """Whether the executors parse the source's lines with Arrow where they can (see ARROW_PARSED_TYPES)."""
+    return (
+        source.file_format == "jsonl"
+        and not source.options
+        and set(source.columns.values()) <= ARROW_PARSED_TYPES
+    )
+
+
+def _object_shaped(line: Column) -> Column:
+    """Spark's reading of raw_reader._object_shaped: could Arrow have parsed this line?"""
+    ends = [line.endswith(end) for end in raw_reader.OBJECT_ENDS]
+    return line.startswith(raw_reader.OBJECT_START) & reduce(operator.or_, ends)
+
+
 def _read_records(
-    spark: SparkSession, source: Source, objects: list[ObjectInfo], unparsed_only: bool = False
+    spark: SparkSession, source: Source, objects: list[ObjectInfo], keep: str = raw_reader.KEEP_ALL
 ) -> DataFrame:
     """The objects' records as the executors read them (raw_reader.numbered_records), naming their file;
-    with `unparsed_only`, only those the executors left to Spark, the only ones that can be rejected."""
+    `keep` says which (raw_reader.KEEP_*)."""
     record_schema = (
         f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {spark_schema(source.columns)}, "
         f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
@@ -120,13 +137,8 @@ def _read_records(
         task = raw_reader.parquet_task(declared, endpoint)
     else:
         skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
-        parse_json = (
-            source.file_format == "jsonl"
-            and not source.options
-            and set(source.columns.values()) <= ARROW_PARSED_TYPES
-        )
         task = raw_reader.records_task(
-            source.compression, skip_header, declared, parse_json, unparsed_only, endpoint
+            source.compression, skip_header, declared, _parsed_by_arrow(source), keep, endpoint
         )
     listing, spread = _objects(spark, objects)
     return _with_source_file(spread.mapInArrow(task, record_schema), listing)
@@ -168,15 +180,18 @@ def _write_rejected(
     source: Source,
     objects: list[ObjectInfo],
     expected: int,
+    shaped: int,
     ingested_at: Column,
     path: str,
 ) -> None:
     """Write the batch's rejected records to the quarantine at `path`, read a second time from the objects
     that hold them, the executors handing over only the records they left to Spark. Keeping every record of
-    the batch for its few rejects (a cache) would cost more than the whole parse. The rejects are counted as
-    they are written: a count other than the first read's (an object changed meanwhile) fails the batch,
-    which is then not bookmarked, and the next run ingests it again."""
-    records = _parse(source, _read_records(spark, source, objects, unparsed_only=True))
+    the batch for its few rejects (a cache) would cost more than the whole parse. When none of the `expected`
+    rejects was `shaped` like an object, the executors hand over only the lines that are not, which needs no
+    parse. The rejects are counted as they are written: a count other than the first read's (an object
+    changed meanwhile) fails the batch, which is then not bookmarked, and the next run ingests it again."""
+    keep = raw_reader.KEEP_UNPARSED if shaped or not _parsed_by_arrow(source) else raw_reader.KEEP_UNSHAPED
+    records = _parse(source, _read_records(spark, source, objects, keep))
     written = Observation()
     rejected = records.where(F.col(CORRUPT).isNotNull()).observe(written, F.count(F.lit(1)).alias("rows"))
     rejected.select(
@@ -231,6 +246,7 @@ def ingest(
             counts,
             F.count(F.lit(1)).alias("rows"),
             F.count(F.when(is_corrupt, 1)).alias("corrupt"),
+            F.count(F.when(is_corrupt & _object_shaped(F.col(CORRUPT)), 1)).alias("shaped"),
             F.collect_set(F.when(is_corrupt, F.col("_source_file"))).alias("objects"),
         )
         good = counted.where(~is_corrupt).drop(CORRUPT, "_reason")
@@ -243,6 +259,7 @@ def ingest(
                 source,
                 [info for info in objects if info.url in holding],
                 quarantined,
+                counts.get["shaped"],
                 ingested_at,
                 f"{quarantine_path}/{BATCH_PARTITION}={batch_id}",
             )

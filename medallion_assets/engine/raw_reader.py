@@ -39,6 +39,11 @@ UNREADABLE_MARKER = "medallion-unreadable-object"
 # line would cost more to move from Python to the JVM than the line itself. The helper columns' names hold a
 # space, which no declared column's name can (naming.check_identifier): they never collide.
 OBJECT_INDEX, RAW_LINE, UNREADABLE = "object index", "raw line", "unreadable"
+# What a line Arrow may parse starts and ends with ("}\r": a file with Windows line ends).
+OBJECT_START, OBJECT_ENDS = "{", ("}", "}\r")
+# Which records a read keeps: every one; those Arrow did not parse; those not shaped like an object, which
+# needs no parse (a second read, for rejects, when no line shaped like an object was rejected).
+KEEP_ALL, KEEP_UNPARSED, KEEP_UNSHAPED = "all", "unparsed", "unshaped"
 # A group of lines Arrow's JSON reader refuses is halved to find the lines it refuses; groups this small are
 # left whole to Spark's parser, so a file of bad lines costs a few reparses per line, not one per bisection.
 _SMALLEST_REFUSED_GROUP = 8
@@ -112,13 +117,13 @@ def numbered_records(
     skip_header: bool,
     declared: pa.Schema,
     parse_json: bool,
-    unparsed_only: bool,
+    keep: str,
     endpoint_url: str | None,
 ) -> Iterator[pa.RecordBatch]:
     """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES, each as
     a record: the `declared` columns, parsed here when `parse_json` and Arrow parses the line, else the line
-    itself (`raw line`) for Spark to parse. With `unparsed_only`, only the records left to Spark: the only
-    ones that can be rejected.
+    itself (`raw line`) for Spark to parse. Which records are kept (KEEP): every one, or only some of those
+    left to Spark, among which are the only ones that can be rejected.
 
     A line that is not UTF-8 keeps its number and is marked `unreadable`, so it is quarantined with that
     reason while the rest of the object is ingested.
@@ -138,9 +143,7 @@ def numbered_records(
             if data:
                 lines = _lines_batch(index, data, first_line, skip_header)
                 first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-                records = _records(lines, declared, parse_json) if lines.num_rows else lines
-                if unparsed_only:
-                    records = records.filter(pc.is_valid(records[RAW_LINE]))
+                records = _kept_records(lines, declared, parse_json, keep)
                 if records.num_rows:
                     yield records
             if not chunk:
@@ -169,17 +172,29 @@ def _lines_batch(index: int, data: bytes, first_line: int, skip_header: bool) ->
     return batch if pc.all(keep).as_py() else batch.filter(keep)
 
 
+def _kept_records(lines: pa.RecordBatch, declared: pa.Schema, parse_json: bool, keep: str) -> pa.RecordBatch:
+    if keep == KEEP_UNSHAPED:  # nothing to parse: a line shaped like an object would be parsed or left alone
+        return _records(lines.filter(pc.invert(pa.array(_object_shaped(lines)))), declared, parse_json=False)
+    records = _records(lines, declared, parse_json)
+    return records.filter(pc.is_valid(records[RAW_LINE])) if keep == KEEP_UNPARSED else records
+
+
+def _object_shaped(lines: pa.RecordBatch) -> np.ndarray:
+    """Which lines Arrow may parse: readable, and shaped like one JSON object, starting with OBJECT_START
+    and ending with one of OBJECT_ENDS (see _parsed_by_arrow for why that matters). Padded lines are not."""
+    text = lines[RAW_LINE]
+    ends = pc.or_(*[pc.ends_with(text, end) for end in OBJECT_ENDS])
+    shaped = pc.and_(pc.and_(pc.starts_with(text, OBJECT_START), ends), pc.is_null(lines[UNREADABLE]))
+    return np.asarray(shaped.to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def _records(lines: pa.RecordBatch, declared: pa.Schema, parse_json: bool) -> pa.RecordBatch:
     """The lines with the declared columns of those Arrow parsed here (null elsewhere), and the raw line
     only of those it did not, which Spark parses (or quarantines) in the JVM."""
     text = lines[RAW_LINE]
     if parse_json:
-        # A line Arrow may parse is one JSON object: it must start with "{" and end with "}" (see
-        # _parsed_by_arrow for why that matters), or "}\r" in a file with Windows line ends. Any other line,
-        # padded ones too, is read as {}, no values, and left to Spark.
-        ends = pc.or_(pc.ends_with(text, "}"), pc.ends_with(text, "}\r"))
-        shaped = pc.and_(pc.and_(pc.starts_with(text, "{"), ends), pc.is_null(lines[UNREADABLE]))
-        shaped = shaped.to_numpy(zero_copy_only=False)
+        # A line not shaped like an object is read as {}, no values, and left to Spark.
+        shaped = _object_shaped(lines)
         objects = text if shaped.all() else pc.if_else(pa.array(shaped), text, pa.scalar("{}"))
         table, parsed = _parsed_by_arrow(objects, declared)
         parsed_here = parsed & shaped
@@ -382,12 +397,12 @@ def records_task(
     skip_header: bool,
     declared: pa.Schema,
     parse_json: bool,
-    unparsed_only: bool,
+    keep: str,
     endpoint_url: str | None,
 ) -> ArrowTask:
     return _each_object(
         lambda index, url, etag: numbered_records(
-            index, url, etag, compression, skip_header, declared, parse_json, unparsed_only, endpoint_url
+            index, url, etag, compression, skip_header, declared, parse_json, keep, endpoint_url
         )
     )
 
