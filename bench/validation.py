@@ -136,7 +136,7 @@ def transform_and_write(spark: SparkSession, rows: int, path: str) -> None:
 def transform_write_and_observe(spark: SparkSession, rows: int, path: str) -> list:
     """(b'): the rules observed during the write; the transform deduplicates on event_id, so unique is
     known."""
-    observed, finish = observe_rules(silver(bronze(spark, rows)), RULES, unique_on=["event_id"])
+    observed, finish, _ = observe_rules(silver(bronze(spark, rows)), RULES, unique_on=["event_id"])
     observed.write.parquet(path)
     return finish(read_back(spark, path))
 

@@ -171,7 +171,7 @@ def test_an_empty_dataframe(spark, tmp_path):
     assert [
         (outcome.passed, outcome.message) for outcome in evaluate_rules(empty, rules, now=NOW)
     ] == expected
-    observed, finish = observe_rules(empty, rules, now=NOW)
+    observed, finish, _ = observe_rules(empty, rules, now=NOW)
     observed.write.parquet(str(tmp_path / "empty"))
     outcomes = finish(spark.read.schema(empty.schema).parquet(str(tmp_path / "empty")))
     assert [(outcome.passed, outcome.message) for outcome in outcomes] == expected
@@ -343,7 +343,7 @@ def test_observed_rules_cost_the_write_no_extra_job(spark, users, tmp_path):
     rules, expected = zip(
         *((rule, outcome) for rule, outcome in zip(NATIVE_RULES, NATIVE_OUTCOMES) if rule.type != "unique")
     )
-    observed, finish = observe_rules(users, list(rules), now=NOW)
+    observed, finish, _ = observe_rules(users, list(rules), now=NOW)
     with jobs_counted(spark) as jobs:
         observed.write.parquet(str(tmp_path / "users"))
         # With the schema given, reading back needs no job to infer it.
@@ -358,7 +358,7 @@ def test_observed_rules_with_unique_and_great_expectations_match_evaluate_rules(
         Rule(type="not_null", column="nope"),
         Rule(type="great_expectations", expectation="ExpectColumnValuesToNotBeNull", column="status"),
     ]
-    observed, finish = observe_rules(users, rules, now=NOW)
+    observed, finish, _ = observe_rules(users, rules, now=NOW)
     observed.write.parquet(str(tmp_path / "users"))
     outcomes = finish(spark.read.parquet(str(tmp_path / "users")))
     assert [outcome.rule for outcome in outcomes] == rules
@@ -382,7 +382,7 @@ def test_unique_on_deduplicated_keys_is_judged_during_the_write(spark, users, tm
         Rule(type="unique", column="status"),
         Rule(type="not_null", column="user_id"),
     ]
-    observed, finish = observe_rules(deduplicated, rules[:2] + rules[3:], now=NOW, unique_on=["user_id"])
+    observed, finish, _ = observe_rules(deduplicated, rules[:2] + rules[3:], now=NOW, unique_on=["user_id"])
     with jobs_counted(spark) as jobs:
         observed.write.parquet(str(tmp_path / "users"))
         outcomes = finish(spark.read.schema(users.schema).parquet(str(tmp_path / "users")))
@@ -396,7 +396,7 @@ def test_unique_on_deduplicated_keys_is_judged_during_the_write(spark, users, tm
     assert judged(outcomes) == [*by_key, null_id]
     assert outcomes[0].observed == {"duplicate_count": 0, "distinct_count": 6, "row_count": 7}
     # A unique rule on other columns is still an exact distinct count over the written rows.
-    observed, finish = observe_rules(deduplicated, rules, now=NOW, unique_on=["user_id"])
+    observed, finish, _ = observe_rules(deduplicated, rules, now=NOW, unique_on=["user_id"])
     observed.write.parquet(str(tmp_path / "again"))
     outcomes = finish(spark.read.parquet(str(tmp_path / "again")))
     # "active" is kept for users 1, 2 and 6 whichever duplicates were dropped; the rest depends on which were.

@@ -69,8 +69,12 @@ class Shaped:
     """A stage's rows before they are written, and what the write will count: rows in, each kind of reject."""
 
     frame: DataFrame
-    rows_in: Observation
+    counts: Observation  # holds `rows_in_metric`, the rows the transformation made
     rejects: list[tuple[DataFrame, Observation]]
+    rows_in_metric: str = "rows"
+
+    def rows_in(self) -> int:
+        return int(self.counts.get[self.rows_in_metric])
 
 
 @dataclass
@@ -214,14 +218,15 @@ class StageRunner:
             if stage.transform_sql
             else inputs[stage.input_id]
         )
-        frame, rows_in = counted(source_frame)
         rejects: list[
             tuple[DataFrame, Observation]
         ] = []  # each kind of rejected rows, with its observed count
-        if target.columns:
-            conformed = conform(frame, target.columns)
-            frame = conformed.valid
-            rejects.append((conformed.rejected, conformed.rejected_rows))
+        if target.columns:  # conform counts the rows in too: one observation fewer
+            conformed = conform(source_frame, target.columns)
+            frame, counts, rows_in_metric = conformed.valid, conformed.counts, "rows in"
+            rejects.append((conformed.rejected, conformed.counts))
+        else:
+            (frame, counts), rows_in_metric = counted(source_frame), "rows"
         frame = deduplicate(frame, target.keys, target.keep_latest_by)
         for rule in self.rules(stage):
             violation = row_violation(rule)
@@ -236,7 +241,7 @@ class StageRunner:
                 frame, violations = counted(frame, violation)
                 rejects.append((rejected, violations))
             frame = frame.where(~violation)
-        return Shaped(frame, rows_in, rejects)
+        return Shaped(frame, counts, rejects, rows_in_metric)
 
     def _transform(self, stage: Stage, target: Target, output: str) -> tuple[StageOutcome, DataFrame]:
         """Compute, write and check a silver or gold dataset. Returns the outcome and the files just written,
@@ -245,18 +250,18 @@ class StageRunner:
         inputs, read = self.readable_inputs(stage)
         # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
         shaped = self._shape(stage, target, inputs)
-        frame, rows_in_count, rejects = shaped.frame, shaped.rows_in, shaped.rejects
+        frame, rejects = shaped.frame, shaped.rejects
         # After deduplication, a unique rule on the keys holds by construction and needs no distinct count.
-        observed, judge = observe_rules(
+        # The rules' observation counts the rows written too.
+        observed, judge, written_rows = observe_rules(
             frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys
         )
-        observed, written_count = counted(observed)
         observed.write.mode("overwrite").parquet(output)
         quarantined = self._write_rejected(target.target_id, rejects)
         written_files = self.spark.read.schema(observed.schema).parquet(output)
         # Scanned only for rules an observation cannot compute.
         rule_outcomes = judge(written_files)
-        rows_in, written = rows_in_count.get["rows"], written_count.get["rows"]
+        rows_in, written = shaped.rows_in(), written_rows()
         # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
         # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
         # made of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account

@@ -18,13 +18,13 @@ from medallion_assets.sql_safety import checked_query
 class Conformed:
     """Rows that fit the declared schema, and the rows that did not, each with its reason.
 
-    `rejected_rows` is observed by the first action on `valid`: it holds `rows`, the number of rows in
-    `rejected`, so the rejects need a pass of their own only when there are some.
+    `counts` is observed by the first action on `valid`: it holds `rows`, the number of rows in `rejected`
+    (so the rejects need a pass of their own only when there are some), and `rows in`, every row conformed.
     """
 
     valid: DataFrame
     rejected: DataFrame
-    rejected_rows: Observation
+    counts: Observation
 
 
 def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, Observation]:
@@ -59,7 +59,11 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
         {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
     ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
     is_rejected = F.col("rejected row")
-    observed, rejected_rows = counted(checked, is_rejected)
+    # One observation for both counts: each costs a pass over the rows outside Spark's generated code.
+    counts = Observation()
+    observed = checked.observe(
+        counts, F.count(F.when(is_rejected, 1)).alias("rows"), F.count(F.lit(1)).alias("rows in")
+    )
     lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
     valid = observed.where(~is_rejected).select(
         *[F.col(typed[name]).alias(name) for name in columns], *lineage
@@ -80,7 +84,7 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     rejected = checked.where(is_rejected).select(
         *lineage, reason.alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")
     )
-    return Conformed(valid, rejected, rejected_rows)
+    return Conformed(valid, rejected, counts)
 
 
 def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -> DataFrame:

@@ -114,11 +114,13 @@ def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = 
 
 def observe_rules(
     df: DataFrame, rules: Sequence[Rule], now: datetime | None = None, unique_on: Sequence[str] = ()
-) -> tuple[DataFrame, Callable[[DataFrame], list[RuleOutcome]]]:
+) -> tuple[DataFrame, Callable[[DataFrame], list[RuleOutcome]], Callable[[], int]]:
     """Evaluate rules during another action on `df`, typically its write, instead of in a scan of their own.
 
-    Returns `df` with a Spark observation attached, and `finish(written)`, to call once the first action on
-    that DataFrame has succeeded (the observation blocks until then). The action computes every native rule
+    Returns `df` with a Spark observation attached, `finish(written)`, to call once the first action on that
+    DataFrame has succeeded (the observation blocks until then), and `rows()`, the rows that action saw,
+    counted by the same observation (each observation costs a pass outside Spark's generated code). The
+    action computes every native rule
     except unique, whose distinct count Spark cannot observe; `finish` judges them, evaluates unique and
     great_expectations rules over `written` (e.g. the files just written, read back) with `evaluate_rules`,
     and returns one outcome per rule in the rules' order. `written` is read only when such a rule is left.
@@ -135,8 +137,7 @@ def observe_rules(
     observable = {index: rule for index, rule in runnable.items() if not reads_written_data(rule, unique_on)}
     known_unique = {index for index, rule in observable.items() if rule.type == "unique"}
     observation = Observation()
-    if observable:
-        df = df.observe(observation, *_aggregates(observable, known_unique))
+    df = df.observe(observation, *_aggregates(observable, known_unique))
 
     def finish(written: DataFrame) -> list[RuleOutcome]:
         result = dict(outcomes)
@@ -147,7 +148,7 @@ def observe_rules(
             result.update(zip(rest, evaluate_rules(written, [rules[index] for index in rest], now)))
         return [result[index] for index in range(len(rules))]
 
-    return df, finish
+    return df, finish, lambda: int(observation.get["row_count"])
 
 
 def reads_written_data(rule: Rule, unique_on: Sequence[str] = ()) -> bool:
