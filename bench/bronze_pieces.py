@@ -13,6 +13,8 @@ JVM and the Python workers), not wall time: it compares the pieces' work on a ma
 - `text source + from_json`: Spark parsing a string column of the lines against the declared schema;
 - `bronze parse`: bronze's parse as `ingest` runs it (the reader parsing with Arrow, lines it refuses parsed
   by `from_json` in PERMISSIVE mode, each record's object joined back to its url, corrupt records, reasons);
+- `second read for rejects`: the read the quarantine is written from, over every object (each holds
+  rejects): the executors hand over only the lines not shaped like a JSON object, unparsed;
 - `JSON source`: Spark's JSON source reading the same files (PERMISSIVE, corrupt records): the hand-written
   script's bronze, which keeps no line numbers;
 - `head checks`: the drift and readability probe over every object before anything is written.
@@ -89,7 +91,7 @@ def main() -> None:
         declared = to_arrow_schema(spark.createDataFrame([], schema).schema)
 
         def executor_reader(parse_json: bool) -> DataFrame:
-            task = raw_reader.records_task("auto", False, declared, parse_json, None)
+            task = raw_reader.records_task("auto", False, declared, parse_json, raw_reader.KEEP_ALL, None)
             return spread.mapInArrow(task, record_schema)
 
         def parsed(lines: DataFrame) -> DataFrame:
@@ -104,6 +106,11 @@ def main() -> None:
             "text source + from_json": lambda: _drain(parsed(spark.read.text(folder))),
             "bronze parse": lambda: _drain(
                 ingest._parse(source, ingest._read_records(spark, source, objects))
+            ),
+            "second read for rejects": lambda: _drain(
+                ingest._parse(
+                    source, ingest._read_records(spark, source, objects, raw_reader.KEEP_UNSHAPED)
+                ).where(F.col(ingest.CORRUPT).isNotNull())
             ),
             "JSON source": lambda: _drain(
                 spark.read.schema(f"{schema}, {ingest.CORRUPT} string").options(**PERMISSIVE).json(folder)
