@@ -91,7 +91,8 @@ def main() -> None:
         declared = to_arrow_schema(spark.createDataFrame([], schema).schema)
 
         def executor_reader(parse_json: bool) -> DataFrame:
-            task = raw_reader.records_task("auto", False, declared, parse_json, raw_reader.KEEP_ALL, None)
+            reading = raw_reader.RecordReading("auto", False, declared, parse_json, raw_reader.KEEP_ALL, None)
+            task = raw_reader.records_task(reading)
             return spread.mapInArrow(task, record_schema)
 
         def parsed(lines: DataFrame) -> DataFrame:

@@ -138,7 +138,9 @@ def _read_records(
     else:
         skip_header = source.file_format == "csv" and bool(source.options.get("header", True))
         task = raw_reader.records_task(
-            source.compression, skip_header, declared, _parsed_by_arrow(source), keep, endpoint
+            raw_reader.RecordReading(
+                source.compression, skip_header, declared, _parsed_by_arrow(source), keep, endpoint
+            )
         )
     listing, spread = _objects(spark, objects)
     return _with_source_file(spread.mapInArrow(task, record_schema), listing)

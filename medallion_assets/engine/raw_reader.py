@@ -14,6 +14,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 from urllib.parse import unquote, urlparse
 
@@ -109,28 +110,30 @@ def unreadable(url: str, reason: str) -> RuntimeError:
     return RuntimeError(f"{UNREADABLE_MARKER} {json.dumps({'url': url, 'reason': reason})}")
 
 
-def numbered_records(
-    index: int,
-    url: str,
-    etag: str,
-    compression: str,
-    skip_header: bool,
-    declared: pa.Schema,
-    parse_json: bool,
-    keep: str,
-    endpoint_url: str | None,
-) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class RecordReading:
+    """How a task reads the records of an object of text (see numbered_records)."""
+
+    compression: str
+    skip_header: bool
+    declared: pa.Schema
+    parse_json: bool
+    keep: str  # one of KEEP_*
+    endpoint_url: str | None
+
+
+def numbered_records(index: int, url: str, etag: str, reading: RecordReading) -> Iterator[pa.RecordBatch]:
     """The object's non-blank lines with their 1-based line numbers, in batches of about CHUNK_BYTES, each as
     a record: the `declared` columns, parsed here when `parse_json` and Arrow parses the line, else the line
-    itself (`raw line`) for Spark to parse. Which records are kept (KEEP): every one, or only some of those
+    itself (`raw line`) for Spark to parse. Which records are kept (`keep`): every one, or only some of those
     left to Spark, among which are the only ones that can be rejected.
 
     A line that is not UTF-8 keeps its number and is marked `unreadable`, so it is quarantined with that
     reason while the rest of the object is ingested.
     """
     carry, first_line = b"", 1
-    with open_object(url, etag, endpoint_url) as raw:
-        stream = decompressed(raw, codec(url, compression))
+    with open_object(url, etag, reading.endpoint_url) as raw:
+        stream = decompressed(raw, codec(url, reading.compression))
         while True:
             try:
                 chunk = stream.read(CHUNK_BYTES)
@@ -141,9 +144,9 @@ def numbered_records(
                 cut = data.rfind(b"\n") + 1
                 data, carry = data[:cut], data[cut:]
             if data:
-                lines = _lines_batch(index, data, first_line, skip_header)
+                lines = _lines_batch(index, data, first_line, reading.skip_header)
                 first_line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-                records = _kept_records(lines, declared, parse_json, keep)
+                records = _kept_records(lines, reading.declared, reading.parse_json, reading.keep)
                 if records.num_rows:
                     yield records
             if not chunk:
@@ -392,19 +395,8 @@ def _each_object(read_object: Callable[[int, str, str], Iterator[pa.RecordBatch]
     return read
 
 
-def records_task(
-    compression: str,
-    skip_header: bool,
-    declared: pa.Schema,
-    parse_json: bool,
-    keep: str,
-    endpoint_url: str | None,
-) -> ArrowTask:
-    return _each_object(
-        lambda index, url, etag: numbered_records(
-            index, url, etag, compression, skip_header, declared, parse_json, keep, endpoint_url
-        )
-    )
+def records_task(reading: RecordReading) -> ArrowTask:
+    return _each_object(lambda index, url, etag: numbered_records(index, url, etag, reading))
 
 
 def parquet_task(declared: pa.Schema, endpoint_url: str | None) -> ArrowTask:
