@@ -176,6 +176,7 @@ def _lines_batch(index: int, data: bytes, first_line: int, skip_header: bool) ->
 
 
 def _kept_records(lines: pa.RecordBatch, declared: pa.Schema, parse_json: bool, keep: str) -> pa.RecordBatch:
+    """The records of `lines` that a read keeps (KEEP_*)."""
     if keep == KEEP_UNSHAPED:  # nothing to parse: a line shaped like an object would be parsed or left alone
         return _records(lines.filter(pc.invert(pa.array(_object_shaped(lines)))), declared, parse_json=False)
     records = _records(lines, declared, parse_json)
