@@ -11,13 +11,15 @@ JVM and the Python workers), not wall time: it compares the pieces' work on a ma
 - `executor reader, Arrow parse`: the same reader parsing JSON lines with Arrow's reader in the task, moving
   typed columns (and only the lines Arrow refuses) into the JVM;
 - `text source + from_json`: Spark parsing a string column of the lines against the declared schema;
-- `bronze parse`: bronze's parse as `ingest` runs it (the reader parsing with Arrow, lines it refuses parsed
-  by `from_json` in PERMISSIVE mode, each record's object joined back to its url, corrupt records, reasons);
+- `bronze parse`: bronze's parse as `ingest` runs it (the reader checking each object's head, then parsing
+  with Arrow, lines it refuses parsed by `from_json` in PERMISSIVE mode, each record's object looked up by
+  its url, corrupt records, reasons);
 - `second read for rejects`: the read the quarantine is written from, over every object (each holds
   rejects): the executors hand over only the lines not shaped like a JSON object, unparsed;
 - `JSON source`: Spark's JSON source reading the same files (PERMISSIVE, corrupt records): the hand-written
   script's bronze, which keeps no line numbers;
-- `head checks`: the drift and readability probe over every object before anything is written.
+- `head probe (after a failed write)`: the drift and readability probe over every object, which ingest runs
+  only when a reading task found an object's head not ingestible, to say why for every object at once.
 
     python bench/bronze_pieces.py                 # 1,000,000 events, 3 repeats
     python bench/bronze_pieces.py --quick         # 100,000 events, 2 repeats
@@ -84,14 +86,16 @@ def main() -> None:
             source_id="user_events_raw", s3_path=f"file://{folder}/", file_format="jsonl", columns=COLUMNS
         )
         objects = list_objects(source.s3_path)
-        _, spread = ingest._objects(spark, objects)
+        spread = ingest._spread(spark, objects)
         schema = ingest.spark_schema(COLUMNS)
         record_schema = f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {schema}, "
         record_schema += f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
         declared = to_arrow_schema(spark.createDataFrame([], schema).schema)
 
         def executor_reader(parse_json: bool) -> DataFrame:
-            reading = raw_reader.RecordReading("auto", False, declared, parse_json, raw_reader.KEEP_ALL, None)
+            reading = raw_reader.RecordReading(
+                "auto", False, declared, parse_json, raw_reader.KEEP_ALL, None, head_check=None
+            )
             task = raw_reader.records_task(reading)
             return spread.mapInArrow(task, record_schema)
 
@@ -116,7 +120,7 @@ def main() -> None:
             "JSON source": lambda: _drain(
                 spark.read.schema(f"{schema}, {ingest.CORRUPT} string").options(**PERMISSIVE).json(folder)
             ),
-            "head checks": lambda: ingest._check_heads(spark, source, objects),
+            "head probe (after a failed write)": lambda: ingest._check_heads(spark, source, objects),
         }
         spent: dict[str, list[float]] = {name: [] for name in pieces}
         for round_number in range(repeats + 1):

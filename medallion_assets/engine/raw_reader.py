@@ -36,6 +36,8 @@ _JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
 # A task cannot raise a typed exception to the driver; this marker, followed by JSON, lets the driver tell an
 # unreadable object apart from any other task failure and raise CorruptSourceObject for it.
 UNREADABLE_MARKER = "medallion-unreadable-object"
+# The marker of a task that stopped because an object's head is not ingestible as it is (see HeadCheck).
+HEAD_FINDING_MARKER = "medallion-head-finding"
 # Records name their object by its index in the listing, joined to its url in Spark: a url repeated on every
 # line would cost more to move from Python to the JVM than the line itself. The helper columns' names hold a
 # space, which no declared column's name can (naming.check_identifier): they never collide.
@@ -111,6 +113,16 @@ def unreadable(url: str, reason: str) -> RuntimeError:
 
 
 @dataclass(frozen=True)
+class HeadCheck:
+    """What the head of an object must agree with before any of its records is read (see findings): the
+    source's format, declared columns and parser options."""
+
+    file_format: str
+    columns: dict[str, str]
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class RecordReading:
     """How a task reads the records of an object of text (see numbered_records)."""
 
@@ -120,6 +132,15 @@ class RecordReading:
     parse_json: bool
     keep: str  # one of KEEP_*
     endpoint_url: str | None
+    head_check: HeadCheck | None  # None: the objects' heads were checked already
+
+
+def _stop_on(url: str, finding: dict[str, str] | None) -> None:
+    """Fail the task when the head of the object at `url` is not ingestible as it is: the job then commits
+    nothing, and the driver probes every object's head to say why, for all of them at once
+    (ingest._check_heads)."""
+    if finding:
+        raise RuntimeError(f"{HEAD_FINDING_MARKER} {url}")
 
 
 def numbered_records(index: int, url: str, etag: str, reading: RecordReading) -> Iterator[pa.RecordBatch]:
@@ -129,16 +150,16 @@ def numbered_records(index: int, url: str, etag: str, reading: RecordReading) ->
     left to Spark, among which are the only ones that can be rejected.
 
     A line that is not UTF-8 keeps its number and is marked `unreadable`, so it is quarantined with that
-    reason while the rest of the object is ingested.
+    reason while the rest of the object is ingested. The object's head is checked first (`head_check`).
     """
-    carry, first_line = b"", 1
+    first_line = 1
     with open_object(url, etag, reading.endpoint_url) as raw:
         stream = decompressed(raw, codec(url, reading.compression))
+        carry = _read_decompressed(stream, url, HEAD_BYTES)
+        if reading.head_check:
+            _stop_on(url, text_findings(url, carry, reading.head_check))
         while True:
-            try:
-                chunk = stream.read(CHUNK_BYTES)
-            except (OSError, pa.ArrowInvalid) as error:
-                raise unreadable(url, f"cannot decompress ({error})") from None
+            chunk = _read_decompressed(stream, url, CHUNK_BYTES)
             data = carry + chunk
             if chunk:
                 cut = data.rfind(b"\n") + 1
@@ -151,6 +172,13 @@ def numbered_records(index: int, url: str, etag: str, reading: RecordReading) ->
                     yield records
             if not chunk:
                 return
+
+
+def _read_decompressed(stream: Any, url: str, size: int) -> bytes:
+    try:
+        return cast(bytes, stream.read(size))
+    except (OSError, pa.ArrowInvalid) as error:
+        raise unreadable(url, f"cannot decompress ({error})") from None
 
 
 def _lines_batch(index: int, data: bytes, first_line: int, skip_header: bool) -> pa.RecordBatch:
@@ -266,12 +294,15 @@ def _decoded_line(line: bytes) -> tuple[str, str | None]:
 
 
 def parquet_rows(
-    index: int, url: str, etag: str, declared: pa.Schema, endpoint_url: str | None
+    index: int, url: str, etag: str, declared: pa.Schema, endpoint_url: str | None, check: HeadCheck | None
 ) -> Iterator[pa.RecordBatch]:
     """The object's rows cast to the declared schema as records (see numbered_records), each with its 1-based
-    row number as `_source_line`."""
+    row number as `_source_line`, once its schema is checked (`check`)."""
     with open_object(url, etag, endpoint_url) as raw:
-        parquet = pq.ParquetFile(io.BytesIO(raw.read()))
+        data = raw.read()
+    if check:
+        _stop_on(url, parquet_findings(url, data, check.columns))
+    parquet = pq.ParquetFile(io.BytesIO(data))
     first = 1
     for batch in parquet.iter_batches(columns=declared.names):
         rows = batch.num_rows
@@ -289,32 +320,35 @@ def parquet_rows(
 
 
 def findings(
-    url: str,
-    etag: str,
-    file_format: str,
-    compression: str,
-    columns: dict[str, str],
-    options: dict[str, Any],
-    endpoint_url: str | None,
+    url: str, etag: str, check: HeadCheck, compression: str, endpoint_url: str | None
 ) -> dict[str, str] | None:
     """What the head of one object says before anything is ingested: unreadable (`corrupt`), declared fields
     gone (`breaking`), undeclared fields (`drift`, with their inferred types), or nothing (None)."""
     try:
-        if file_format == "parquet":
-            with open_object(url, etag, endpoint_url) as raw:
-                try:
-                    schema = pq.read_schema(io.BytesIO(raw.read()))
-                except (pa.ArrowInvalid, OSError) as error:
-                    return {"kind": "corrupt", "detail": f"not a parquet file ({error})"}
-            found = {field.name: column_type(field.type) for field in schema}
-            missing = [name for name in columns if name not in found]
-            if missing:
-                return {"kind": "breaking", "detail": f"{url} lacks declared column(s) {', '.join(missing)}"}
-            return _drift({name: kind for name, kind in found.items() if name not in columns})
         with open_object(url, etag, endpoint_url) as raw:
+            if check.file_format == "parquet":
+                return parquet_findings(url, raw.read(), check.columns)
             head = decompressed(raw, codec(url, compression)).read(HEAD_BYTES)
     except (OSError, pa.ArrowInvalid) as error:
         return {"kind": "corrupt", "detail": f"cannot decompress ({error})"}
+    return text_findings(url, head, check)
+
+
+def parquet_findings(url: str, data: bytes, columns: dict[str, str]) -> dict[str, str] | None:
+    """What the schema of a parquet object says (see findings)."""
+    try:
+        schema = pq.read_schema(io.BytesIO(data))
+    except (pa.ArrowInvalid, OSError) as error:
+        return {"kind": "corrupt", "detail": f"not a parquet file ({error})"}
+    found = {field.name: column_type(field.type) for field in schema}
+    missing = [name for name in columns if name not in found]
+    if missing:
+        return {"kind": "breaking", "detail": f"{url} lacks declared column(s) {', '.join(missing)}"}
+    return _drift({name: kind for name, kind in found.items() if name not in columns})
+
+
+def text_findings(url: str, head: bytes, check: HeadCheck) -> dict[str, str] | None:
+    """What the first HEAD_BYTES of an object of text (decompressed) say (see findings)."""
     # The head may end inside a line (and a character): judge only its complete lines.
     complete = head[: head.rfind(b"\n") + 1] if len(head) == HEAD_BYTES else head
     try:
@@ -322,9 +356,9 @@ def findings(
     except UnicodeDecodeError as error:
         return {"kind": "corrupt", "detail": f"not UTF-8 text (byte {error.start})"}
     lines = [line for line in text.split("\n")[:DRIFT_SAMPLE_LINES] if line.strip()]
-    if file_format == "csv":
-        return _csv_findings(url, lines, columns, options)
-    return _drift(_json_fields(lines, columns))
+    if check.file_format == "csv":
+        return _csv_findings(url, lines, check.columns, check.options)
+    return _drift(_json_fields(lines, check.columns))
 
 
 def _csv_findings(
@@ -400,22 +434,18 @@ def records_task(reading: RecordReading) -> ArrowTask:
     return _each_object(lambda index, url, etag: numbered_records(index, url, etag, reading))
 
 
-def parquet_task(declared: pa.Schema, endpoint_url: str | None) -> ArrowTask:
-    return _each_object(lambda index, url, etag: parquet_rows(index, url, etag, declared, endpoint_url))
+def parquet_task(declared: pa.Schema, endpoint_url: str | None, check: HeadCheck | None) -> ArrowTask:
+    return _each_object(
+        lambda index, url, etag: parquet_rows(index, url, etag, declared, endpoint_url, check)
+    )
 
 
-def findings_task(
-    file_format: str,
-    compression: str,
-    columns: dict[str, str],
-    options: dict[str, Any],
-    endpoint_url: str | None,
-) -> ArrowTask:
+def findings_task(check: HeadCheck, compression: str, endpoint_url: str | None) -> ArrowTask:
     def probe(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             found = []
             for url, etag in zip(batch["url"].to_pylist(), batch["etag"].to_pylist()):
-                finding = findings(url, etag, file_format, compression, columns, options, endpoint_url)
+                finding = findings(url, etag, check, compression, endpoint_url)
                 if finding:
                     found.append({"url": url, "new_columns": None, **finding})
             yield pa.RecordBatch.from_pylist(
