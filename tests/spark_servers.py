@@ -17,6 +17,8 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
+from medallion_assets.engine.spark import PYTHON_WORKER_CONF
+
 SPARK_HOME = Path(_find_spark_home())
 STARTUP_TIMEOUT_SEC = 180
 
@@ -165,6 +167,7 @@ def connect_server(
         "spark.sql.session.timeZone=UTC",
         "--conf",
         "spark.driver.memory=2g",
+        *[part for key, value in PYTHON_WORKER_CONF.items() for part in ("--conf", f"{key}={value}")],
     ]
     if hidden is not None:
         command = [
