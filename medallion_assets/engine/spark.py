@@ -25,8 +25,8 @@ from medallion_assets.engine import raw_reader
 # Settings of the driver Medallion starts itself; a Connect server keeps the ones it was started with (the
 # README's start command sets PYTHON_WORKER_CONF too).
 PYTHON_WORKER_CONF = {
-    # Executors talk to their Python workers through Unix domain sockets, not TCP on loopback, where every task
-    # waited 25-45 ms for its first batch (measured with Spark's task list: 65-100 ms a task over TCP,
+    # Executors talk to their Python workers through Unix domain sockets, not TCP on loopback, where every
+    # task waited 25-45 ms for its first batch (measured with Spark's task list: 65-100 ms a task over TCP,
     # 15-50 ms over a Unix socket); bronze runs a Python task per object, twice when there are rejects.
     "spark.python.unix.domain.socket.enabled": "true",
 }
