@@ -25,7 +25,12 @@ from medallion_assets.engine import staging_writer
 from medallion_assets.engine.ingest import bronze_schema, ingest
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
-from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, observe_rules, row_violation
+from medallion_assets.engine.validation import (
+    RuleOutcome,
+    evaluate_rules_and_count,
+    observe_rules,
+    row_violation,
+)
 from medallion_assets.errors import StageHalted
 from medallion_assets.naming import INGESTION_COLUMNS, lake_path, quarantine_path
 from medallion_assets.storage.objects import configured_endpoint, list_objects
@@ -117,10 +122,11 @@ class StageRunner:
         if target.layer == "bronze":
             outcome = self._ingest(stage, self.recovery.readable_source(stage), output)
             written = self.read_dataset(target.target_id)
-            # Bronze rules judge the whole dataset, not only this batch...
-            outcome.rule_outcomes = evaluate_rules(written, self.rules(stage))
-            # ...and so does its row count (parquet footers: no scan), or it would contradict its checks.
-            outcome.details["rows_in_dataset"] = written.count()
+            # Bronze rules judge the whole dataset, not only this batch, and so does its row count, counted by
+            # the same aggregation, or it would contradict its checks.
+            outcome.rule_outcomes, outcome.details["rows_in_dataset"] = evaluate_rules_and_count(
+                written, self.rules(stage)
+            )
         else:
             outcome, written = self._transform(stage, target, output)
         outcome.output_path = output

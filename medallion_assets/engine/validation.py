@@ -99,17 +99,33 @@ def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = 
     the expectation's `column` argument. Raises ValueError when a great_expectations rule names an unknown
     expectation or gives it invalid arguments, before any data is read.
     """
+    return _evaluate(df, rules, now, count_rows=False)[0]
+
+
+def evaluate_rules_and_count(df: DataFrame, rules: Sequence[Rule]) -> tuple[list[RuleOutcome], int]:
+    """evaluate_rules, and the rows of `df`, counted by the rules' own aggregation instead of a job of its
+    own."""
+    outcomes, rows = _evaluate(df, rules, None, count_rows=True)
+    assert rows is not None, "the aggregation counts the rows when asked to"
+    return outcomes, rows
+
+
+def _evaluate(
+    df: DataFrame, rules: Sequence[Rule], now: datetime | None, count_rows: bool
+) -> tuple[list[RuleOutcome], int | None]:
     now = now or datetime.now(UTC)
     expectations = _expectations(rules)
     outcomes, runnable = _screen(df, rules)
     expectations = {index: expectation for index, expectation in expectations.items() if index in runnable}
     native = {index: rule for index, rule in runnable.items() if index not in expectations}
-    if native:
+    rows = None
+    if native or count_rows:
         values = df.agg(*_aggregates(native)).collect()[0].asDict()
         outcomes.update(_judge(native, values, now))
+        rows = int(values["row_count"])
     if expectations:
         outcomes.update(_run_expectations(df, rules, expectations))
-    return [outcomes[index] for index in range(len(rules))]
+    return [outcomes[index] for index in range(len(rules))], rows
 
 
 def observe_rules(
