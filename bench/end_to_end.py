@@ -15,7 +15,7 @@ loopback (moto's server mode). Then, `--repeats` times, alternating which side g
 
 Both run in this process on one Spark session, created before timing with spark.driver.memory=2g. Both must
 load the same gold rows, equal to what the generator says survives (asserted). Prints the medians, the ratio
-Medallion / hand-written (goal <= 1.25), and a per-stage breakdown: Medallion's stage durations come from
+Medallion / hand-written (goal <= 1.1), and a per-stage breakdown: Medallion's stage durations come from
 its audit_log, the framework's share is the rest of its time, and the rules' scans of written data (all of
 bronze's rules; in silver and gold only rules an observation during the write cannot compute, which the seed
 has none of: its unique rules are on the targets' dedupe keys) are re-measured after each run on the files the
@@ -86,12 +86,13 @@ def run_medallion(spark: SparkSession, workdir: Path) -> dict:
     store = CatalogStore(catalog_url)
     store.migrate()
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
-    instance = DagsterInstance.ephemeral()
-
-    start = time.perf_counter()
-    defs = build_definitions(catalog_url, lake_root, f"duckdb:///{warehouse_file}")
-    report = run_pipeline(defs, store.snapshot(), store, PIPELINE, instance)
-    total = time.perf_counter() - start
+    # Disposed of here, in this thread: an in-memory instance left to the garbage collector is closed in
+    # whichever thread collects it, and its SQLite connections refuse that with a traceback.
+    with DagsterInstance.ephemeral() as instance:
+        start = time.perf_counter()
+        defs = build_definitions(catalog_url, lake_root, f"duckdb:///{warehouse_file}")
+        report = run_pipeline(defs, store.snapshot(), store, PIPELINE, instance)
+        total = time.perf_counter() - start
     assert report.status == "success", report
 
     audit = {entry["stage_name"]: entry for entry in store.audit_entries(event="stage", status="success")}
@@ -234,7 +235,7 @@ def report(medallion: list[dict], hand: list[dict]) -> None:
     m_total, h_total = median_of(medallion, "total"), median_of(hand, "total")
     print(f"\nMedallion:    median {m_total:7.2f} s  runs {[round(r['total'], 2) for r in medallion]}")
     print(f"hand-written: median {h_total:7.2f} s  runs {[round(r['total'], 2) for r in hand]}")
-    print(f"ratio Medallion / hand-written: {m_total / h_total:.2f}  (goal <= 1.25)")
+    print(f"ratio Medallion / hand-written: {m_total / h_total:.2f}  (goal <= 1.1)")
     # The two runs of a repeat are neighbours in time, so their ratio is less exposed to the machine's drift.
     paired = [m["total"] / h["total"] for m, h in zip(medallion, hand)]
     print(f"per-repeat ratios {[round(r, 2) for r in paired]}, median {statistics.median(paired):.2f}\n")

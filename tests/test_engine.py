@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from medallion_assets.catalog.models import Source
-from medallion_assets.engine.ingest import ingest
+from medallion_assets.engine.ingest import _reading_order, ingest
 from medallion_assets.engine.transform import conform, deduplicate, to_spark_sql
 from medallion_assets.errors import SourceSchemaDrift
 from medallion_assets.naming import InvalidIdentifier, quote_qualified, spark_identifier
-from medallion_assets.storage.objects import list_objects
+from medallion_assets.storage.objects import ObjectInfo, list_objects
 
 
 def source(tmp_path, file_format: str, columns: dict, **options) -> Source:
@@ -86,6 +86,15 @@ def test_parquet_sources_keep_their_object_and_row(spark, tmp_path):
         ("z", "p2.parquet", 1),
     ]
     assert result.rows_quarantined == 0
+
+
+def test_objects_are_read_in_an_order_whose_consecutive_runs_hold_even_bytes():
+    # A range hands each task a run of consecutive indexes: with 2 or 4 tasks, each holds 9 or 18 bytes.
+    objects = [ObjectInfo(f"s3://b/{size}", size, str(size)) for size in (3, 8, 1, 5, 2, 7, 4, 6)]
+    ordered = [info.size for info in _reading_order(objects)]
+    assert ordered == [8, 1, 7, 2, 6, 3, 5, 4]
+    assert [sum(ordered[start : start + 4]) for start in (0, 4)] == [18, 18]
+    assert {sum(ordered[start : start + 2]) for start in range(0, 8, 2)} == {9}
 
 
 def test_undeclared_parquet_columns_are_schema_drift_and_nothing_is_written(spark, tmp_path):

@@ -35,8 +35,6 @@ REJECTION_REASON = {
     "csv": "wrong number of fields or a value that does not fit the declared schema",
     "parquet": "a value that does not fit the declared schema",
 }
-# Objects per ingestion task at the least: one task per object, up to this many tasks.
-MAX_TASKS = 256
 # The declared types whose values Arrow's JSON reader converts exactly as Spark's from_json does, for every
 # line it accepts (tests/test_json_parsing.py compares the two line by line on hostile lines). Parsing in the
 # reading task spares moving each line into the JVM and parsing it there: bronze's largest cost. A source
@@ -65,21 +63,30 @@ def bronze_schema(source: Source) -> str:
 
 
 def _listing(objects: list[ObjectInfo]) -> Column:
-    """The objects' urls and ETags, an array literal that Spark folds once per query. A literal, not a frame
-    joined to the records: the join broadcasts the frame, a Spark job of its own on every read (0.1 s on a
-    cluster). Written as one JSON text: an array of literals costs Spark's analyzer time that grows faster
-    than the listing (28 s for 100,000 objects, against 1.1 s as JSON; measured)."""
-    entries = json.dumps([{"url": info.url, "etag": info.etag} for info in objects])
+    """The objects' urls and ETags in reading order (_reading_order), an array literal that Spark folds once
+    per query. A literal, not a frame joined to the records: the join broadcasts the frame, a Spark job of its
+    own on every read (0.1 s on a cluster). Written as one JSON text: an array of literals costs Spark's
+    analyzer time that grows faster than the listing (28 s for 100,000 objects, against 1.1 s as JSON;
+    measured)."""
+    entries = json.dumps([{"url": info.url, "etag": info.etag} for info in _reading_order(objects)])
     return F.from_json(F.lit(entries), "array<struct<url: string, etag: string>>")
 
 
+def _reading_order(objects: list[ObjectInfo]) -> list[ObjectInfo]:
+    """Largest, smallest, second largest, second smallest, and so on: each run of consecutive objects in this
+    order, which is how a range hands its indexes to tasks, holds about as many bytes as any other."""
+    by_size = sorted(objects, key=lambda info: info.size, reverse=True)
+    return [by_size[i // 2] if i % 2 == 0 else by_size[-1 - i // 2] for i in range(len(by_size))]
+
+
 def _spread(spark: SparkSession, objects: list[ObjectInfo]) -> DataFrame:
-    """The objects as rows (index, url, etag), spread so that each task reads its own, up to MAX_TASKS tasks:
-    a range of indexes, each looking its object up in the listing. No row moves through a shuffle, which a
-    repartition costs on every read (0.2 s a read on two cores)."""
-    indexes = spark.range(0, len(objects), 1, min(len(objects), MAX_TASKS))
+    """The objects as rows (index, url, etag), a range of indexes looking each up in the listing, spread over
+    as many tasks as Spark's default parallelism for a source (the executors' cores), as its own file sources
+    are at the least. Not a task per object: a Python task's start cost 50-100 ms on a cluster (measured),
+    more than reading 3 MB. No row moves through a shuffle, which a repartition costs on every read (0.2 s a
+    read on two cores)."""
     entry = F.element_at(_listing(objects), F.col("id").cast("int") + 1)
-    return indexes.select(
+    return spark.range(0, len(objects)).select(
         F.col("id").cast("int").alias("index"), entry["url"].alias("url"), entry["etag"].alias("etag")
     )
 
