@@ -86,7 +86,7 @@ def main() -> None:
             source_id="user_events_raw", s3_path=f"file://{folder}/", file_format="jsonl", columns=COLUMNS
         )
         objects = list_objects(source.s3_path)
-        spread = ingest._spread(spark, objects)
+        spread = ingest._spread(spark, ingest._listing(objects), len(objects))
         schema = ingest.spark_schema(COLUMNS)
         record_schema = f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {schema}, "
         record_schema += f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"

@@ -79,14 +79,14 @@ def _reading_order(objects: list[ObjectInfo]) -> list[ObjectInfo]:
     return [by_size[i // 2] if i % 2 == 0 else by_size[-1 - i // 2] for i in range(len(by_size))]
 
 
-def _spread(spark: SparkSession, objects: list[ObjectInfo]) -> DataFrame:
-    """The objects as rows (index, url, etag), a range of indexes looking each up in the listing, spread over
-    as many tasks as Spark's default parallelism for a source (the executors' cores), as its own file sources
-    are at the least. Not a task per object: a Python task's start cost 50-100 ms on a cluster (measured),
-    more than reading 3 MB. No row moves through a shuffle, which a repartition costs on every read (0.2 s a
-    read on two cores)."""
-    entry = F.element_at(_listing(objects), F.col("id").cast("int") + 1)
-    return spark.range(0, len(objects)).select(
+def _spread(spark: SparkSession, listing: Column, count: int) -> DataFrame:
+    """The `count` objects of `listing` as rows (index, url, etag): a range of indexes, each looking its
+    object up, spread over as many tasks as Spark's default parallelism for a source (the executors' cores),
+    as its own file sources are at the least. Not a task per object: a Python task's start cost 50-100 ms on a
+    cluster (measured), more than reading 3 MB. No row moves through a shuffle, which a repartition costs on
+    every read (0.2 s a read on two cores)."""
+    entry = F.element_at(listing, F.col("id").cast("int") + 1)
+    return spark.range(0, count).select(
         F.col("id").cast("int").alias("index"), entry["url"].alias("url"), entry["etag"].alias("etag")
     )
 
@@ -100,7 +100,9 @@ def _check_heads(spark: SparkSession, source: Source, objects: list[ObjectInfo])
     or for every object's undeclared fields at once, so that one healing covers them all."""
     probe = raw_reader.findings_task(_head_check(source), source.compression, configured_endpoint())
     found = sorted(
-        _spread(spark, objects).mapInArrow(probe, raw_reader.FINDINGS_SCHEMA).collect(),
+        _spread(spark, _listing(objects), len(objects))
+        .mapInArrow(probe, raw_reader.FINDINGS_SCHEMA)
+        .collect(),
         key=lambda row: row.url,
     )
     for finding in found:
@@ -156,9 +158,10 @@ def _read_records(
                 source.compression, skip_header, declared, _parsed_by_arrow(source), keep, endpoint, check
             )
         )
-    records = _spread(spark, objects).mapInArrow(task, record_schema)
+    listing = _listing(objects)
+    records = _spread(spark, listing, len(objects)).mapInArrow(task, record_schema)
     # Records name their object by index (raw_reader.OBJECT_INDEX), looked up here in the same listing.
-    url = F.element_at(_listing(objects), F.col(raw_reader.OBJECT_INDEX) + 1)["url"]
+    url = F.element_at(listing, F.col(raw_reader.OBJECT_INDEX) + 1)["url"]
     return records.withColumn("_source_file", url).drop(raw_reader.OBJECT_INDEX)
 
 

@@ -38,7 +38,7 @@ _JSON_TYPES = ((bool, "boolean"), (int, "bigint"), (float, "double"))
 UNREADABLE_MARKER = "medallion-unreadable-object"
 # The marker of a task that stopped because an object's head is not ingestible as it is (see HeadCheck).
 HEAD_FINDING_MARKER = "medallion-head-finding"
-# Records name their object by its index in the listing, joined to its url in Spark: a url repeated on every
+# Records name their object by its index in the listing, looked up in Spark: a url repeated on every
 # line would cost more to move from Python to the JVM than the line itself. The helper columns' names hold a
 # space, which no declared column's name can (naming.check_identifier): they never collide.
 OBJECT_INDEX, RAW_LINE, UNREADABLE = "object index", "raw line", "unreadable"
