@@ -322,8 +322,10 @@ def parquet_rows(
 def findings(
     url: str, etag: str, check: HeadCheck, compression: str, endpoint_url: str | None
 ) -> dict[str, str] | None:
-    """What the head of one object says before anything is ingested: unreadable (`corrupt`), declared fields
-    gone (`breaking`), undeclared fields (`drift`, with their inferred types), or nothing (None)."""
+    """What the head of one object says, read on its own (the probe after a failed write): unreadable
+    (`corrupt`), declared fields gone (`breaking`), undeclared fields (`drift`, with their inferred types), or
+    nothing (None). A reading task judges the head it has read with the same text_findings and
+    parquet_findings."""
     try:
         with open_object(url, etag, endpoint_url) as raw:
             if check.file_format == "parquet":
