@@ -27,7 +27,7 @@ from medallion_assets.engine import raw_reader
 PYTHON_WORKER_CONF = {
     # Executors talk to their Python workers through Unix domain sockets, not TCP on loopback, where every
     # task waited 25-45 ms for its first batch (measured with Spark's task list: 65-100 ms a task over TCP,
-    # 15-50 ms over a Unix socket); bronze runs a Python task per object, twice when there are rejects.
+    # 15-50 ms over a Unix socket); every bronze read runs Python tasks, two reads when there are rejects.
     "spark.python.unix.domain.socket.enabled": "true",
 }
 DRIVER_CONF = {
