@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-unit lint ui java chromium clean
+.PHONY: demo test test-unit lint ui java chromium postgresql clean
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -17,8 +17,18 @@ java:
 	  echo "Spark needs Java 17 (or 21). Install it, e.g. 'sudo apt-get install openjdk-17-jre-headless'," \
 	       "or on macOS 'brew install openjdk@17', then set JAVA_HOME."; exit 1; }
 
+# The jars Spark needs for the lake's Iceberg tables, resolved by Maven from jars/pom.xml into jars/lib
+# (ignored by git); engine/spark.py puts them on every session's classpath. Nothing is fetched at run time.
+JARS := jars/lib/.resolved
+$(JARS): jars/pom.xml
+	rm -rf jars/lib
+	mvn -q -B -f jars/pom.xml dependency:copy-dependencies -DoutputDirectory=lib -DexcludeTransitive=true
+	touch $@
+
+jars: $(JARS)
+
 # The demo fills the embedded home, .medallion/, afresh; every other command then defaults to it.
-demo: java $(VENV)/installed
+demo: java $(JARS) $(VENV)/installed
 	rm -rf .medallion
 	$(VENV)/bin/medallion demo
 
@@ -26,6 +36,12 @@ demo: java $(VENV)/installed
 chromium:
 	@[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
 	  $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver; }
+
+# The tests' PostgreSQL (the production catalog and the Redshift-protocol stand-in): Debian's server, installed
+# when missing; tests/conftest.py uses the one on 127.0.0.1:5432 or starts its own from these binaries.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update && $(SUDO) apt-get install -y postgresql; }
 
 # Static checks, one command per line; `make test` runs them first. The layers are the [tool.importlinter]
 # contracts in pyproject.toml (see ARCHITECTURE.md).
@@ -36,16 +52,16 @@ lint: $(VENV)/installed
 	$(VENV)/bin/ruff format --check medallion_assets tests bench
 	$(VENV)/bin/mypy
 
-test: lint java chromium $(VENV)/installed
+test: lint java chromium postgresql $(JARS) $(VENV)/installed
 	$(VENV)/bin/pytest -q
 
 # The unit tier alone (no Spark, S3, PostgreSQL, daemon or browser): tests/conftest.py says which tests those are.
 test-unit: $(VENV)/installed
 	$(VENV)/bin/pytest -q -m unit
 
-ui: java $(VENV)/installed
+ui: java $(JARS) $(VENV)/installed
 	test -f .medallion/catalog.db || $(MAKE) demo
 	$(VENV)/bin/medallion ui
 
 clean:
-	rm -rf .medallion $(VENV)
+	rm -rf .medallion $(VENV) jars/lib

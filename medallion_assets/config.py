@@ -22,6 +22,14 @@ def lake_url() -> str:
     return os.environ.get("MEDALLION_LAKE_URL", str(home() / "lake"))
 
 
+def spark_jars_folder() -> Path:
+    """The jars a Spark driver Medallion starts puts on its classpath (Iceberg's runtime, its AWS bundle, the
+    JDBC catalog's drivers): MEDALLION_SPARK_JARS, else jars/lib of the repository, where `make jars` puts
+    them."""
+    configured = os.environ.get("MEDALLION_SPARK_JARS")
+    return Path(configured) if configured else Path(__file__).resolve().parents[1] / "jars" / "lib"
+
+
 def warehouse_url() -> str:
     return os.environ.get(WAREHOUSE_ENV, f"duckdb:///{home() / 'warehouse.duckdb'}")
 

@@ -41,6 +41,15 @@ class StageHalted(Exception):
     """A kill switch was flipped while the stage ran; it stopped before committing its load."""
 
 
+class LakeCommitConflict(Exception):
+    """Another run committed to the same lake table first; this run's version was not published. Retrying
+    builds on the other's."""
+
+
+class LakeSchemaDrift(Exception):
+    """A lake table no longer has a column the catalog declares: someone changed it outside Medallion."""
+
+
 def causes(error: BaseException | None) -> Iterator[BaseException]:
     """The error, then what caused it, and so on down the chain: healing rules match along it, and the
     instance check finds the driver's error that dagster-postgres wraps."""

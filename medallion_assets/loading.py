@@ -22,6 +22,7 @@ from medallion_assets.control.healing import rule_problems
 from medallion_assets.control.notifications import check_notifications
 from medallion_assets.control.throttles import check_throttles
 from medallion_assets.recovery.graph import check_lineage
+from medallion_assets.storage.lake.layout import check_layouts
 
 
 def check_healing_rules(snapshot: CatalogSnapshot) -> Iterator[tuple[str, Row, str, str]]:
@@ -38,6 +39,7 @@ CHECKS: tuple[loader.RowCheck, ...] = (
     check_healing_rules,
     check_throttles,
     check_notifications,
+    check_layouts,
 )
 
 

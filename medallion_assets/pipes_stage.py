@@ -67,7 +67,8 @@ def run(pipes: PipesContext) -> None:
             "dagster/row_count": outcome.rows_written,
             "rows_read": outcome.rows_read,
             "rows_quarantined": outcome.rows_quarantined,
-            "path": outcome.output_path,
+            "table": outcome.table,
+            "snapshot_id": str(outcome.snapshot_id),
         }
     )
 

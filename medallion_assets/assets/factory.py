@@ -21,6 +21,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AssetSpec,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -45,11 +46,13 @@ from medallion_assets.control.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import StageHalted
-from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
+from medallion_assets.naming import asset_key_path, dataset_name, group_name
 from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
+from medallion_assets.storage.lake.layout import table_location, table_of
+from medallion_assets.storage.lake.metadata import TableInfo, table_info
 
 
 def target_key(target: Target) -> AssetKey:
@@ -112,17 +115,31 @@ def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
     )
 
 
-def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult]) -> MaterializeResult[Any]:
+def _materialize_result(
+    outcome: StageOutcome, monitoring: list[AssetCheckResult], table: TableInfo | None
+) -> MaterializeResult[Any]:
+    """The materialization: counts, the lake table and the snapshot published, which is the asset's data
+    version. A version kept on a branch because a blocking check failed is named, not published."""
     # Dagster's row count is the dataset's; a bronze run appends a batch to it (rows_written).
     metadata: dict[str, Any] = {
         "dagster/row_count": outcome.details.get("rows_in_dataset", outcome.rows_written),
         "rows_written": outcome.rows_written,
         "rows_read": outcome.rows_read,
         "rows_quarantined": outcome.rows_quarantined,
-        "location": MetadataValue.path(scrub(outcome.output_path)),
+        "dagster/table_name": outcome.table,
         "duration_sec": round(outcome.duration_sec, 3),
         **outcome.details,
     }
+    if table is not None:
+        metadata["location"] = MetadataValue.path(scrub(table.location))
+    if outcome.snapshot_id is not None:
+        metadata["snapshot_id"] = str(outcome.snapshot_id)
+    if outcome.input_snapshots:
+        metadata["input_snapshots"] = {
+            name: str(version) for name, version in outcome.input_snapshots.items()
+        }
+    if outcome.staged_branch:
+        metadata["staged_branch"] = outcome.staged_branch
     if outcome.load:
         metadata.update(
             warehouse_table=outcome.load.table,
@@ -130,7 +147,9 @@ def _materialize_result(outcome: StageOutcome, monitoring: list[AssetCheckResult
             rows_in_table=outcome.load.rows_in_table,
         )
     return MaterializeResult(
-        metadata=metadata, check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring]
+        metadata=metadata,
+        check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring],
+        data_version=DataVersion(str(outcome.snapshot_id)) if outcome.snapshot_id is not None else None,
     )
 
 
@@ -139,7 +158,7 @@ def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_ro
     metadata: dict[str, Any] = {
         "pipeline": stage.pipeline_id,
         "stage": stage.stage_name,
-        "location": scrub(lake_path(lake_root, target.layer, target.target_id)),
+        "location": scrub(table_location(lake_root, target)),
     }
     if target.columns:
         metadata["dagster/column_schema"] = TableSchema(
@@ -148,14 +167,13 @@ def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_ro
                 for name, type_name in target.columns.items()
             ]
         )
-    if target.kind == "warehouse":
-        metadata["dagster/table_name"] = target.location
+    metadata["dagster/table_name"] = target.location if target.kind == "warehouse" else str(table_of(target))
     return AssetSpec(
         key=target_key(target),
         deps=[input_key(snapshot, i) for i in stage.input_ids()],
         group_name=group_name(stage.pipeline_id),
         # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
-        kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "parquet"},
+        kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "iceberg"},
         owners=dagster_owners(target.owner or snapshot.pipelines[stage.pipeline_id].owner),
         code_version=code_version(stage, target, snapshot),
         description=target.description or stage.stage_name,
@@ -241,6 +259,7 @@ class StageStep:
             Adjustments(**adjustments(self.run_tags, self.stage)),
             throttle=CatalogThrottles(self.store),
             recovery=CatalogRoutes(self.store, live),
+            run_id=self.context.run_id,
         )
         try:
             # The snapshot types its rows as the base model; the stages table holds Stage rows.
@@ -305,8 +324,10 @@ class StageStep:
             duration_sec=outcome.duration_sec,
             details=outcome.details,
         )
-        emitter().emit(*self.lineage.finish(asset_result(outcome), error=outcome.blocking_error()))
-        return _materialize_result(outcome, monitoring)
+        table = table_info(self.lake_root, table_of(self.target))
+        lineage_result = asset_result(outcome, table)
+        emitter().emit(*self.lineage.finish(lineage_result, error=outcome.blocking_error()))
+        return _materialize_result(outcome, monitoring, table)
 
 
 def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: str) -> AssetSpec:

@@ -182,6 +182,30 @@ def _renamed(data: Any, table: str, old: str, new: str) -> Any:
     return {(new if name == old else name): value for name, value in data.items()}
 
 
+class LakeTable(BaseModel):
+    """Where and how a lake target is kept as a table: `<catalog>.<namespace>.<name>`, by default
+    `lake.<layer>.<dataset>`, and its layout. Partition and sort entries and property values are checked
+    against the table format's rules when the catalog is validated (storage/lake/layout.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    catalog: Identifier = Field(
+        default="lake", description="the lake catalog it lives in (MEDALLION_LAKE_CATALOG[__NAME])"
+    )
+    namespace: Identifier | None = Field(default=None, description="its namespace; the layer by default")
+    name: Identifier | None = Field(default=None, description="its name; the dataset's by default")
+    partition_by: list[str] = Field(
+        default_factory=list,
+        description="partition transforms, e.g. days(event_ts), bucket(16, user_id), or a column",
+    )
+    sort_by: list[str] = Field(
+        default_factory=list, description="write order, e.g. 'user_id', 'event_ts DESC NULLS LAST'"
+    )
+    properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="table properties, e.g. format-version: '2', write.target-file-size-bytes: '134217728'",
+    )
+
+
 class Target(Row):
     key_fields = ("target_id",)
     target_id: Identifier
@@ -189,7 +213,7 @@ class Target(Row):
     kind: Literal["lake", "warehouse"] = Field(
         default="lake",
         description=(
-            "lake (parquet under the lake root) or warehouse (also loaded into the warehouse table "
+            "lake (a table of the lake) or warehouse (also loaded into the warehouse table "
             "`location`, whichever MEDALLION_WAREHOUSE_URL names: DuckDB, PostgreSQL or Redshift). "
             "Deprecated: the field name `type`, and its value `redshift` for warehouse"
         ),
@@ -208,6 +232,9 @@ class Target(Row):
     owner: str = ""
     description: str = ""
     sla: Sla | None = Field(default=None, description="freshness the dataset owes; overrides its pipeline's")
+    lake_table: LakeTable | None = Field(
+        default=None, description="the lake table's catalog, namespace, name, partitioning, order, properties"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -482,6 +509,32 @@ class Notification(Row):
         return self
 
 
+class TableMaintenance(Row):
+    """How lake tables are kept in shape, off the pipelines' path: compaction of small files, expiry of old
+    snapshots, removal of files no snapshot references. A row per dataset, or `dataset: default` for every
+    lake table without a row of its own. Runs on its schedule under the target system's pool, audited."""
+
+    key_fields = ("dataset",)
+    dataset: Identifier = Field(description="a lake target's id, or `default`")
+    compaction: Literal["none", "binpack", "sort"] = Field(
+        default="binpack", description="rewrite small files: binpack, sort (by the table's sort order), none"
+    )
+    target_file_size_bytes: int | None = Field(
+        default=None, gt=0, description="the size compaction aims at; the table's own setting by default"
+    )
+    expire_after_days: float = Field(default=7, gt=0, le=3650, description="snapshots older than this expire")
+    keep_snapshots: int = Field(default=10, ge=1, le=100_000, description="...but at least this many stay")
+    remove_orphans_after_days: float | None = Field(
+        default=3,
+        ge=1,
+        le=3650,
+        description="remove files no snapshot references once older than this (never younger than a day: a "
+        "running write's files are not referenced yet); null to keep them",
+    )
+    schedule: str = Field(default="0 3 * * *", description="cron expression for when it runs (UTC)")
+    enabled: bool = True
+
+
 # The tables a YAML file may fill, in the order that upserts respect references.
 LOADABLE: dict[str, type[Row]] = {
     "retry_policies": RetryPolicy,
@@ -500,4 +553,5 @@ LOADABLE: dict[str, type[Row]] = {
     "column_lineage": ColumnLineage,
     "external_lineage": ExternalLineage,
     "notifications": Notification,
+    "table_maintenance": TableMaintenance,
 }

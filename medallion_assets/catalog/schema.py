@@ -101,6 +101,27 @@ ingestion_bookmarks = Table(
     Column("size_bytes", Integer),
     Column("batch_id", Text, nullable=False),
     Column("ingested_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    # `pending` from just before a batch's commit to the lake until the ledger records its snapshot: a run
+    # that finds a pending batch asks the lake whether it was committed (catalog/store.py, settle_batch).
+    Column("state", Text, nullable=False, server_default="committed"),
+    Column("snapshot_id", BigInteger),
+)
+
+# Every version of a lake table Medallion committed: which run made it, and the snapshot of each input it
+# read. Rollback finds a run's version here, and the downstream versions built on a later one.
+lake_commits = Table(
+    "lake_commits",
+    metadata,
+    Column("commit_id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset", Text, nullable=False),
+    Column("snapshot_id", BigInteger, nullable=False),
+    Column("run_id", String(64)),
+    Column("pipeline_id", Text),
+    Column("stage_name", Text),
+    Column("operation", Text, nullable=False, doc="append, publish, rollback"),
+    Column("inputs", JSON, doc="input dataset → the snapshot this version was built from"),
+    Column("committed_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
+    Index("lake_commits_dataset", "dataset", "commit_id"),
 )
 
 control_flag_history = Table(

@@ -39,6 +39,7 @@ from sqlalchemy import (
     insert,
     select,
     text,
+    update,
 )
 
 from medallion_assets import config
@@ -49,6 +50,7 @@ from medallion_assets.catalog.schema import (
     catalog_changes,
     conflict_insert,
     ingestion_bookmarks,
+    lake_commits,
     metadata,
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -285,19 +287,27 @@ class CatalogStore:
             return [dict(r) for r in connection.execute(select(metadata.tables[table_name])).mappings()]
 
     def processed_objects(self, source_id: str) -> dict[str, str]:
-        """Bookmark of a source: object url → etag of every object already ingested."""
+        """Bookmark of a source: object url → etag of every object whose ingestion was committed."""
         query = select(ingestion_bookmarks.c.object_key, ingestion_bookmarks.c.etag).where(
-            ingestion_bookmarks.c.source_id == source_id
+            ingestion_bookmarks.c.source_id == source_id, ingestion_bookmarks.c.state == "committed"
         )
         with self.engine.connect() as connection:
             return dict(connection.execute(query).all())
 
     def record_bookmarks(
-        self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str
+        self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str, state: str = "committed"
     ) -> None:
-        """Mark objects (url, etag, size) as ingested; an object re-ingested after a change is re-marked."""
+        """Mark objects (url, etag, size) as ingested, or as being ingested by batch `batch_id` (`pending`);
+        an object re-ingested after a change is re-marked."""
         records = [
-            dict(source_id=source_id, object_key=url, etag=etag, size_bytes=size, batch_id=batch_id)
+            dict(
+                source_id=source_id,
+                object_key=url,
+                etag=etag,
+                size_bytes=size,
+                batch_id=batch_id,
+                state=state,
+            )
             for url, etag, size in objects
         ]
         if not records:
@@ -310,6 +320,45 @@ class CatalogStore:
                 )
             )
             connection.execute(insert(ingestion_bookmarks), records)
+
+    def pending_batches(self, source_id: str) -> list[str]:
+        """The batches of a source begun and neither committed nor given up: a run stopped in between."""
+        query = (
+            select(ingestion_bookmarks.c.batch_id)
+            .where(ingestion_bookmarks.c.source_id == source_id, ingestion_bookmarks.c.state == "pending")
+            .distinct()
+        )
+        with self.engine.connect() as connection:
+            return sorted(connection.execute(query).scalars())
+
+    def settle_batch(self, source_id: str, batch_id: str, snapshot_id: int | None) -> None:
+        """A pending batch's end: committed as lake snapshot `snapshot_id`, or (None) never committed, when
+        its objects are forgotten so the next run ingests them."""
+        rows = ingestion_bookmarks.c
+        where = (rows.source_id == source_id, rows.batch_id == batch_id, rows.state == "pending")
+        with self.engine.begin() as connection:
+            if snapshot_id is None:
+                connection.execute(delete(ingestion_bookmarks).where(*where))
+            else:
+                connection.execute(
+                    update(ingestion_bookmarks)
+                    .where(*where)
+                    .values(state="committed", snapshot_id=snapshot_id)
+                )
+
+    def record_commit(self, **commit: Any) -> None:
+        """One version of a lake table: dataset, snapshot_id, operation, and run_id, pipeline_id, stage_name,
+        inputs (dataset → snapshot id) where known."""
+        with self.engine.begin() as connection:
+            connection.execute(insert(lake_commits).values(**commit))
+
+    def lake_commits(self, dataset: str) -> list[dict[str, Any]]:
+        """The versions of a lake table Medallion committed, oldest first."""
+        query = (
+            select(lake_commits).where(lake_commits.c.dataset == dataset).order_by(lake_commits.c.commit_id)
+        )
+        with self.engine.connect() as connection:
+            return [dict(r) for r in connection.execute(query).mappings()]
 
     def record_audit(self, **entry: Any) -> None:
         """One audit_log row. `details` must be JSON-serialisable; it is checked here, not at read time.

@@ -1,4 +1,5 @@
-"""Bronze ingestion: new raw objects → typed bronze parquet plus ingestion columns; bad records → quarantine.
+"""Bronze ingestion: new raw objects → one snapshot of the bronze table, typed records plus ingestion columns;
+bad records → the bronze quarantine table.
 
 The driver only lists objects. Spark executors fetch, decompress and split them (`raw_reader`, run through
 `mapInArrow`), so raw bytes never pass through the Dagster process and nothing is staged on its disk. Every
@@ -22,14 +23,15 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from medallion_assets.catalog.models import Source
+from medallion_assets.catalog.models import LakeTable, Source
 from medallion_assets.engine import raw_reader
 from medallion_assets.errors import BreakingSourceSchemaChange, CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import spark_identifier
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import ObjectInfo, configured_endpoint
 
 CORRUPT = "_corrupt_record"
-BATCH_PARTITION = "medallion_batch"
 REJECTION_REASON = {
     "jsonl": "malformed JSON, not a JSON object, or a value that does not fit the declared schema",
     "csv": "wrong number of fields or a value that does not fit the declared schema",
@@ -197,31 +199,34 @@ def _parse(source: Source, records: DataFrame) -> DataFrame:
 
 
 def _write_rejected(
-    spark: SparkSession,
+    lake: LakeTables,
     source: Source,
     objects: list[ObjectInfo],
     expected: int,
     shaped: int,
     ingested_at: Column,
-    path: str,
+    quarantine: tuple[TableRef, str],
 ) -> None:
-    """Write the batch's rejected records to the quarantine at `path`, read a second time from the objects
+    """Append the batch's rejected records to the quarantine table, read a second time from the objects
     that hold them, the executors handing over only the records they left to Spark. Keeping every record of
     the batch for its few rejects (a cache) would cost more than the whole parse. When none of the `expected`
     rejects was `shaped` like an object, the executors hand over only the lines that are not, which needs no
     parse. The rejects are counted as they are written: a count other than the first read's (an object
     changed meanwhile) fails the batch, which is then not bookmarked, and the next run ingests it again."""
     keep = raw_reader.KEEP_UNPARSED if shaped or not _parsed_by_arrow(source) else raw_reader.KEEP_UNSHAPED
-    records = _parse(source, _read_records(spark, source, objects, keep))
+    records = _parse(source, _read_records(lake.spark, source, objects, keep))
     written = Observation()
     rejected = records.where(F.col(CORRUPT).isNotNull()).observe(written, F.count(F.lit(1)).alias("rows"))
-    rejected.select(
+    rows = rejected.select(
         "_source_file",
         "_source_line",
         F.col("_reason").alias("reason"),
         F.col(CORRUPT).alias("raw"),
         ingested_at.alias("_ingested_at"),
-    ).write.mode("overwrite").parquet(path)
+    )
+    table, batch_id = quarantine
+    lake.ensure(table, rows.schema, None)
+    lake.append(table, rows, batch_id)
     if written.get["rows"] != expected:
         raise RuntimeError(
             f"source {source.source_id} changed while it was ingested: {expected} records were rejected on "
@@ -239,16 +244,16 @@ def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject 
 
 
 def ingest(
-    spark: SparkSession,
+    lake: LakeTables,
     source: Source,
     objects: list[ObjectInfo],
-    bronze_path: str,
-    quarantine_path: str,
+    bronze: tuple[TableRef, LakeTable | None],
     batch_id: str,
 ) -> IngestResult:
-    """Ingest `objects` (the ones not yet bookmarked) as one batch, a partition `medallion_batch=<batch_id>`.
+    """Ingest `objects` (the ones not yet bookmarked) as one batch: one snapshot appended to the bronze table
+    (`bronze`: the table and its layout), tagged with `batch_id`, and one to its quarantine table when records
+    were rejected. A failed write commits nothing.
 
-    The partition name has no leading underscore: pyarrow, DuckDB and Spark treat such folders as hidden.
     The task that reads an object checks its head before any of its records: an object not ingestible as it
     is fails the write, which then commits nothing, and a probe of every object's head says why: an unreadable
     one raises CorruptSourceObject, undeclared fields raise SourceSchemaDrift (the healing rules decide what
@@ -257,6 +262,7 @@ def ingest(
     """
     if not objects:
         return IngestResult(batch_id, [], 0, 0, 0)
+    spark, (table, layout) = lake.spark, bronze
     ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None))
     records = _parse(source, _read_records(spark, source, objects)).withColumn("_ingested_at", ingested_at)
     is_corrupt = F.col(CORRUPT).isNotNull()
@@ -272,18 +278,19 @@ def ingest(
             F.collect_set(F.when(is_corrupt, F.col("_source_file"))).alias("objects"),
         )
         good = counted.where(~is_corrupt).drop(CORRUPT, "_reason")
-        good.write.mode("overwrite").parquet(f"{bronze_path}/{BATCH_PARTITION}={batch_id}")
+        lake.ensure(table, good.schema, layout)
+        lake.append(table, good, batch_id)
         rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
         if quarantined:
             holding = set(counts.get["objects"])
             _write_rejected(
-                spark,
+                lake,
                 source,
                 [info for info in objects if info.url in holding],
                 quarantined,
                 counts.get["shaped"],
                 ingested_at,
-                f"{quarantine_path}/{BATCH_PARTITION}={batch_id}",
+                (table.quarantine(), batch_id),
             )
     except Exception as error:
         if raw_reader.HEAD_FINDING_MARKER in str(error) or raw_reader.UNREADABLE_MARKER in str(error):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 from urllib.parse import unquote, urlparse
@@ -418,13 +418,13 @@ def column_type(arrow_type: pa.DataType) -> str:
 
 # The functions Spark runs over a frame of (url, etag) rows, one per object. Built here, not in ingest.py,
 # so that they too are shipped by value.
-ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+ArrowTask = Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]
 
 
 def _each_object(read_object: Callable[[int, str, str], Iterator[pa.RecordBatch]]) -> ArrowTask:
     """A task over rows of (index, url, etag), one per object, yielding what `read_object` reads of each."""
 
-    def read(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def read(objects: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             for index, url, etag in zip(*(batch[name].to_pylist() for name in ("index", "url", "etag"))):
                 yield from read_object(index, url, etag)
@@ -443,7 +443,7 @@ def parquet_task(declared: pa.Schema, endpoint_url: str | None, check: HeadCheck
 
 
 def findings_task(check: HeadCheck, compression: str, endpoint_url: str | None) -> ArrowTask:
-    def probe(objects: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def probe(objects: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in objects:
             found = []
             for url, etag in zip(batch["url"].to_pylist(), batch["etag"].to_pylist()):
@@ -458,7 +458,7 @@ def findings_task(check: HeadCheck, compression: str, endpoint_url: str | None) 
     return probe
 
 
-def paths_seen(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def paths_seen(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Whether each `path` exists where the task runs (is the lake a folder the executors share?)."""
     for batch in batches:
         yield pa.RecordBatch.from_pydict(

@@ -16,13 +16,20 @@ from medallion_assets.storage.warehouse import Batch
 
 
 class Ledger(Protocol):
-    """Where a stage records what it did: the objects it ingested (its bookmark) and its audit entries."""
+    """Where a stage records what it did: the objects it ingested (its bookmark), the lake versions it
+    committed, and its audit entries."""
 
     def processed_objects(self, source_id: str) -> dict[str, str]: ...
 
     def record_bookmarks(
-        self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str
+        self, source_id: str, objects: Iterable[tuple[str, str, int]], batch_id: str, state: str = "committed"
     ) -> None: ...
+
+    def pending_batches(self, source_id: str) -> list[str]: ...
+
+    def settle_batch(self, source_id: str, batch_id: str, snapshot_id: int | None) -> None: ...
+
+    def record_commit(self, **commit: Any) -> None: ...
 
     def record_audit(self, **entry: Any) -> None: ...
 

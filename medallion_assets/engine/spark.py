@@ -30,11 +30,16 @@ PYTHON_WORKER_CONF = {
     # 15-50 ms over a Unix socket); every bronze read runs Python tasks, two reads when there are rejects.
     "spark.python.unix.domain.socket.enabled": "true",
 }
+# Static settings the lake needs from any Spark, a driver Medallion starts or a Connect server (whose start
+# command sets them, with the jars): Iceberg's SQL extensions give MERGE, branches and procedures. The
+# catalogs themselves are registered when a session first uses the lake (storage/lake/tables.py).
+LAKE_CONF = {"spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"}
 DRIVER_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.log.level": "ERROR",
     **PYTHON_WORKER_CONF,
+    **LAKE_CONF,
 }
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -63,7 +68,16 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     does not reach resource configuration shown by Dagster."""
     if config.spark_remote():
         return {**SESSION_CONF, **(conf or {})}
-    return {"spark.master": config.spark_master(), **DRIVER_CONF, **SESSION_CONF, **(conf or {})}
+    driver = {"spark.master": config.spark_master(), "spark.jars": lake_jars(), **DRIVER_CONF}
+    return {**driver, **SESSION_CONF, **(conf or {})}
+
+
+def lake_jars() -> str:
+    """The jars of the lake's table format, comma-separated as `spark.jars` takes them (Spark ships them to a
+    cluster's executors itself); empty when there are none. Nothing is downloaded at run time: `make jars`
+    resolved them."""
+    folder = config.spark_jars_folder()
+    return ",".join(sorted(str(jar) for jar in folder.glob("*.jar"))) if folder.is_dir() else ""
 
 
 def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "medallion") -> SparkSession:
@@ -84,6 +98,11 @@ def prepare_session() -> None:
     """
     remote = config.spark_remote()
     if not remote:
+        if not lake_jars():
+            raise SparkUnreachable(
+                f"no Spark jars in {config.spark_jars_folder()}: run `make jars` (Maven resolves them from "
+                "jars/pom.xml), or point MEDALLION_SPARK_JARS at a folder holding them"
+            )
         if is_single_machine():
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         return

@@ -1,5 +1,9 @@
 """Running one stage end to end without Dagster: read inputs, transform, apply row rules, write, check, load.
 
+Silver and gold are written whole to a branch of their lake table named after the run, their rules are judged
+on that branch, and only when no blocking rule fails is the table's `main` fast-forwarded to it
+(write-audit-publish): no reader ever sees unchecked data, and a failed run leaves the previous version.
+
 The asset factory wraps `run_stage`; the CLI, benchmarks and tests can call it directly.
 """
 
@@ -18,6 +22,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from medallion_assets.catalog.models import Rule, Source, Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -32,7 +37,9 @@ from medallion_assets.engine.validation import (
     row_violation,
 )
 from medallion_assets.errors import StageHalted
-from medallion_assets.naming import INGESTION_COLUMNS, lake_path, quarantine_path
+from medallion_assets.naming import INGESTION_COLUMNS
+from medallion_assets.storage.lake.layout import TableRef, table_of
+from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse
 
@@ -47,7 +54,10 @@ class StageOutcome:
     rows_quarantined: int = 0
     rule_outcomes: list[RuleOutcome] = field(default_factory=list)
     load: LoadResult | None = None
-    output_path: str = ""
+    table: str = ""  # the lake table written
+    snapshot_id: int | None = None  # its version this stage committed; None when nothing was published
+    staged_branch: str | None = None  # where an unpublished version waits for inspection
+    input_snapshots: dict[str, int] = field(default_factory=dict)  # each lake input's version read
     columns: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     duration_sec: float = 0.0
@@ -97,18 +107,24 @@ class StageRunner:
     adjustments: Adjustments = field(default_factory=Adjustments)
     throttle: Throttle = field(kw_only=True)
     recovery: Recovery = field(kw_only=True)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex, kw_only=True)
+    lake: LakeTables = field(init=False)
 
-    def read_dataset(self, target_id: str) -> DataFrame:
+    def __post_init__(self) -> None:
+        self.lake = LakeTables(self.spark, self.lake_root)
+
+    def read_dataset(self, target_id: str, snapshot_id: int | None = None) -> DataFrame:
+        """A lake dataset as of `snapshot_id`, or its current version."""
         target = self.snapshot.targets[target_id]
-        path = lake_path(self.lake_root, target.layer, target_id)
+        table = table_of(target)
         if target.layer != "bronze":
-            return self.spark.read.parquet(path)
-        # Read with the catalog's schema: batches ingested before the source gained a column read it as null,
-        # and no Spark job has to merge the footers of every batch.
+            return self.lake.read(table, snapshot_id=snapshot_id)
+        # Read with the catalog's schema: its columns in its order, whatever the table gained meanwhile.
         producer = self.snapshot.stage_producing(target_id)
         assert producer is not None, "a bronze target is made by the stage that ingests its source"
-        source = self.snapshot.sources[producer.input_id]
-        return self.spark.read.schema(bronze_schema(source)).parquet(path)
+        schema = StructType.fromDDL(bronze_schema(self.snapshot.sources[producer.input_id]))
+        assert isinstance(schema, StructType)
+        return self.lake.read_columns(table, schema, snapshot_id=snapshot_id)
 
     def rules(self, stage: Stage) -> list[Rule]:
         if not stage.validation_set_id:
@@ -118,18 +134,17 @@ class StageRunner:
     def run_stage(self, stage: Stage) -> StageOutcome:
         started = time.perf_counter()
         target = self.snapshot.targets[stage.target_id]
-        output = lake_path(self.lake_root, target.layer, target.target_id)
         if target.layer == "bronze":
-            outcome = self._ingest(stage, self.recovery.readable_source(stage), output)
-            written = self.read_dataset(target.target_id)
+            outcome = self._ingest(stage, self.recovery.readable_source(stage), target)
+            written = self.read_dataset(target.target_id, outcome.snapshot_id)
             # Bronze rules judge the whole dataset, not only this batch, and so does its row count, counted by
             # the same aggregation, or it would contradict its checks.
             outcome.rule_outcomes, outcome.details["rows_in_dataset"] = evaluate_rules_and_count(
                 written, self.rules(stage)
             )
         else:
-            outcome, written = self._transform(stage, target, output)
-        outcome.output_path = output
+            outcome, written = self._transform(stage, target)
+        outcome.table = str(table_of(target))
         outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
         if target.kind == "warehouse" and not outcome.blocking_failures():
@@ -140,23 +155,39 @@ class StageRunner:
         outcome.duration_sec = time.perf_counter() - started
         return outcome
 
-    def _ingest(self, stage: Stage, source: Source, output: str) -> StageOutcome:
+    def _ingest(self, stage: Stage, source: Source, target: Target) -> StageOutcome:
+        """Ingest the source's new objects as one snapshot of the bronze table.
+
+        The objects are bookmarked `pending` before the commit and settled with its snapshot after it. A run
+        stopped in between leaves them pending, and the next run asks the table whether that batch was
+        committed (its snapshot carries the batch id): so a crash at any point ingests nothing twice and loses
+        nothing."""
+        table = table_of(target)
+        self._settle_pending(source, table)
         objects = list_objects(source.s3_path, source.source_id)
         processed = self.store.processed_objects(source.source_id)
         new = [o for o in objects if processed.get(o.url) != o.etag]
         audit = dict(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name, dataset=stage.target_id)
         self.throttle.take_from_source(source, {"bytes_per_hour": sum(o.size for o in new)}, **audit)
         batch_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        result = ingest(
-            self.spark, source, new, output, quarantine_path(self.lake_root, stage.target_id), batch_id
-        )
-        self.store.record_bookmarks(source.source_id, [(o.url, o.etag, o.size) for o in new], batch_id)
+        marks = [(o.url, o.etag, o.size) for o in new]
+        self.store.record_bookmarks(source.source_id, marks, batch_id, state="pending")
+        try:
+            result = ingest(self.lake, source, new, (table, target.lake_table), batch_id)
+        except BaseException:
+            self.store.settle_batch(source.source_id, batch_id, None)
+            raise
+        snapshot_id = self.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
+        self.store.settle_batch(source.source_id, batch_id, snapshot_id)
+        if snapshot_id is not None:
+            self._record_commit(stage, snapshot_id, "append", {})
         # Rows are known once parsed: they count against the source now and hold back its next batch.
         self.throttle.take_from_source(source, {"rows_per_minute": result.rows_read}, **audit)
         return StageOutcome(
             result.rows_read,
             result.rows_written,
             result.rows_quarantined,
+            snapshot_id=snapshot_id if snapshot_id is not None else self.lake.current_snapshot(table),
             details={
                 "batch_id": batch_id,
                 "source": source.source_id,
@@ -166,8 +197,28 @@ class StageRunner:
             read=[source.source_id],
         )
 
-    def readable_inputs(self, stage: Stage) -> tuple[dict[str, DataFrame], list[str]]:
-        """The inputs of a silver or gold stage, and the datasets actually read for them.
+    def _settle_pending(self, source: Source, table: TableRef) -> None:
+        """Batches an earlier run began and never settled: committed ones are bookmarked with their snapshot,
+        the others forgotten, so their objects are ingested again."""
+        pending = self.store.pending_batches(source.source_id)
+        committed = self.lake.batch_snapshots(table, pending)
+        for batch_id in pending:
+            self.store.settle_batch(source.source_id, batch_id, committed.get(batch_id))
+
+    def _record_commit(self, stage: Stage, snapshot_id: int, operation: str, inputs: dict[str, int]) -> None:
+        self.store.record_commit(
+            dataset=stage.target_id,
+            snapshot_id=snapshot_id,
+            run_id=self.run_id,
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            operation=operation,
+            inputs=inputs,
+        )
+
+    def readable_inputs(self, stage: Stage) -> tuple[dict[str, DataFrame], dict[str, int | None]]:
+        """The inputs of a silver or gold stage, and the datasets actually read for them, each with the
+        version read (None: a table not yet written).
 
         An input an operator marked unavailable (an `available` flag) is rebuilt from the layer above it: its
         own stage's transformation over that stage's inputs, recursively, computed in this run and never
@@ -175,7 +226,7 @@ class StageRunner:
         lists every path and why it is down.
         """
         down = self.recovery.flagged(self._lake_ancestry(stage))
-        read: list[str] = []
+        read: dict[str, int | None] = {}
         frames = {input_id: self._input_frame(stage, input_id, down, read) for input_id in stage.input_ids()}
         return frames, read
 
@@ -190,10 +241,14 @@ class StageRunner:
                 frontier += producer.input_ids() if producer else []
         return found
 
-    def _input_frame(self, stage: Stage, dataset: str, down: dict[str, str], read: list[str]) -> DataFrame:
+    def _input_frame(
+        self, stage: Stage, dataset: str, down: dict[str, str], read: dict[str, int | None]
+    ) -> DataFrame:
+        """The dataset as read for `stage`, at the version current now (`read` records which), so that one
+        run reads one version of it however long it takes."""
         if dataset not in down:
-            read.append(dataset)
-            return self.read_dataset(dataset)
+            read[dataset] = self.lake.current_snapshot(table_of(self.snapshot.targets[dataset]))
+            return self.read_dataset(dataset, read[dataset])
         producer = self.snapshot.stage_producing(dataset)
         target = self.snapshot.targets[dataset]
         if (
@@ -249,10 +304,9 @@ class StageRunner:
             frame = frame.where(~violation)
         return Shaped(frame, counts, rejects, rows_in_metric)
 
-    def _transform(self, stage: Stage, target: Target, output: str) -> tuple[StageOutcome, DataFrame]:
-        """Compute, write and check a silver or gold dataset. Returns the outcome and the files just written,
-        read with the schema they were written with: what Spark would infer from their footers (every column
-        nullable), without the job that reads them."""
+    def _transform(self, stage: Stage, target: Target) -> tuple[StageOutcome, DataFrame]:
+        """Compute, stage, check and publish a silver or gold dataset. Returns the outcome and the version
+        written: the published one, or the staged branch when a blocking rule failed (main is untouched)."""
         inputs, read = self.readable_inputs(stage)
         # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
         shaped = self._shape(stage, target, inputs)
@@ -262,11 +316,13 @@ class StageRunner:
         observed, judge, written_rows = observe_rules(
             frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys
         )
-        observed.write.mode("overwrite").parquet(output)
-        quarantined = self._write_rejected(target.target_id, rejects)
-        written_files = self.spark.read.schema(observed.schema).parquet(output)
+        table = table_of(target)
+        self.lake.ensure(table, observed.schema, target.lake_table)
+        branch = self.lake.stage(table, observed, self.run_id)
+        quarantined = self._write_rejected(table.quarantine(), rejects)
+        staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in observed.columns])
         # Scanned only for rules an observation cannot compute.
-        rule_outcomes = judge(written_files)
+        rule_outcomes = judge(staged)
         rows_in, written = shaped.rows_in(), written_rows()
         # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
         # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
@@ -277,33 +333,40 @@ class StageRunner:
             if not stage.transform_sql and len(inputs) == 1
             else sum(input_frame.count() for input_frame in inputs.values())
         )
+        input_snapshots = {dataset: version for dataset, version in read.items() if version is not None}
         outcome = StageOutcome(
             rows_read,
             written,
             quarantined,
             rule_outcomes,
             details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined},
-            read=read,
+            read=list(read),
+            input_snapshots=input_snapshots,
         )
-        return outcome, written_files
+        if outcome.blocking_failures():
+            outcome.staged_branch = branch
+            return outcome, staged
+        outcome.snapshot_id = self.lake.publish(table, branch)
+        self._record_commit(stage, outcome.snapshot_id, "publish", input_snapshots)
+        published = self.lake.read(table, snapshot_id=outcome.snapshot_id)
+        return outcome, published.select(*[f"`{c}`" for c in observed.columns])
 
-    def _write_rejected(self, target_id: str, rejects: list[tuple[DataFrame, Observation]]) -> int:
+    def _write_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).
 
         Call after the write of the kept rows, which counted each kind of reject: kinds without rows are left
         out, so that their part of the plan is not computed again, and with no rejects at all the quarantine
         is only emptied. The rows written are counted during this write, so the count is the quarantine's.
         """
-        path = quarantine_path(self.lake_root, target_id)
         if not rejects:
             return 0
         present = [frame for frame, rows in rejects if rows.get["rows"]]
         if not present:
-            rejects[0][0].limit(0).write.mode("overwrite").parquet(path)
+            self.lake.replace_quarantine(quarantine, rejects[0][0].limit(0))
             return 0
         combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
         combined, quarantined = counted(combined)
-        combined.write.mode("overwrite").parquet(path)
+        self.lake.replace_quarantine(quarantine, combined)
         rows_quarantined: int = quarantined.get["rows"]
         return rows_quarantined
 

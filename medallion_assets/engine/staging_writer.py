@@ -9,7 +9,7 @@ Shipped to executors by value, like raw_reader: a cluster needs pyarrow and boto
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,14 +23,14 @@ PARTS_SCHEMA = "url string, rows bigint, nbytes bigint"
 
 def parts_task(
     prefix: str, arrow_schema: pa.Schema, endpoint_url: str | None
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
     """The function each task runs over its partition: write it as `part-<partition>.parquet` under `prefix`.
 
     The name comes from the partition, not the attempt, so a task that is retried replaces its own part
     instead of adding a second copy of its rows.
     """
 
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         buffer, rows = io.BytesIO(), 0

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 import yaml
-from botocore.exceptions import BotoCoreError, ClientError
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
@@ -47,6 +46,7 @@ from openlineage.client.facet_v2 import (
     RunFacet,
     column_lineage_dataset,
     data_quality_assertions_dataset,
+    dataset_version_dataset,
     error_message_run,
     job_type_job,
     output_statistics_output_dataset,
@@ -64,10 +64,10 @@ from openlineage.client.uuid import generate_new_uuid
 from medallion_assets import config
 from medallion_assets.catalog.models import ColumnLineage, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.errors import SourceNotFound
-from medallion_assets.naming import check_identifier, lake_path, split_qualified
+from medallion_assets.naming import check_identifier, split_qualified
 from medallion_assets.redaction import scrub
-from medallion_assets.storage.objects import list_objects
+from medallion_assets.storage.lake.layout import table_location
+from medallion_assets.storage.lake.metadata import TableInfo
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
     from medallion_assets.engine.stages import StageOutcome
@@ -179,13 +179,12 @@ def _redshift_cluster(host: str) -> tuple[str, str]:
 
 
 def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake_root: str) -> DatasetLocation:
-    """A source's raw prefix, or a target's folder in the lake, with the columns the catalog declares."""
+    """A source's raw prefix, or a target's table location in the lake, with the columns the catalog
+    declares."""
     if source := snapshot.sources.get(dataset_id):
         return DatasetLocation(dataset_id, source.s3_path, columns=source.columns)
     target = snapshot.targets[dataset_id]
-    return DatasetLocation(
-        dataset_id, lake_path(lake_root, target.layer, dataset_id), columns=target.columns or {}
-    )
+    return DatasetLocation(dataset_id, table_location(lake_root, target), columns=target.columns or {})
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -215,21 +214,17 @@ class AssetResult:
     columns: Mapping[str, str] = field(default_factory=dict)
     loaded_rows: int | None = None
     checks: Sequence[CheckResult] = ()
+    version: str | None = None  # the lake table's snapshot this materialization published
+    input_versions: Mapping[str, str] = field(default_factory=dict)  # input dataset → the snapshot read
 
 
-def _written_size(url: str) -> tuple[int | None, int | None]:
-    """Bytes and files of a written dataset; Spark's markers (_SUCCESS, .crc files) are not data."""
-    try:
-        objects = list_objects(url)
-    except (SourceNotFound, BotoCoreError, ClientError, OSError):
-        return None, None
-    data = [o for o in objects if not o.url.rsplit("/", 1)[-1].startswith(("_", "."))]
-    return sum(o.size for o in data), len(data)
-
-
-def asset_result(outcome: StageOutcome) -> AssetResult:
-    """A stage outcome's AssetResult: rows, bytes and files written, columns, check results, rows loaded."""
-    size, files = _written_size(outcome.output_path)
+def asset_result(outcome: StageOutcome, table: TableInfo | None) -> AssetResult:
+    """A stage outcome's AssetResult: rows, the bytes and files of the version it published (`table`'s
+    metadata), columns, check results, rows loaded."""
+    published = table.snapshot(outcome.snapshot_id) if table and outcome.snapshot_id is not None else None
+    totals = published.summary if published else {}
+    size = int(totals["total-files-size"]) if "total-files-size" in totals else None
+    files = int(totals["total-data-files"]) if "total-data-files" in totals else None
     checks = [
         CheckResult(
             name=cast(str, o.rule.name),  # Rule's own validation names every rule
@@ -246,6 +241,8 @@ def asset_result(outcome: StageOutcome) -> AssetResult:
         for o in outcome.rule_outcomes
     ]
     return AssetResult(
+        version=str(outcome.snapshot_id) if outcome.snapshot_id is not None else None,
+        input_versions={dataset: str(version) for dataset, version in outcome.input_snapshots.items()},
         rows=outcome.rows_written,
         bytes=size,
         files=files,
@@ -292,6 +289,17 @@ def _error_facet(error: BaseException | str) -> error_message_run.ErrorMessageRu
         stackTrace=scrub(stack) if stack else None,
         producer=PRODUCER,
     )
+
+
+def _version(version: str | None) -> dict[str, DatasetFacet]:
+    """The dataset's version facet: the lake table's snapshot id."""
+    if version is None:
+        return {}
+    return {
+        "version": dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=version, producer=PRODUCER
+        )
+    }
 
 
 def _schema(columns: Mapping[str, str]) -> dict[str, DatasetFacet]:
@@ -395,16 +403,22 @@ class AssetRun:
             "processing_engine": engine,
         }
 
-    def _inputs(self) -> list[InputDataset]:
+    def _inputs(self, result: AssetResult | None = None) -> list[InputDataset]:
+        versions = result.input_versions if result else {}
         return [
-            InputDataset(*location.naming(), facets=_schema(location.columns)) for location in self.inputs
+            InputDataset(
+                *location.naming(),
+                facets={**_schema(location.columns), **_version(versions.get(location.dataset_id))},
+            )
+            for location in self.inputs
         ]
 
     def _outputs(self, result: AssetResult | None) -> list[OutputDataset]:
         outputs = []
         for location in self.outputs:
             columns = (result.columns if result and result.columns else None) or location.columns
-            facets = {**_schema(columns), **self._column_lineage()}
+            lake_version = result.version if result and location.table is None else None
+            facets = {**_schema(columns), **self._column_lineage(), **_version(lake_version)}
             output_facets: dict[str, OutputDatasetFacet] = {}
             rows = (result.loaded_rows if location.table else result.rows) if result else None
             if result and rows is not None:
@@ -500,7 +514,7 @@ class AssetRun:
                 self._job_facets(),
                 run_facets,
                 ended,
-                self._inputs(),
+                self._inputs(result),
                 self._outputs(result),
             )
         )

@@ -1,0 +1,10 @@
+"""The lake: bronze, silver and gold as Iceberg tables in a configured catalog.
+
+- `catalogs`: which catalog holds the tables (embedded JDBC, Glue, REST), for Spark and for pyiceberg;
+- `layout`: table names, partitioning, order and properties, and their checks (no Spark, no pyiceberg);
+- `tables`: reads and commits through Spark: appends, write-audit-publish branches, rollback, time travel;
+- `metadata`: snapshots, schema and history through pyiceberg, without a JVM;
+- `maintenance`: compaction, snapshot expiry and orphan-file removal through Iceberg's procedures.
+
+Nothing outside this package spells an Iceberg property or procedure.
+"""

@@ -1,0 +1,73 @@
+"""What the Dagster process and the command line know of a lake table without a JVM: its current snapshot,
+location, schema and history, read through pyiceberg from the same catalog Spark writes to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pyiceberg.exceptions import NoSuchTableError
+
+from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
+from medallion_assets.storage.lake.layout import TableRef
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    snapshot_id: int
+    parent_id: int | None
+    committed_at: datetime
+    operation: str
+    summary: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    table: TableRef
+    location: str
+    current_snapshot_id: int | None
+    columns: dict[str, str]
+    branches: dict[str, int]
+    history: list[SnapshotInfo]  # the snapshots main went through, oldest first
+
+    def snapshot(self, snapshot_id: int) -> SnapshotInfo | None:
+        return next((s for s in self.history if s.snapshot_id == snapshot_id), None)
+
+
+def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
+    """The table's metadata, or None when the table does not exist (yet)."""
+    catalog = lake_catalog(table.catalog, lake_root)
+    try:
+        loaded = catalog.metadata().load_table((table.namespace, table.name))
+    except NoSuchTableError:
+        return None
+    except Exception as error:  # any failure to reach the catalog: name the setting, not a driver's trace
+        raise LakeCatalogError(
+            f"{catalog.setting}={catalog.shown}: the lake catalog cannot be read: {error}"
+        ) from None
+    metadata = loaded.metadata
+    snapshots = {s.snapshot_id: s for s in metadata.snapshots}
+    current = loaded.current_snapshot()
+    history = []
+    for entry in metadata.snapshot_log:
+        snapshot = snapshots.get(entry.snapshot_id)
+        if snapshot is None:  # expired
+            continue
+        summary = snapshot.summary
+        history.append(
+            SnapshotInfo(
+                snapshot.snapshot_id,
+                snapshot.parent_snapshot_id,
+                datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
+                summary.operation.value if summary else "",
+                {k: str(v) for k, v in (summary.additional_properties if summary else {}).items()},
+            )
+        )
+    return TableInfo(
+        table,
+        loaded.location(),
+        current.snapshot_id if current else None,
+        {field.name: str(field.field_type) for field in loaded.schema().fields},
+        {name: ref.snapshot_id for name, ref in metadata.refs.items() if name != "main"},
+        history,
+    )
