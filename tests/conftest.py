@@ -37,6 +37,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.runner import PipelineReport, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
+from tests.lake import lake_rows
 from tests.tiers import UNIT_TEST_GUARD, refuse_in_unit_test
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,6 +269,10 @@ class Medallion:
 
     def stage_audit(self, stage_name: str) -> list[dict]:
         return self.store.audit_entries(stage_name=stage_name, event="stage")
+
+    def rows(self, table: str) -> list[dict]:
+        """A lake table's rows (`silver.user_events`), read through its catalog with pyiceberg."""
+        return lake_rows(self.lake, table)
 
 
 @pytest.fixture

@@ -15,7 +15,10 @@ from medallion_assets.engine.ingest import _reading_order, ingest
 from medallion_assets.engine.transform import conform, deduplicate, to_spark_sql
 from medallion_assets.errors import SourceSchemaDrift
 from medallion_assets.naming import InvalidIdentifier, quote_qualified, spark_identifier
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import ObjectInfo, list_objects
+from tests.lake import lake_rows
 
 
 def source(tmp_path, file_format: str, columns: dict, **options) -> Source:
@@ -29,13 +32,13 @@ def source(tmp_path, file_format: str, columns: dict, **options) -> Source:
 
 
 def run_ingest(spark, tmp_path, src: Source):
-    result = ingest(
-        spark, src, list_objects(src.s3_path), str(tmp_path / "bronze"), str(tmp_path / "q"), "b1"
-    )
-    bronze = sorted(
-        pq.read_table(tmp_path / "bronze").to_pylist(), key=lambda r: (r["_source_file"], r["_source_line"])
-    )
-    quarantine = pq.read_table(tmp_path / "q").to_pylist() if result.rows_quarantined else []
+    """Ingest every object of `src` as one batch into the bronze table of a lake of its own; its rows and its
+    quarantine's rows, read with pyiceberg."""
+    lake = tmp_path / "lake"
+    table = TableRef("lake", "bronze", "s")
+    result = ingest(LakeTables(spark, str(lake)), src, list_objects(src.s3_path), (table, None), "b1")
+    bronze = sorted(lake_rows(lake, "bronze.s"), key=lambda r: (r["_source_file"], r["_source_line"]))
+    quarantine = lake_rows(lake, "bronze.s_quarantine") if result.rows_quarantined else []
     return result, bronze, quarantine
 
 

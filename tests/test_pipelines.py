@@ -13,7 +13,6 @@ from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 import boto3
-import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, instance_for_test, materialize
 
@@ -99,7 +98,7 @@ def test_every_stage_reports_openlineage_events_under_the_pipeline_run(medallion
 
 def test_quarantined_records_name_their_file_and_line(medallion, raw_data):
     medallion.run("user_events_etl")
-    quarantine = pq.read_table(medallion.lake / "_quarantine" / "bronze_user_events").to_pylist()
+    quarantine = medallion.rows("bronze.user_events_quarantine")
     assert len(quarantine) == raw_data.malformed_events
     for record in quarantine:
         line = read_bytes(record["_source_file"]).decode().split("\n")[record["_source_line"] - 1]
@@ -107,7 +106,7 @@ def test_quarantined_records_name_their_file_and_line(medallion, raw_data):
         with pytest.raises(ValueError):
             assert isinstance(json.loads(line), dict)
         assert record["reason"].startswith("malformed JSON")
-    silver_rejects = pq.read_table(medallion.lake / "_quarantine" / "silver_user_events").to_pylist()
+    silver_rejects = medallion.rows("silver.user_events_quarantine")
     assert {r["reason"] for r in silver_rejects} == {"event_ts: cannot cast not-a-date to timestamp"}
 
 
@@ -119,10 +118,7 @@ def test_a_rerun_ingests_nothing_twice(medallion, raw_data):
     first_bronze, second_bronze = medallion.stage_audit("bronze_ingest")
     assert (second_bronze["rows_read"], second_bronze["details"]["objects_new"]) == (0, 0)
     assert second_bronze["details"]["objects_seen"] == first_bronze["details"]["objects_new"] == 3
-    assert (
-        pq.read_table(medallion.lake / "bronze" / "bronze_user_events").num_rows
-        == first_bronze["rows_written"]
-    )
+    assert len(medallion.rows("bronze.user_events")) == first_bronze["rows_written"]
     assert medallion.gold("analytics.daily_user_events") == first_gold
     # Bronze's row count (Dagster's dagster/row_count) is its dataset's, as its checks judge, not the empty
     # batch.
@@ -252,7 +248,7 @@ def materialize_only(medallion, key: str):
 
 def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, raw_data, medallion_home):
     assert medallion.run("user_events_etl").status == "success"
-    shutil.rmtree(medallion.lake / "silver" / "silver_user_events")  # silver's files are gone
+    shutil.rmtree(medallion.lake / "silver" / "user_events" / "data")  # silver's files are gone
     mark_unavailable(medallion, "silver_user_events")
     with warehouse_from_url(medallion.warehouse_url) as warehouse:
         warehouse.query("DELETE FROM analytics.daily_user_events")
@@ -271,9 +267,8 @@ def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, 
         "rebuilt_by": "user_events_etl.silver_clean",
         "from": ["bronze_user_events"],
     }
-    assert not (
-        medallion.lake / "silver" / "silver_user_events"
-    ).exists()  # rebuilt in the run, never written
+    # Rebuilt in the run, never written.
+    assert not (medallion.lake / "silver" / "user_events" / "data").exists()
     events = events_after(
         medallion_home / "openlineage", earlier, {("COMPLETE", "user_events_etl.gold_daily_user_events")}
     )
@@ -282,7 +277,7 @@ def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, 
         for e in events
         if e["job"]["name"] == "user_events_etl.gold_daily_user_events" and e["eventType"] == "COMPLETE"
     ]
-    assert [i["name"].rsplit("/", 1)[-1] for i in complete["inputs"]] == ["bronze_user_events"]
+    assert [i["name"].rsplit("/", 2)[-2:] for i in complete["inputs"]] == [["bronze", "user_events"]]
 
 
 def test_with_bronze_down_too_the_rebuild_fails_listing_every_path(medallion, raw_data):
