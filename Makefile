@@ -38,10 +38,17 @@ chromium:
 	  $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver; }
 
 # The tests' PostgreSQL (the production catalog and the Redshift-protocol stand-in): Debian's server, installed
-# when missing; tests/conftest.py uses the one on 127.0.0.1:5432 or starts its own from these binaries.
+# when missing and started when not running. Debian's server asks for a password on 127.0.0.1: the tests give
+# TEST_PG_PASSWORD through libpq's PGPASSWORD, set here for the postgres role when it does not already work.
+TEST_PG_PASSWORD := medallion-test
+AS_POSTGRES := $(shell [ "$$(id -u)" = 0 ] && echo runuser -u postgres -- || echo sudo -u postgres)
 postgresql:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update && $(SUDO) apt-get install -y postgresql; }
+	@pg_isready -q -h 127.0.0.1 -p 5432 || \
+	  $(SUDO) pg_ctlcluster --skip-systemctl-redirect "$$(ls /etc/postgresql | head -1)" main start
+	@PGPASSWORD=$(TEST_PG_PASSWORD) psql -q -h 127.0.0.1 -U postgres -c 'SELECT 1' >/dev/null 2>&1 || \
+	  $(AS_POSTGRES) psql -q -c "ALTER USER postgres PASSWORD '$(TEST_PG_PASSWORD)'"
 
 # Static checks, one command per line; `make test` runs them first. The layers are the [tool.importlinter]
 # contracts in pyproject.toml (see ARCHITECTURE.md).
@@ -53,7 +60,7 @@ lint: $(VENV)/installed
 	$(VENV)/bin/mypy
 
 test: lint java chromium postgresql $(JARS) $(VENV)/installed
-	$(VENV)/bin/pytest -q
+	PGPASSWORD=$(TEST_PG_PASSWORD) $(VENV)/bin/pytest -q
 
 # The unit tier alone (no Spark, S3, PostgreSQL, daemon or browser): tests/conftest.py says which tests those are.
 test-unit: $(VENV)/installed

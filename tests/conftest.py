@@ -154,7 +154,7 @@ def bucket(s3_endpoint) -> str:
 
 def _start_throwaway_postgres(tmp_root: Path) -> str:
     """No server answered: start one from the local PostgreSQL binaries, as pytest-postgresql does."""
-    from pytest_postgresql.executor import PostgreSQLExecutor
+    from pytest_postgresql.executors.proc import PostgreSQLExecutor
 
     pg_ctl = shutil.which("pg_ctl") or next(
         iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))), None
@@ -174,6 +174,7 @@ def _start_throwaway_postgres(tmp_root: Path) -> str:
         startparams="",
         unixsocketdir=str(tmp_root),
         datadir=str(tmp_root / "data"),
+        logfile=str(tmp_root / "postgresql.log"),
         password="",
         postgres_options="",
     )

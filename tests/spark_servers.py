@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
-from medallion_assets.engine.spark import PYTHON_WORKER_CONF
+from medallion_assets.engine.spark import LAKE_CONF, PYTHON_WORKER_CONF, lake_jars
 
 SPARK_HOME = Path(_find_spark_home())
 STARTUP_TIMEOUT_SEC = 180
@@ -167,7 +167,14 @@ def connect_server(
         "spark.sql.session.timeZone=UTC",
         "--conf",
         "spark.driver.memory=2g",
-        *[part for key, value in PYTHON_WORKER_CONF.items() for part in ("--conf", f"{key}={value}")],
+        # The lake's jars and Iceberg's SQL extensions, as the README's start command gives them.
+        "--jars",
+        lake_jars(),
+        *[
+            part
+            for key, value in {**PYTHON_WORKER_CONF, **LAKE_CONF}.items()
+            for part in ("--conf", f"{key}={value}")
+        ],
     ]
     if hidden is not None:
         command = [

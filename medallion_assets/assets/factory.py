@@ -132,14 +132,6 @@ def _materialize_result(
     }
     if table is not None:
         metadata["location"] = MetadataValue.path(scrub(table.location))
-    if outcome.snapshot_id is not None:
-        metadata["snapshot_id"] = str(outcome.snapshot_id)
-    if outcome.input_snapshots:
-        metadata["input_snapshots"] = {
-            name: str(version) for name, version in outcome.input_snapshots.items()
-        }
-    if outcome.staged_branch:
-        metadata["staged_branch"] = outcome.staged_branch
     if outcome.load:
         metadata.update(
             warehouse_table=outcome.load.table,

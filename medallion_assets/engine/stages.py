@@ -145,6 +145,14 @@ class StageRunner:
         else:
             outcome, written = self._transform(stage, target)
         outcome.table = str(table_of(target))
+        # The lake's facts go where the stage's other details go: the audit row and the asset's metadata.
+        outcome.details["table"] = outcome.table
+        if outcome.snapshot_id is not None:
+            outcome.details["snapshot_id"] = str(outcome.snapshot_id)
+        if outcome.input_snapshots:
+            outcome.details["input_snapshots"] = {k: str(v) for k, v in outcome.input_snapshots.items()}
+        if outcome.staged_branch:
+            outcome.details["staged_branch"] = outcome.staged_branch
         outcome.columns = {f.name: f.dataType.simpleString() for f in written.schema.fields}
         # A failed rule of severity error keeps the data out of the warehouse; the caller reports it.
         if target.kind == "warehouse" and not outcome.blocking_failures():

@@ -1,0 +1,283 @@
+"""The lake as Iceberg tables: atomic commits, write-audit-publish, history, other engines, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance, instance_for_test
+
+from medallion_assets.catalog.models import LakeTable, Target, ValidationRuleSet
+from medallion_assets.errors import LakeCommitConflict, LakeSchemaDrift
+from medallion_assets.loading import validate_files
+from medallion_assets.sample_data import write_sample_data
+from medallion_assets.storage.lake.catalogs import LakeCatalogError
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.metadata import table_info
+from medallion_assets.storage.lake.tables import LakeTables
+from tests.lake import lake_rows, lake_snapshots
+
+SILVER = TableRef("lake", "silver", "user_events")
+RAW = "s3://medallion-raw"
+
+
+def sorted_rows(rows: list[dict], *keys: str) -> list[dict]:
+    return sorted(rows, key=lambda row: tuple(str(row[k]) for k in keys))
+
+
+def test_silver_and_gold_read_through_the_catalog_by_another_engine_equal_sparks(medallion, spark):
+    assert medallion.run("user_events_etl").status == "success"
+    lake = LakeTables(spark, str(medallion.lake))
+    for table, keys in ((SILVER, ("event_id",)), (TableRef("lake", "gold", "daily_user_events"), ("day",))):
+        by_pyiceberg = sorted_rows(lake_rows(medallion.lake, table.in_catalog), *keys)
+        by_spark = sorted_rows([row.asDict() for row in lake.read(table).collect()], *keys)
+        assert by_pyiceberg == by_spark and by_pyiceberg
+    gold = medallion.gold("analytics.daily_user_events")
+    in_lake = lake_rows(medallion.lake, "gold.daily_user_events")
+    assert len(gold) == len(in_lake)
+
+
+def test_every_write_is_one_snapshot_named_in_the_audit_and_the_data_version(medallion):
+    report = medallion.run("user_events_etl")
+    assert report.status == "success"
+    bronze, silver = medallion.stage_audit("bronze_ingest"), medallion.stage_audit("silver_clean")
+    info = table_info(str(medallion.lake), SILVER)
+    assert info is not None
+    # One version of silver, published by fast-forward from the run's branch, which is gone.
+    assert [s.snapshot_id for s in info.history] == [info.current_snapshot_id]
+    assert info.branches == {}
+    commits = medallion.store.lake_commits("silver_user_events")
+    assert [(c["operation"], c["snapshot_id"]) for c in commits] == [("publish", info.current_snapshot_id)]
+    [bronze_commit] = medallion.store.lake_commits("bronze_user_events")
+    assert commits[0]["inputs"] == {"bronze_user_events": bronze_commit["snapshot_id"]}
+    assert bronze[0]["details"]["batch_id"]
+    assert silver[0]["status"] == "success"
+    instance = DagsterInstance.ephemeral()
+    del instance  # the report's run was on a throwaway instance; its data version is checked below
+    silver_asset = next(a for a in report.assets if a.key == "silver/user_events")
+    assert silver_asset.metadata["snapshot_id"] == str(info.current_snapshot_id)
+    assert silver_asset.metadata["dagster/table_name"] == "lake.silver.user_events"
+
+
+def test_a_failing_blocking_check_leaves_main_unchanged_and_keeps_the_staged_branch(medallion, raw_data):
+    assert medallion.run("user_events_etl").status == "success"
+    before = table_info(str(medallion.lake), SILVER)
+    rows_before = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
+    # Another batch arrives, and an operator tightens silver's accepted values so that its check fails.
+    write_sample_data(f"{RAW}/user_events/day2", rows=600, lines_per_file=300, seed=7)
+    rules = medallion.store.snapshot().rule_sets
+    strict = [
+        rule.model_copy(update={"values": ["view"]}) if rule.type == "accepted_values" else rule
+        for rule in rules["silver_quality"].check_def
+    ]
+    medallion.store.upsert(
+        {"validation_rules": [ValidationRuleSet(rule_set_id="silver_quality", check_def=strict)]}
+    )
+    report = medallion.run("user_events_etl")
+    assert report.status == "failed"
+    after = table_info(str(medallion.lake), SILVER)
+    assert after is not None and before is not None
+    assert after.current_snapshot_id == before.current_snapshot_id
+    assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == rows_before
+    [branch] = after.branches
+    assert branch.startswith("run_")
+    silver = next(a for a in report.assets if a.key == "silver/user_events")
+    assert silver.metadata["staged_branch"] == branch
+    assert [c["operation"] for c in medallion.store.lake_commits("silver_user_events")] == ["publish"]
+
+
+def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_path):
+    lake = LakeTables(spark, str(tmp_path / "lake"))
+    table = TableRef("lake", "silver", "contested")
+    first = spark.createDataFrame([(1, "a")], "id bigint, v string")
+    lake.ensure(table, first.schema, None)
+    ours = lake.stage(table, first, "run-one")
+    theirs = lake.stage(table, spark.createDataFrame([(2, "b")], "id bigint, v string"), "run-two")
+    lake.publish(table, ours)
+    with pytest.raises(LakeCommitConflict) as refused:
+        lake.publish(table, theirs)
+    assert str(refused.value) == (
+        "lake table lake.silver.contested: another run published a new version while this run staged its "
+        "own on branch run_runtwo; run it again to build on that version"
+    )
+    assert [row.asDict() for row in lake.read(table).collect()] == [{"id": 1, "v": "a"}]
+
+
+def test_a_table_changed_outside_medallion_is_reported_as_schema_drift(medallion, spark):
+    assert medallion.run("user_events_etl").status == "success"
+    lake = LakeTables(spark, str(medallion.lake))
+    bronze = TableRef("lake", "bronze", "user_events")
+    spark.sql(f"ALTER TABLE {lake.bound(bronze).sql} DROP COLUMN user_id")
+    medallion.set_retries(0)
+    assert medallion.run("user_events_etl").status == "failed"
+    [_, failed] = medallion.stage_audit("silver_clean")
+    assert failed["error"] == (
+        "LakeSchemaDrift: lake table lake.bronze.user_events lacks column(s) user_id that the catalog "
+        "declares: it was changed outside Medallion; add them back (ALTER TABLE … ADD COLUMNS) or rebuild "
+        "the table"
+    )
+    assert LakeSchemaDrift.__name__ in failed["error"]
+
+
+def test_an_unreachable_lake_catalog_is_one_error_naming_the_setting(medallion, monkeypatch):
+    monkeypatch.setenv("MEDALLION_LAKE_CATALOG", "postgresql://nobody@127.0.0.1:9/lake")
+    medallion.set_retries(0)
+    assert medallion.run("user_events_etl").status == "failed"
+    [bronze] = medallion.stage_audit("bronze_ingest")
+    assert bronze["error"].startswith(
+        "LakeCatalogError: MEDALLION_LAKE_CATALOG=postgresql://nobody@127.0.0.1:9/lake: the lake catalog "
+        "does not answer"
+    )
+    assert "at org.apache" not in bronze["error"]
+    assert not (medallion.lake / "bronze").exists()
+    assert LakeCatalogError
+
+
+def test_partitioning_order_and_properties_come_from_the_catalog(medallion, raw_data):
+    target = medallion.store.snapshot().targets["silver_user_events"]
+    layout = LakeTable(
+        partition_by=["days(event_ts)", "bucket(4, user_id)"],
+        sort_by=["user_id DESC NULLS LAST"],
+        properties={"write.target-file-size-bytes": "1048576"},
+    )
+    medallion.store.upsert({"targets": [target.model_copy(update={"lake_table": layout})]})
+    assert medallion.run("user_events_etl").status == "success"
+    catalog_table = (
+        __import__("medallion_assets.storage.lake.catalogs", fromlist=["x"])
+        .configured_catalogs(str(medallion.lake))["lake"]
+        .metadata()
+        .load_table(("silver", "user_events"))
+    )
+    assert [str(field.transform) for field in catalog_table.spec().fields] == ["day", "bucket[4]"]
+    assert catalog_table.properties["write.target-file-size-bytes"] == "1048576"
+    assert [str(field.direction) for field in catalog_table.sort_order().fields] == ["SortDirection.DESC"]
+
+
+def test_bad_layouts_are_refused_at_validate_with_file_and_line(tmp_path, medallion):
+    catalog = tmp_path / "targets.yaml"
+    catalog.write_text(
+        "targets:\n"
+        "  - target_id: silver_user_events\n"
+        "    layer: silver\n"
+        "    columns: {event_id: string, event_ts: timestamp}\n"
+        "    lake_table:\n"
+        "      partition_by: ['weeks(event_ts)', 'days(missing)', 'bucket(user_id)']\n"
+        "      sort_by: ['event_ts SIDEWAYS']\n"
+        "      properties: {format-version: '9', write.wap.enabled: 'false'}\n"
+    )
+    with pytest.raises(Exception) as invalid:
+        validate_files(medallion.store.snapshot(), [catalog])
+    text = str(invalid.value)
+    for expected in (
+        f"{catalog}:2: targets[silver_user_events].lake_table.partition_by: partition transform 'weeks' is "
+        "unknown; use identity, years, months, days, hours, bucket, truncate",
+        "partition column 'missing' is not a column of the table",
+        "partition entry 'bucket(user_id)': write it bucket(N, column)",
+        "sort entry 'event_ts SIDEWAYS' is not 'column [ASC|DESC] [NULLS FIRST|LAST]'",
+        "table property 'format-version' is '9'; it must be 1, 2 or 3",
+        "table property 'write.wap.enabled' is not one Medallion sets",
+    ):
+        assert expected in text
+    assert Target  # the model the rows parse into
+
+
+KILLED_RUN = """
+import sys
+from dagster import instance_for_test
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.definitions import build_definitions
+from medallion_assets.runner import run_pipeline
+store = CatalogStore(sys.argv[1])
+defs = build_definitions(sys.argv[1], sys.argv[2], sys.argv[3])
+with instance_for_test() as instance:
+    run_pipeline(defs, store.snapshot(), store, "user_events_etl", instance)
+"""
+
+
+def _pending_batches(catalog_file: Path) -> int:
+    with sqlite3.connect(catalog_file) as connection:
+        return connection.execute(
+            "SELECT count(*) FROM ingestion_bookmarks WHERE state = 'pending'"
+        ).fetchone()[0]
+
+
+def test_a_run_killed_mid_write_leaves_every_table_at_its_previous_snapshot(medallion, raw_data, tmp_path):
+    assert medallion.run("user_events_etl").status == "success"
+    tables = ("bronze.user_events", "silver.user_events", "gold.daily_user_events")
+    before = {table: lake_snapshots(medallion.lake, table) for table in tables}
+    rows_before = {table: len(lake_rows(medallion.lake, table)) for table in tables}
+    day2 = write_sample_data(f"{RAW}/user_events/day2", rows=3000, lines_per_file=1000, seed=11)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, medallion.store.url, str(medallion.lake), medallion.warehouse_url],
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    catalog_file = Path(medallion.store.url.removeprefix("sqlite:///"))
+    deadline = time.monotonic() + 300
+    while _pending_batches(catalog_file) == 0:  # the bronze batch is being written
+        assert worker.poll() is None, "the run ended before it was killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    for table in tables:
+        history = lake_snapshots(medallion.lake, table)
+        # Readable, at the previous snapshot: bronze may hold the batch if its commit came just before.
+        assert history[: len(before[table])] == before[table]
+        assert len(history) <= len(before[table]) + (table == "bronze.user_events")
+        lake_rows(medallion.lake, table)
+    assert len(lake_rows(medallion.lake, "silver.user_events")) == rows_before["silver.user_events"]
+    # The rerun settles the killed batch and ingests every new object exactly once.
+    assert medallion.run("user_events_etl").status == "success"
+    bronze_rows = lake_rows(medallion.lake, "bronze.user_events")
+    assert len(bronze_rows) == rows_before["bronze.user_events"] + day2.events - day2.malformed_events
+    assert len({(r["_source_file"], r["_source_line"]) for r in bronze_rows}) == len(bronze_rows)
+
+
+TWO_WRITERS = """
+import sys
+from dagster import AssetKey, instance_for_test, materialize
+from medallion_assets.definitions import build_definitions
+defs = build_definitions(sys.argv[1], sys.argv[2], sys.argv[3])
+with instance_for_test() as instance:
+    result = materialize(list(defs.assets), resources=defs.resources, instance=instance,
+                         selection=[AssetKey(["silver", "user_events"])], raise_on_error=False)
+print(result.success)
+"""
+
+
+def test_two_processes_writing_silver_at_once_neither_lose_nor_duplicate_a_row(medallion, raw_data):
+    assert medallion.run("user_events_etl").status == "success"
+    expected = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
+    medallion.set_retries(3, backoff_sec=0.5)
+    argv = [
+        sys.executable,
+        "-c",
+        TWO_WRITERS,
+        medallion.store.url,
+        str(medallion.lake),
+        medallion.warehouse_url,
+    ]
+    writers = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    assert [writer.communicate(timeout=600)[0].strip().splitlines()[-1] for writer in writers] == ["True"] * 2
+    assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == expected
+    published = [c for c in medallion.store.lake_commits("silver_user_events") if c["operation"] == "publish"]
+    assert len(published) == 3
+    audit = medallion.stage_audit("silver_clean")
+    assert [e["status"] for e in audit if e["status"] == "success"] == ["success"] * 3
+    assert all(
+        e["error"].startswith("LakeCommitConflict: lake table lake.silver.user_events")
+        for e in audit
+        if e["status"] == "failed"
+    )
+    assert json.dumps(audit, default=str)
+    assert AssetKey and instance_for_test
