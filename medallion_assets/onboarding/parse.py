@@ -194,23 +194,34 @@ def session_name(canonical: str) -> str:
 
 def parse_file(path: str | Path, dialect: str, parse: ParseFunction | None = None) -> list[Parsed]:
     """Every statement of a file, parsed and classified; `parse` (text → expressions) may cache."""
-    text = Path(path).read_text()
+    # A byte that is not UTF-8 fails the statement it is in (it parses as no SQL), not the whole file.
+    text = Path(path).read_text(errors="replace")
     return [parse_statement(statement, dialect, parse) for statement in split_statements(str(path), text)]
 
 
+def unexpected_error(error: BaseException) -> str:
+    """The reason a statement failed in a way nobody foresaw (a bug of ours or of sqlglot): what and why."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
 def parse_statement(statement: SqlStatement, dialect: str, parse: ParseFunction | None = None) -> Parsed:
-    """One statement → what it does. Never raises for bad SQL: that is a `Failed` with line and reason."""
+    """One statement → what it does. Never raises: bad SQL, or a failure while reading it, is a `Failed`
+    with line and reason."""
     try:
         expressions = (parse or parse_sql)(statement.text, dialect)
     except (ParseError, TokenError) as error:
         line, reason = _parse_failure(statement, error, dialect)
         return Failed(statement, "unparseable", line, reason)
+    except Exception as error:  # noqa: BLE001 (one statement's failure never stops the others)
+        return Failed(statement, "unparseable", statement.line, unexpected_error(error))
     if len(expressions) != 1 or expressions[0] is None:
         return Failed(statement, "unparseable", statement.line, "expected exactly one statement")
     try:
         return _classify(statement, expressions[0], dialect, parse)
     except StatementError as error:
         return Failed(statement, _kind_name(expressions[0]), error.line, error.reason)
+    except Exception as error:  # noqa: BLE001 (one statement's failure never stops the others)
+        return Failed(statement, _kind_name(expressions[0]), statement.line, unexpected_error(error))
 
 
 def _parse_failure(statement: SqlStatement, error: ParseError | TokenError, dialect: str) -> tuple[int, str]:
