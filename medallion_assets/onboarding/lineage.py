@@ -381,8 +381,9 @@ class SqlAnalyzer:
         try:
             columns = self._target_columns(transformation, qualified or query, warnings)
         except TargetColumnsUnknown as reason:
-            columns, qualified, columns_known = (), None, False  # no column to walk to: table level only
-            warnings.append(f"column lineage unavailable ({reason}): table-level lineage only")
+            # No target column to walk to; the columns that shape the whole target still are.
+            columns, columns_known = (), False
+            warnings.append(f"column lineage unavailable ({reason}): lineage to the whole target only")
         edges: tuple[ColumnEdge, ...] | None = None
         group_columns: tuple[str, ...] = ()
         if qualified is not None:
