@@ -19,7 +19,7 @@ from datahub.metadata._internal_schema_classes import ASPECT_NAME_MAP
 from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.loading import validate_files
-from medallion_assets.openlineage.datahub import DataHubConfig
+from medallion_assets.openlineage.datahub import DataHubConfig, metadata
 from medallion_assets.openlineage.events import Emitter, stage_asset_run
 from tests.conftest import SEED
 
@@ -212,3 +212,28 @@ def test_the_transport_needs_the_gms_url():
     assert DataHubConfig.from_dict(
         {"url": "http://gms:8080", "timeout": "3", "retries": "2"}
     ) == DataHubConfig(url="http://gms:8080", timeout=3.0, retries=2)
+
+
+def test_datasets_are_named_as_datahub_names_them_from_their_openlineage_naming():
+    def urns(*datasets: tuple[str, str]) -> list[str]:
+        event = {
+            "eventTime": "2026-11-03T04:00:00Z",
+            "inputs": [],
+            "outputs": [
+                {"namespace": namespace, "name": name, "facets": {"schema": {"fields": [{"name": "id"}]}}}
+                for namespace, name in datasets
+            ],
+        }
+        return [proposal.entityUrn for proposal in metadata(event, "DEV")]
+
+    assert urns(
+        ("s3://lake", "silver/orders"),
+        ("file", "/data/raw/orders"),
+        ("postgres://shopdb:5432", "shop.public.orders"),
+        ("bigquery", "shop-prod.marts.revenue"),
+    ) == [
+        "urn:li:dataset:(urn:li:dataPlatform:s3,lake/silver/orders,DEV)",
+        "urn:li:dataset:(urn:li:dataPlatform:file,data/raw/orders,DEV)",
+        "urn:li:dataset:(urn:li:dataPlatform:postgres,shop.public.orders,DEV)",
+        "urn:li:dataset:(urn:li:dataPlatform:bigquery,shop-prod.marts.revenue,DEV)",
+    ]

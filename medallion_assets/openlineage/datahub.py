@@ -183,9 +183,10 @@ def metadata(event: Mapping[str, Any], env: str = "PROD") -> list[MetadataChange
 def _dataset(dataset: Mapping[str, Any], env: str) -> _Dataset:
     namespace, name = dataset["namespace"], dataset["name"]
     parts = urlsplit(namespace)
-    platform = parts.scheme or namespace
+    # A namespace without a scheme is a platform's name alone (`file`, `bigquery`).
+    platform, place = (parts.scheme, (parts.netloc, parts.path)) if parts.scheme else (namespace, ())
     if platform in OBJECT_STORES:
-        name = "/".join(part.strip("/") for part in (parts.netloc, parts.path, name) if part.strip("/"))
+        name = "/".join(part.strip("/") for part in (*place, name) if part.strip("/"))
     return _Dataset(make_dataset_urn(platform, name, env), platform, dataset.get("facets") or {})
 
 

@@ -43,8 +43,10 @@ MEDALLION_PRODUCER = PRODUCER.rsplit(":", 1)[0] + ":"
 MAX_DATASETS_PER_EVENT = 100
 # Marquez's limit on a namespace's length; a dataset id is made of it.
 MAX_NAMESPACE = 1024
-# A value of the event quoted back in a reason is cut here, so a hostile one cannot drown the message.
+# A value of the event quoted back in a reason is cut here, so a hostile one cannot drown the message; so is
+# the message of an unexpected error.
 MAX_QUOTED = 80
+MAX_ERROR_MESSAGE = 300
 
 
 @dataclass(frozen=True)
@@ -315,8 +317,8 @@ def ingest_events(
 
 def _unexpected(error: Exception) -> str:
     message = scrub(str(error))
-    if len(message) > MAX_QUOTED * 4:
-        message = message[: MAX_QUOTED * 4] + "…"
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE] + "…"
     return f"event: could not be ingested: {type(error).__name__}: {message}"
 
 
