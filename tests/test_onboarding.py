@@ -701,14 +701,16 @@ def test_generated_stage_sql_gives_what_the_original_sql_gives(spark, store, tmp
 # --- idempotence, diff, JSON ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("corpus", [CORPUS, NO_DDL_CORPUS], ids=["with_ddl", "no_ddl"])
-def test_onboarding_the_same_sql_again_changes_nothing(store, corpus):
+@pytest.mark.parametrize(
+    "corpus, refused",
+    [(CORPUS, []), (NO_DDL_CORPUS, [22, 24]), (DOCS_CORPUS, [5, 7, 8, 9, 13, 14, 17])],
+    ids=["with_ddl", "no_ddl", "docs"],
+)
+def test_onboarding_the_same_sql_again_changes_nothing(store, corpus, refused):
     first = onboard(corpus_files(corpus), store, pipeline_id="corpus")
     assert first.written
-    # Only the no-DDL corpus's refused loads fail.
-    assert [s.line for s in first.statements if s.status == "failed"] == (
-        [] if corpus == CORPUS else [22, 24]
-    )
+    # Only the refused loads fail.
+    assert [s.line for s in first.statements if s.status == "failed"] == refused
     before = all_rows(store)
     second = onboard(corpus_files(corpus), store, pipeline_id="corpus")
     assert second.changes == [] and not second.written
