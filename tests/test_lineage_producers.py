@@ -51,6 +51,29 @@ def test_the_corpus_holds_every_producer_and_every_kind_of_event():
         "JobEvent": 2,
         "RunEvent": 29,
     }
+    # The shapes that were refused or crashed ingestion: custom facets pointing into the core spec,
+    # dataSource.uri file and bigquery, dataQualityAssertions under an input's facets.
+    run_facet = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"
+    custom = {
+        name
+        for event in events
+        for name, facet in event.get("run", {}).get("facets", {}).items()
+        if facet["_schemaURL"] == run_facet
+    }
+    assert {
+        "spark.logicalPlan",
+        "spark_version",
+        "hive_query",
+        "flink_job",
+        "dbt_version",
+        "pipeline",
+    } <= custom
+    datasets = [d for event in events for d in (*event.get("inputs", []), *event.get("outputs", []))]
+    assert {d["facets"]["dataSource"]["uri"] for d in datasets if "dataSource" in d.get("facets", {})} >= {
+        "file",
+        "bigquery",
+    }
+    assert any("dataQualityAssertions" in d.get("facets", {}) for e in events for d in e.get("inputs", []))
 
 
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
