@@ -11,8 +11,8 @@
     (a) the baseline: `sqlglot.parse_one` of it; (b) parse, qualify against the MappingSchema and the lineage
     walk, cold cache (goal <= 100 ms); (c) the same from the cache keyed by the SQL's hash; and, once, for
     reference, sqlglot's own `sqlglot.lineage.lineage` for every column.
-(3) Table-level and column-level precision and recall on both corpora of tests/onboarding_corpus/ (the
-    project's own, with DDL, and no_ddl/), column level with and without the kinds of transformation.
+(3) Table-level and column-level precision and recall on the corpora of tests/onboarding_corpus/ (the
+    project's own, with DDL, no_ddl/ and docs/), column level with and without the kinds of transformation.
 
 Medians of `--repeats` runs; ratios to the baseline measured in the same run.
 
@@ -39,7 +39,7 @@ from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.onboarding.lineage import SqlAnalyzer  # noqa: E402
 from medallion_assets.onboarding.onboard import onboard  # noqa: E402
 from medallion_assets.onboarding.parse import SqlStatement, parse_statement  # noqa: E402
-from tests.onboarding_accuracy import CORPUS, NO_DDL_CORPUS, corpus_files, score  # noqa: E402
+from tests.onboarding_accuracy import ALL_CORPORA, CORPUS, corpus_files, score  # noqa: E402
 
 DIALECT = "redshift"
 STATEMENTS_PER_FILE = 100
@@ -253,7 +253,7 @@ def bench_wide_select(columns: int, repeats: int) -> None:
 
 
 def bench_accuracy() -> None:
-    for corpus in (CORPUS, NO_DDL_CORPUS):
+    for corpus in ALL_CORPORA:
         with tempfile.TemporaryDirectory() as folder:
             store = CatalogStore(f"sqlite:///{folder}/catalog.db")
             store.migrate()

@@ -1,5 +1,7 @@
 """Scoring SQL onboarding against the hand-written corpora in tests/onboarding_corpus/: the project's own SQL,
-whose 00_schema.sql declares every table, and no_ddl/, Redshift SQL as repositories keep it, without DDL.
+whose 00_schema.sql declares every table; no_ddl/, Redshift SQL as repositories keep it, without DDL; and
+docs/, the shapes of the PostgreSQL and Redshift documentation (COPY of every format, MERGE variants, INSERT …
+VALUES with subqueries, views with column lists, SELECT INTO over set operations, CTEs before INSERT).
 
 The expectations (expected.yaml) were written from the SQL, independently of the parser; this module only
 compares them with what `medallion onboard --json` reports, as table-level and column-level precision and
@@ -16,6 +18,8 @@ import yaml
 
 CORPUS = Path(__file__).with_name("onboarding_corpus")
 NO_DDL_CORPUS = CORPUS / "no_ddl"
+DOCS_CORPUS = CORPUS / "docs"
+ALL_CORPORA = (CORPUS, NO_DDL_CORPUS, DOCS_CORPUS)
 
 
 @dataclass

@@ -11,8 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,6 +30,7 @@ from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
 from medallion_assets.recovery.graph import build_graph
 from medallion_assets.recovery.paths import all_recovery_paths
 from tests.conftest import REPO, SEED
+from tests.fixtures.lineage import post
 
 AIRFLOW, DBT = (
     "https://github.com/apache/airflow/tree/2.10.0",
@@ -107,7 +106,7 @@ def test_ingest_a_file_rejects_bad_lines_and_adds_the_rest_to_the_graph(catalog,
     result = CliRunner().invoke(main, ["lineage", "ingest", str(events)])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"{events}:3: run.runId: 'run-42' is not a 'uuid'",
+        f"{events}:3: run.runId: 'run-42' is not a UUID",
         f"{events}:4: event: not JSON: Expecting value: line 1 column 15 (char 14)",
         f"{events}:6: event: 'job' is a required property",
     ]
@@ -174,22 +173,6 @@ def test_ingest_from_stdin_refuses_an_event_that_closes_a_cycle(catalog, tmp_pat
     assert [(r["upstream"], r["downstream"]) for r in catalog.table_rows("external_lineage")] == [
         (SHOP_ORDERS, "orders_raw")
     ]
-
-
-def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(
-        url, data=body, headers={"Content-Type": "application/json", **(headers or {})}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-@pytest.fixture
-def server(catalog, serving) -> str:
-    return f"http://127.0.0.1:{serving(catalog).server_port}"
 
 
 def test_serve_answers_as_marquez_does(server, catalog, tmp_path):

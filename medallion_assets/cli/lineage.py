@@ -124,8 +124,8 @@ def refresh() -> None:
 
 
 @lineage.command("ingest")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
-def ingest(file: IO[str]) -> None:
+@click.argument("file", type=click.File("rb"))
+def ingest(file: IO[bytes]) -> None:
     """Add the lineage in FILE (newline-delimited OpenLineage events from Airflow, dbt, Spark…; - reads stdin)
     to the catalog graph. A malformed event is reported with its line and left out; the others are ingested.
 
@@ -134,7 +134,9 @@ def ingest(file: IO[str]) -> None:
     from medallion_assets import config
     from medallion_assets.openlineage.ingest import ingest_events, lines
 
-    report = ingest_events(catalog_store(), lines(file, file.name), config.lake_url(), config.warehouse_url())
+    # Standard input read as bytes has no name of its own everywhere (click's test runner's has none).
+    name = getattr(file, "name", "<stdin>")
+    report = ingest_events(catalog_store(), lines(file, name), config.lake_url(), config.warehouse_url())
     for rejection in report.rejected:
         echo(str(rejection), err=True)
     echo(report.summary())

@@ -44,7 +44,7 @@ from medallion_assets.onboarding.lineage import (
     stronger,
     union_all,
 )
-from medallion_assets.onboarding.parse import LOAD_KINDS, CopyLoad, canonical_table
+from medallion_assets.onboarding.parse import LOAD_KINDS, CopyLoad, canonical_table, unexpected_error
 from medallion_assets.onboarding.stage_plans import StagePlanner
 
 _CATALOG_TYPES = {
@@ -150,7 +150,7 @@ class PlanBuilder:
         for dataset in self.datasets:
             try:
                 self._dataset_rows(dataset)
-            except (ValidationError, ValueError) as error:
+            except Exception as error:  # noqa: BLE001 (one dataset's failure fails its statements, not all)
                 for index in dataset.statements:
                     self.plan.failures[index] = _validation_message(error)
         self._removals()
@@ -425,4 +425,6 @@ def _onboarded_lineage(row: Row, made: set[str]) -> bool:
 def _validation_message(error: Exception) -> str:
     if isinstance(error, ValidationError):
         return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in error.errors())
-    return str(error)
+    if isinstance(error, ValueError):
+        return str(error)
+    return unexpected_error(error)

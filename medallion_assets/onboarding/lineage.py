@@ -38,6 +38,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 from sqlglot.schema import MappingSchema
 
+from medallion_assets.naming import IDENTIFIER
 from medallion_assets.onboarding.parse import (
     DEFAULT_SCHEMA,
     CopyLoad,
@@ -104,6 +105,29 @@ class QueryLineage:
 
 class LineageUnavailable(Exception):
     """Column lineage cannot be derived (unknown schema, unresolvable column): table level still holds."""
+
+
+def _output_names(target: str, query: exp.Query, written: exp.Query, warnings: list[str]) -> list[str]:
+    """The names of the query's outputs; a value the SQL gives no name (`SELECT 1`: qualifying names it
+    "1") is named by its place, as sqlglot names unnamed values. A name the SQL gives is kept as written."""
+    written_selects = written.selects if len(written.selects) == len(query.selects) else None
+    names = []
+    for place, projection in enumerate(query.selects):
+        name = projection.output_name.lower()
+        value = written_selects[place] if written_selects is not None else None
+        if value is not None and not isinstance(value, exp.Alias) and not IDENTIFIER.fullmatch(name):
+            name = f"_col_{place}"
+            warnings.append(
+                f"column {place + 1} of {target} ({value.sql()}) has no name: it is {name} (give it one "
+                "with AS)"
+            )
+        names.append(name)
+    return names
+
+
+class TargetColumnsUnknown(LineageUnavailable):
+    """Which target column each value feeds cannot be told: the statement lists none and the target's are
+    unknown. Its sources still are."""
 
 
 class _Lru(OrderedDict[K, V]):
@@ -280,17 +304,12 @@ class SqlAnalyzer:
         types = self.column_types(copy.target)
         columns = copy.columns or tuple(types or ())
         if not columns:
-            carried = (
-                " (parquet files carry theirs, but a source declares its columns)"
-                if copy.file_format == "parquet"
-                else ""
+            unavailable = (
+                f"column lineage unavailable (the columns of {copy.target} are unknown: list them in the "
+                f"COPY ({copy.target} (a, b, …) FROM …) or declare them with CREATE TABLE before it): "
+                "table-level lineage only"
             )
-            raise StatementError(
-                copy.statement.line,
-                f"the columns of {copy.target} are unknown{carried}: list "
-                f"them in the COPY ({copy.target} (a, b, …) FROM …) or declare them with CREATE "
-                "TABLE before it",
-            )
+            return QueryLineage((copy.s3_path,), (), None, False, (), None, (*copy.warnings, unavailable))
         unknown = [c for c in columns if types is not None and c not in types]
         if unknown:
             raise StatementError(
@@ -358,7 +377,13 @@ class SqlAnalyzer:
         except SqlglotError as error:
             qualified = None
             warnings.append(f"column lineage unavailable ({error}): table-level lineage only")
-        columns = self._target_columns(transformation, qualified or query)
+        columns_known = True
+        try:
+            columns = self._target_columns(transformation, qualified or query, warnings)
+        except TargetColumnsUnknown as reason:
+            # No target column to walk to; the columns that shape the whole target still are.
+            columns, columns_known = (), False
+            warnings.append(f"column lineage unavailable ({reason}): lineage to the whole target only")
         edges: tuple[ColumnEdge, ...] | None = None
         group_columns: tuple[str, ...] = ()
         if qualified is not None:
@@ -372,7 +397,7 @@ class SqlAnalyzer:
             except LineageUnavailable as reason:
                 warnings.append(f"column lineage unavailable ({reason}): table-level lineage only")
         aggregated = aggregates(qualified or query)
-        if transformation.stage_query is None:
+        if transformation.stage_query is None or not columns_known:
             stage = None
         elif transformation.stage_query is transformation.lineage_query:
             # The walk is done with the qualified query: it becomes the stage's, named as the target's
@@ -386,25 +411,43 @@ class SqlAnalyzer:
                 )
             except SqlglotError:
                 stage = transformation.stage_query.copy()
+            if transformation.unnamed_values:
+                stage = _name_outputs(stage, columns[-transformation.unnamed_values :])
         return QueryLineage(sources, columns, edges, aggregated, group_columns, stage, tuple(warnings))
 
-    def _target_columns(self, transformation: Transformation, query: exp.Query) -> tuple[str, ...]:
-        """The target column each projection feeds: as listed, else the target table's, else the query's."""
+    def _values_columns(self, transformation: Transformation) -> tuple[str, ...]:
+        """The target columns a MERGE's INSERT without a column list feeds: the target's first ones."""
+        declared = tuple(self.column_types(transformation.target) or ())
+        if len(declared) < transformation.unnamed_values:
+            raise TargetColumnsUnknown(
+                f"the MERGE's INSERT lists no columns and those of {transformation.target} are unknown: list "
+                "them (INSERT (a, b) VALUES …) or declare them with CREATE TABLE before the MERGE"
+            )
+        return declared[: transformation.unnamed_values]
+
+    def _target_columns(
+        self, transformation: Transformation, query: exp.Query, warnings: list[str]
+    ) -> tuple[str, ...]:
+        """The target column each projection feeds: as listed, else the target table's, else the query's
+        (a value without a name, as `SELECT 1`, named by its place as sqlglot names it, with a warning)."""
         expanded = not any(_is_star(projection) for projection in query.selects)
         declared = self.column_types(transformation.target)
-        if transformation.target_columns is not None:
+        if transformation.unnamed_values:
+            named = transformation.target_columns or ()
+            columns = (*named[: -transformation.unnamed_values], *self._values_columns(transformation))
+        elif transformation.target_columns is not None:
             columns = transformation.target_columns
         elif transformation.kind in ("insert", "insert_values") and declared:
             columns = tuple(declared)[: len(query.selects)] if expanded else tuple(declared)
         elif transformation.kind == "insert_values":
-            raise StatementError(
-                transformation.statement.line,
-                f"the columns of {transformation.target} are "
-                "unknown: list them (INSERT INTO t (a, b) VALUES …) or declare them with CREATE "
-                "TABLE before the INSERT",
+            raise TargetColumnsUnknown(
+                f"the columns of {transformation.target} are unknown: list them (INSERT INTO t (a, b) "
+                "VALUES …) or declare them with CREATE TABLE before the INSERT"
             )
         elif expanded:
-            columns = tuple(name.lower() for name in query.named_selects)
+            columns = tuple(
+                _output_names(transformation.target, query, transformation.lineage_query, warnings)
+            )
         else:
             columns = ()
         # A DELETE, or a MERGE that only deletes, feeds no column: its lineage query's one value is a

@@ -48,6 +48,7 @@ from medallion_assets.onboarding.parse import (
     Transformation,
     parse_file,
     session_name,
+    unexpected_error,
 )
 
 DEFAULT_DIALECT = "redshift"
@@ -223,7 +224,12 @@ def onboard(
     for path in paths:
         temporary = TemporaryTables()
         for parsed in parse_file(path, dialect, analyzer.parse):
-            report, lineage = _digest(parsed, analyzer, temporary, dialect)
+            try:
+                report, lineage = _digest(parsed, analyzer, temporary, dialect)
+            except Exception as error:  # noqa: BLE001 (one statement's failure never stops the others)
+                statement = parsed.statement
+                report, lineage = StatementReport(statement.file, statement.line, parsed.kind, "failed"), None
+                report.fail(statement.line, unexpected_error(error))
             reports.append(report)
             lineages.append(lineage)
     plan = _valid_plan(

@@ -96,6 +96,9 @@ class Transformation:
     stage_query: exp.Query | None
     merge_keys: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    unnamed_values: int = 0
+    """How many of the last target columns a MERGE's INSERT feeds without naming them: the target's
+    columns, in order (placeholders until the analysis names them)."""
 
 
 @dataclass(frozen=True)
@@ -194,23 +197,34 @@ def session_name(canonical: str) -> str:
 
 def parse_file(path: str | Path, dialect: str, parse: ParseFunction | None = None) -> list[Parsed]:
     """Every statement of a file, parsed and classified; `parse` (text → expressions) may cache."""
-    text = Path(path).read_text()
+    # A byte that is not UTF-8 fails the statement it is in (it parses as no SQL), not the whole file.
+    text = Path(path).read_text(errors="replace")
     return [parse_statement(statement, dialect, parse) for statement in split_statements(str(path), text)]
 
 
+def unexpected_error(error: BaseException) -> str:
+    """The reason a statement failed in a way nobody foresaw (a bug of ours or of sqlglot): what and why."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
 def parse_statement(statement: SqlStatement, dialect: str, parse: ParseFunction | None = None) -> Parsed:
-    """One statement → what it does. Never raises for bad SQL: that is a `Failed` with line and reason."""
+    """One statement → what it does. Never raises: bad SQL, or a failure while reading it, is a `Failed`
+    with line and reason."""
     try:
         expressions = (parse or parse_sql)(statement.text, dialect)
     except (ParseError, TokenError) as error:
         line, reason = _parse_failure(statement, error, dialect)
         return Failed(statement, "unparseable", line, reason)
+    except Exception as error:  # noqa: BLE001 (one statement's failure never stops the others)
+        return Failed(statement, "unparseable", statement.line, unexpected_error(error))
     if len(expressions) != 1 or expressions[0] is None:
         return Failed(statement, "unparseable", statement.line, "expected exactly one statement")
     try:
         return _classify(statement, expressions[0], dialect, parse)
     except StatementError as error:
         return Failed(statement, _kind_name(expressions[0]), error.line, error.reason)
+    except Exception as error:  # noqa: BLE001 (one statement's failure never stops the others)
+        return Failed(statement, _kind_name(expressions[0]), statement.line, unexpected_error(error))
 
 
 def _parse_failure(statement: SqlStatement, error: ParseError | TokenError, dialect: str) -> tuple[int, str]:
@@ -258,20 +272,19 @@ def _kind_name(expression: exp.Expr) -> str:
 def _classify(
     statement: SqlStatement, expression: exp.Expr, dialect: str, parse: ParseFunction | None
 ) -> Parsed:
+    expression = _derived_tables_named(expression)
     if isinstance(expression, exp.Create):
         return _create(statement, expression)
     if isinstance(expression, exp.Insert) and isinstance(expression.expression, exp.Query):
         table, columns = _table_and_columns(expression.this)
-        query = expression.expression
-        while isinstance(query, exp.Subquery):
-            query = query.this
+        query = _with_statement_ctes(expression, _unwrapped(expression.expression))
         return Transformation(
             statement, "insert", canonical_table(table), _temporary(table), query, columns, query
         )
-    if isinstance(expression, exp.Select) and expression.args.get("into"):
-        into = expression.args["into"]
+    if isinstance(expression, exp.Query) and (into := _leftmost(expression).args.get("into")):
+        # `SELECT … INTO t FROM a UNION ALL SELECT … FROM b`: the INTO sits in the first SELECT.
         query = expression.copy()
-        query.set("into", None)
+        _leftmost(query).set("into", None)
         return Transformation(
             statement,
             "select_into",
@@ -323,12 +336,21 @@ def _command(
 
 
 def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformation:
-    """`INSERT … VALUES`: a table of literal rows (a reference table); a target with no sources and no
-    stage."""
+    """`INSERT … VALUES`: rows of literals (a reference table), which no stage makes; a value may be a
+    subquery (`(SELECT max(id) FROM a)`), whose tables are then the target's sources."""
     table, columns = _table_and_columns(insert.this)
-    row = insert.expression.expressions[0]
-    values = row.expressions if isinstance(row, exp.Tuple) else [row]
-    query = exp.Select(expressions=[value.copy() for value in values])
+    first, *others = insert.expression.expressions
+    # The first row says which column each value feeds; later rows matter only for the tables they read.
+    # A long VALUES list is a list of literals: one SELECT per row would make its lineage query huge.
+    rows = [first, *(row for row in others if row.find(exp.Query))]
+    selects = [
+        exp.Select(
+            expressions=[value.copy() for value in (row.expressions if isinstance(row, exp.Tuple) else [row])]
+        )
+        for row in rows
+    ]
+    query: exp.Query = selects[0] if len(selects) == 1 else exp.union(*selects, distinct=False)
+    reads = any(row.find(exp.Query) for row in rows)
     return Transformation(
         statement,
         "insert_values",
@@ -338,8 +360,12 @@ def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformatio
         columns,
         None,
         warnings=(
-            "literal rows: a reference table with no sources, which no stage makes "
-            "(put its rows in a raw file for one)",
+            ()
+            if reads
+            else (
+                "literal rows: a reference table with no sources, which no stage makes "
+                "(put its rows in a raw file for one)",
+            )
         ),
     )
 
@@ -367,6 +393,58 @@ def _alter_table_append(statement: SqlStatement, append: re.Match[str], dialect:
         query,
         warnings=warnings,
     )
+
+
+def _derived_tables_named(expression: exp.Expr) -> exp.Expr:
+    """`expression`, or a copy with each unnamed subquery in a FROM or JOIN named `_derived_<n>`: PostgreSQL
+    16 allows `FROM (SELECT …) LEFT JOIN (SELECT …) USING (c)`, which sqlglot cannot qualify unnamed. (The
+    parsed expression may be a cache's: it is never changed.)"""
+
+    def unnamed(tree: exp.Expr) -> list[exp.Subquery]:
+        return [
+            subquery
+            for subquery in tree.find_all(exp.Subquery)
+            if not subquery.alias and isinstance(subquery.parent, (exp.From, exp.Join))
+        ]
+
+    if not unnamed(expression):
+        return expression
+    expression = expression.copy()
+    for number, subquery in enumerate(unnamed(expression)):
+        subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"_derived_{number}")))
+    return expression
+
+
+def _unwrapped(query: exp.Query) -> exp.Query:
+    """`(SELECT …)` → `SELECT …`: a parenthesized query yields the same columns."""
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    return query
+
+
+def _leftmost(query: exp.Query) -> exp.Query:
+    """The first SELECT of a set operation (the query itself otherwise): where an INTO is written."""
+    while isinstance(query, exp.SetOperation):
+        query = query.this
+    return query
+
+
+def _with_statement_ctes(statement: exp.Expr, query: exp.Query) -> exp.Query:
+    """`WITH c AS (…) INSERT INTO t SELECT … FROM c`: the query with the statement's CTEs (ahead of its
+    own), so that c is read through, never taken for a table."""
+    ctes = statement.args.get("with_")
+    if ctes is None:
+        return query
+    query = query.copy()
+    own = query.args.get("with_")
+    query.set(
+        "with_",
+        exp.With(
+            expressions=[cte.copy() for cte in ctes.expressions] + (list(own.expressions) if own else []),
+            recursive=ctes.args.get("recursive") or (own is not None and own.args.get("recursive")),
+        ),
+    )
+    return query
 
 
 def _temporary(table: exp.Table) -> bool:
@@ -398,6 +476,7 @@ def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
     table, columns = _table_and_columns(create.this)
     temporary = _temporary(table) or bool(properties and properties.find(exp.TemporaryProperty))
     if query is not None:
+        query = _unwrapped(query)
         return Transformation(
             statement,
             "create_view" if kind == "VIEW" else "create_table_as",
@@ -572,6 +651,7 @@ def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
     conditions: list[exp.Expr] = []
     insert_row: dict[str, exp.Expr] | None = None
     updates: dict[str, exp.Expr] = {}
+    unnamed_values = 0
     warnings = []
     for when in merge.args["whens"].expressions:
         if when.args.get("condition") is not None:
@@ -581,10 +661,12 @@ def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
             for assignment in action.expressions:
                 updates[assignment.this.name.lower()] = assignment.expression
         elif isinstance(action, exp.Insert):
-            columns = [c.name.lower() for c in action.this.expressions] if action.this else None
+            columns, values = _merge_insert(statement, action)
             if columns is None:
-                raise StatementError(statement.line, "MERGE … INSERT without a column list: name the columns")
-            insert_row = dict(zip(columns, action.expression.expressions))
+                # The target's columns, in order, which only the analysis knows: named there.
+                unnamed_values = len(values)
+                columns = [f"_col_{place}" for place in range(unnamed_values)]
+            insert_row = dict(zip(columns, values))
             if when.args.get("condition") is not None:
                 warnings.append(
                     "the condition on WHEN NOT MATCHED is not applied by the stage: it loads every "
@@ -607,7 +689,7 @@ def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
         stage_query = exp.Select(expressions=[exp.alias_(v.copy(), k) for k, v in insert_row.items()])
         stage_query.set("from_", exp.From(this=source.copy()))
         differing = sorted(k for k, v in updates.items() if k not in insert_row or v != insert_row[k])
-        if differing:
+        if differing and not unnamed_values:
             warnings.append(
                 f"WHEN MATCHED sets {', '.join(differing)} differently from the INSERT: the stage "
                 "replaces matched rows by key with the INSERT's values"
@@ -626,7 +708,20 @@ def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
         stage_query,
         keys,
         tuple(warnings),
+        unnamed_values,
     )
+
+
+def _merge_insert(statement: SqlStatement, insert: exp.Insert) -> tuple[list[str] | None, list[exp.Expr]]:
+    """A MERGE's `INSERT (a, b) VALUES (…)`: its columns (None when it lists none) and values. Without a
+    column list, sqlglot reads Redshift's VALUES as a function call in place of the columns."""
+    if isinstance(insert.expression, exp.Tuple):
+        columns = [column.name.lower() for column in insert.this.expressions] if insert.this else None
+        return columns, list(insert.expression.expressions)
+    listed = insert.this.expressions if isinstance(insert.this, exp.Tuple) else []
+    if len(listed) == 1 and isinstance(listed[0], exp.Anonymous) and listed[0].name.upper() == "VALUES":
+        return None, list(listed[0].expressions)
+    raise StatementError(statement.line, "MERGE … INSERT must read INSERT [(columns)] VALUES (…)")
 
 
 def _unload(

@@ -57,6 +57,7 @@ from openlineage.client.facet_v2 import (
     sql_job,
 )
 from openlineage.client.naming.dataset import S3, DatasetNaming, LocalFileSystem, Postgres, Redshift
+from openlineage.client.transport import get_default_factory
 from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.noop import NoopConfig, NoopTransport
 from openlineage.client.uuid import generate_new_uuid
@@ -73,6 +74,8 @@ if TYPE_CHECKING:  # the engine imports PySpark, which building events does not 
     from medallion_assets.engine.stages import StageOutcome
 
 log = logging.getLogger(__name__)
+# `transport: {type: datahub, url: …}` sends lineage to DataHub; named, so that the SDK is imported only then.
+get_default_factory().register_transport("datahub", "medallion_assets.openlineage.datahub.DataHubTransport")
 
 PRODUCER = f"urn:medallion:{importlib.metadata.version('medallion')}"
 INTEGRATION = "DAGSTER"

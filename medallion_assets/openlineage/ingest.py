@@ -7,16 +7,21 @@ orchestrators. A dataset the event names by one of Medallion's own OpenLineage n
 file inside it, a lake folder, a warehouse table) is that catalog dataset; any other is a node of its own,
 named `namespace/name`. Events Medallion emitted itself add nothing: the catalog already holds their lineage.
 
-A bad event (not JSON, refused by the specification, or closing a cycle in the graph) is rejected with the
-reason and where it was; the others of the same batch are ingested, all in one catalog write.
+A bad event (not JSON, refused by the specification, naming a time or a namespace Medallion cannot use, or
+closing a cycle in the graph) is rejected with the reason and where it was; so is one whose handling fails in
+a way nobody foresaw, with the error's type and message. The others of the same batch are ingested, all in one
+catalog write.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import networkx as nx
@@ -29,10 +34,19 @@ from medallion_assets.openlineage.events import PRODUCER, DatasetLocation, datas
 from medallion_assets.openlineage.schema_validation import EventInvalid, validate_event
 from medallion_assets.recovery.graph import add_external_lineage, build_graph
 from medallion_assets.recovery.paths import RankedPaths, store_recovery_paths
+from medallion_assets.redaction import printable, scrub
+
+log = logging.getLogger(__name__)
 
 MEDALLION_PRODUCER = PRODUCER.rsplit(":", 1)[0] + ":"
 # Every input × output pair of an event is an edge: without a cap, one small event could add a million edges.
 MAX_DATASETS_PER_EVENT = 100
+# Marquez's limit on a namespace's length; a dataset id is made of it.
+MAX_NAMESPACE = 1024
+# A value of the event quoted back in a reason is cut here, so a hostile one cannot drown the message; so is
+# the message of an unexpected error.
+MAX_QUOTED = 80
+MAX_ERROR_MESSAGE = 300
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,51 @@ def dataset_id(namespace: str, name: str, names: dict[tuple[str, str], str]) -> 
         path = path.rstrip("/").rsplit("/", 1)[0]
 
 
+def _quoted(value: str) -> str:
+    return repr(printable(value if len(value) <= MAX_QUOTED else value[:MAX_QUOTED] + "…"))
+
+
+def _event_time(event: dict[str, Any]) -> str:
+    """The event's time, which the catalog keeps as ISO 8601: a date, a time and its UTC offset, as the
+    specification's date-time and Marquez ask."""
+    text: str = event["eventTime"]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise EventInvalid(
+            f"eventTime: {_quoted(text)} is not a time with its UTC offset "
+            "(ISO 8601, as 2026-11-02T03:00:00Z)"
+        )
+    return text
+
+
+def _run_id(event: dict[str, Any]) -> str | None:
+    """The run's id, a UUID as the specification and Marquez have it (JobEvents have no run)."""
+    if "run" not in event:
+        return None
+    text: str = event["run"]["runId"]
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        raise EventInvalid(f"run.runId: {_quoted(text)} is not a UUID") from None
+    return text
+
+
+def _dataset_ids(event: dict[str, Any], side: str, names: dict[tuple[str, str], str]) -> list[str]:
+    ids = []
+    for index, dataset in enumerate(event.get(side) or []):
+        namespace = dataset["namespace"]
+        if not namespace.strip() or len(namespace) > MAX_NAMESPACE:
+            raise EventInvalid(
+                f"{side}[{index}].namespace: {_quoted(namespace)} names no place; a namespace has 1 to "
+                f"{MAX_NAMESPACE} characters, not only blanks"
+            )
+        ids.append(dataset_id(namespace, dataset["name"], names))
+    return ids
+
+
 def _edges(event: dict[str, Any], names: dict[tuple[str, str], str]) -> list[ExternalLineage]:
     if event["producer"].startswith(MEDALLION_PRODUCER) or "job" not in event:
         return []
@@ -99,10 +158,11 @@ def _edges(event: dict[str, Any], names: dict[tuple[str, str], str]) -> list[Ext
         raise EventInvalid(
             f"event: names {named} datasets; an event may name at most {MAX_DATASETS_PER_EVENT}"
         )
+    event_time = _event_time(event)
+    run_id = _run_id(event)
     job = f"{event['job']['namespace']}/{event['job']['name']}"
-    inputs = [dataset_id(d["namespace"], d["name"], names) for d in event.get("inputs") or []]
-    outputs = [dataset_id(d["namespace"], d["name"], names) for d in event.get("outputs") or []]
-    run_id = event["run"]["runId"] if "run" in event else None
+    inputs = _dataset_ids(event, "inputs", names)
+    outputs = _dataset_ids(event, "outputs", names)
     # A job that reads and writes one table (an incremental model, a MERGE) adds no edge between datasets.
     return [
         ExternalLineage(
@@ -111,7 +171,7 @@ def _edges(event: dict[str, Any], names: dict[tuple[str, str], str]) -> list[Ext
             job=job,
             producer=event["producer"],
             run_id=run_id,
-            event_time=event.get("eventTime"),
+            event_time=event_time,
         )
         for u in dict.fromkeys(inputs)
         for v in dict.fromkeys(outputs)
@@ -222,6 +282,10 @@ class CatalogLineage:
             except EventInvalid as error:
                 report.rejected.append(Rejection(where, str(error)))
                 continue
+            except Exception as error:  # noqa: BLE001 (one event's failure never loses the others)
+                log.warning("lineage event %s could not be ingested", where, exc_info=True)
+                report.rejected.append(Rejection(where, _unexpected(error)))
+                continue
             report.accepted += 1
             new_datasets.update(
                 n for edge in edges for n in (edge.upstream, edge.downstream) if n not in self._graph
@@ -251,6 +315,13 @@ def ingest_events(
         return lineage.ingest(documents)
 
 
+def _unexpected(error: Exception) -> str:
+    message = scrub(str(error))
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE] + "…"
+    return f"event: could not be ingested: {type(error).__name__}: {message}"
+
+
 def _parse(text: str | bytes) -> Any:
     try:
         return json.loads(text)
@@ -258,8 +329,9 @@ def _parse(text: str | bytes) -> Any:
         raise EventInvalid(f"event: not JSON: {error}") from None
 
 
-def lines(stream: Iterable[str], name: str) -> Iterable[tuple[str, str]]:
-    """The events of newline-delimited JSON, each placed as `name:line`; blank lines are skipped."""
+def lines(stream: Iterable[bytes], name: str) -> Iterable[tuple[str, bytes]]:
+    """The events of newline-delimited JSON, each placed as `name:line`; blank lines are skipped. Bytes, so
+    that a line that is not UTF-8 is that event's refusal, not the whole file's."""
     return (
-        (f"{name}:{number}", line.rstrip("\r\n")) for number, line in enumerate(stream, 1) if line.strip()
+        (f"{name}:{number}", line.rstrip(b"\r\n")) for number, line in enumerate(stream, 1) if line.strip()
     )

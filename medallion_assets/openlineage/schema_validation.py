@@ -4,23 +4,30 @@ The schemas are resolved through their `$id`s by a `referencing.Registry`, never
 `MEDALLION_OPENLINEAGE_SPEC` when set, else from `spec/` beside this module: a checkout, a wheel and a
 container validate against the same copy, and nothing outside the package is read.
 
-An event is checked against the core schema, then each facet whose `_schemaURL` names a schema of the
-specification against that schema, in the place its kind belongs (a run facet under `run.facets`, …). Facets
-of other producers (Airflow's, Spark's) are only held to the core schema's rules for facets, unless
-`standard_facets_only` asks that every facet be one of the specification's, as Medallion's own events are.
+An event is checked against the core schema as the kind of event (RunEvent, DatasetEvent, JobEvent) the core
+schema's own `required` and `not` rules make it. Then each facet whose name is one of the specification's
+standard facets for its place (`parent` under `run.facets`, `schema` under a dataset's `facets`, …) is
+checked against that facet's schema, as Marquez and OpenLineage's validating proxy do: the version its
+`_schemaURL` names when the specification has it, else the newest known. Any other name is a custom facet
+(Spark's `spark.logicalPlan`, Airflow's `airflow`), held only to the core schema's rules for facets (an object
+with `_producer` and `_schemaURL`), unless `standard_facets_only` asks that every facet be a standard one, as
+Medallion's own events are.
+
+`format` is an annotation, as JSON Schema 2020-12 leaves it by default: `file` and `bigquery` are the
+`dataSource.uri`s Spark and dbt send. What Medallion parses itself is checked where it is used.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
@@ -31,14 +38,19 @@ CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
 # jsonschema quotes the offending value; a whole event quoted back would drown the problem.
 MAX_MESSAGE = 300
-# Where each kind of facet belongs: the group an event holds it in → the base its schema must extend.
-FACET_BASE = {
-    "run": "RunFacet",
-    "job": "JobFacet",
-    "facets": "DatasetFacet",
-    "inputFacets": "InputDatasetFacet",
-    "outputFacets": "OutputDatasetFacet",
+# The core schema's base for the facets of each place: (whose facets, group) → bases, the first one first.
+# dbt puts `dataQualityAssertions`, an input dataset facet, under an input's `facets` on purpose.
+FACET_BASES = {
+    ("run", "facets"): ("RunFacet",),
+    ("job", "facets"): ("JobFacet",),
+    ("inputs", "facets"): ("DatasetFacet", "InputDatasetFacet"),
+    ("outputs", "facets"): ("DatasetFacet", "OutputDatasetFacet"),
+    ("dataset", "facets"): ("DatasetFacet",),
+    ("inputs", "inputFacets"): ("InputDatasetFacet",),
+    ("outputs", "outputFacets"): ("OutputDatasetFacet",),
 }
+# `https://openlineage.io/spec/facets/1-0-1/ParentRunFacet.json`: its version.
+_VERSION = re.compile(r"/(\d+)-(\d+)-(\d+)/[^/]+$")
 
 
 class EventInvalid(ValueError):
@@ -56,12 +68,64 @@ def spec_folder() -> Path:
 
 
 @dataclass(frozen=True)
-class Specification:
-    """Every schema of the specification and its validator, by `$id`, all resolving through one registry."""
+class FacetSchema:
+    """One version of a standard facet: the document it comes from and the validator of its definition."""
 
-    schemas: dict[str, dict[str, Any]]
-    validators: dict[str, Draft202012Validator]
-    events: dict[str, Draft202012Validator]
+    document: str
+    version: tuple[int, ...]
+    validator: Draft202012Validator
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """What makes an event this kind, as the core schema says: keys it must have, keys it may not all have."""
+
+    name: str
+    required: tuple[str, ...]
+    not_all: tuple[str, ...]
+    validator: Draft202012Validator
+
+    def fits(self, event: dict[str, Any]) -> bool:
+        return all(key in event for key in self.required) and not (
+            self.not_all and all(key in event for key in self.not_all)
+        )
+
+    def partly_fits(self, event: dict[str, Any]) -> bool:
+        return any(key in event for key in self.required) and not (
+            self.not_all and all(key in event for key in self.not_all)
+        )
+
+    def __str__(self) -> str:
+        shape = f"with {', '.join(self.required)}"
+        if self.not_all:
+            shape += f", without {' and '.join(self.not_all)}"
+        return f"a {self.name} ({shape})"
+
+
+@dataclass(frozen=True)
+class Specification:
+    """The core schema's event kinds and every standard facet's versions, by (base, facet name)."""
+
+    kinds: tuple[EventKind, ...]
+    facets: dict[tuple[str, str], list[FacetSchema]]
+
+    def facet_schema(self, bases: tuple[str, ...], name: str, schema_url: Any) -> FacetSchema | None:
+        """The standard facet `name` is in a place of these bases, in the version `schema_url` names if the
+        specification has it, else the newest; None for a custom facet."""
+        for base in bases:
+            if versions := self.facets.get((base, name)):
+                document = schema_url.partition("#")[0] if isinstance(schema_url, str) else None
+                named = [schema for schema in versions if schema.document == document]
+                return named[0] if named else versions[-1]
+        return None
+
+
+def _event_kind(core: dict[str, Any], name: str, validator: Draft202012Validator) -> EventKind:
+    # Each kind is allOf [BaseEvent, its own part]: the own part holds what tells the kinds apart.
+    own = next(part for part in core["$defs"][name]["allOf"] if "$ref" not in part)
+    return EventKind(
+        name, tuple(own.get("required", ())), tuple(own.get("not", {}).get("required", ())), validator
+    )
 
 
 @functools.cache
@@ -72,18 +136,35 @@ def specification(folder: Path) -> Specification:
     registry = Registry().with_resources(
         (uri, Resource.from_contents(schema)) for uri, schema in schemas.items()
     )
-    formats = FormatChecker()
-    # jsonschema checks "uri" only with an optional package; a scheme is what producer and schema URLs need.
-    formats.checks("uri")(lambda value: not isinstance(value, str) or bool(urlsplit(value).scheme))
 
-    def validator(schema: dict[str, Any]) -> Draft202012Validator:
-        return Draft202012Validator(schema, registry=registry, format_checker=formats)
+    def validator(uri: str) -> Draft202012Validator:
+        # No format checker: formats are annotations (JSON Schema 2020-12's default).
+        return Draft202012Validator({"$ref": uri}, registry=registry)
 
-    return Specification(
-        schemas,
-        {uri: validator(schema) for uri, schema in schemas.items()},
-        {kind: validator({"$ref": f"{CORE_ID}#/$defs/{kind}"}) for kind in EVENT_KINDS},
-    )
+    core = schemas[CORE_ID]
+    kinds = tuple(_event_kind(core, kind, validator(f"{CORE_ID}#/$defs/{kind}")) for kind in EVENT_KINDS)
+    facets: dict[tuple[str, str], list[FacetSchema]] = {}
+    for document, schema in schemas.items():
+        version = _VERSION.search(document)
+        if document == CORE_ID or version is None:
+            continue
+        # A facet document names its facet by its one property; each definition extending a core base is the
+        # facet for places of that base (LineageFacet.json holds a dataset and a job facet, both `lineage`).
+        for name in schema.get("properties", {}):
+            for definition, body in schema.get("$defs", {}).items():
+                for part in body.get("allOf", []):
+                    base = part.get("$ref", "").rpartition("/")[2]
+                    if part.get("$ref", "").startswith(CORE_ID) and base:
+                        facets.setdefault((base, name), []).append(
+                            FacetSchema(
+                                document,
+                                tuple(int(number) for number in version.groups()),
+                                validator(f"{document}#/$defs/{definition}"),
+                            )
+                        )
+    for versions in facets.values():
+        versions.sort(key=lambda schema: schema.version)
+    return Specification(kinds, facets)
 
 
 def _place(path: Iterable[Any]) -> str:
@@ -93,31 +174,40 @@ def _place(path: Iterable[Any]) -> str:
 
 
 def _message(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> str:
+    # The core schema wraps each facet group in an anyOf: what is wrong is inside it, not "the group".
+    while error.context:
+        error = best_match(error.context)
     message = error.message if len(error.message) <= MAX_MESSAGE else error.message[:MAX_MESSAGE] + "…"
     return f"{_place((*prefix, *error.absolute_path))}: {message}"
 
 
-def _kind(event: dict[str, Any]) -> str:
-    """Which of the specification's events this is: the core schema's oneOf would only say "none of them"."""
-    return (
-        "RunEvent"
-        if "run" in event or "eventType" in event
-        else "DatasetEvent"
-        if "dataset" in event
-        else "JobEvent"
-    )
+def _kind(spec: Specification, event: dict[str, Any]) -> EventKind:
+    """The one kind of event the core schema's rules make `event`."""
+    fitting = [kind for kind in spec.kinds if kind.fits(event)]
+    if len(fitting) == 1:
+        return fitting[0]
+    if not fitting:
+        # The kind the event has part of (a run without its job): its own error says what is missing.
+        partial = [kind for kind in spec.kinds if kind.partly_fits(event)]
+        if len(partial) == 1:
+            return partial[0]
+        raise EventInvalid(f"event: is none of {', '.join(str(kind) for kind in spec.kinds)}")
+    raise EventInvalid(f"event: is both {' and '.join(str(kind) for kind in fitting)}; an event is one kind")
 
 
-def _facets(event: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str, str, Any]]:
-    """(path to the facet's group, group, facet name, facet) for every facet of the event."""
-    for group in ("run", "job"):
-        for key, facet in (event.get(group) or {}).get("facets", {}).items():
-            yield (group, "facets"), group, key, facet
+def _facets(event: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], tuple[str, str], str, Any]]:
+    """(path to the facet's group, place, facet name, facet) for every facet of a valid event."""
+    for owner in ("run", "job"):
+        for key, facet in event.get(owner, {}).get("facets", {}).items():
+            yield (owner, "facets"), (owner, "facets"), key, facet
+    if "dataset" in event:
+        for key, facet in event["dataset"].get("facets", {}).items():
+            yield ("dataset", "facets"), ("dataset", "facets"), key, facet
     for side in ("inputs", "outputs"):
-        for index, dataset in enumerate(event.get(side) or []):
+        for index, dataset in enumerate(event.get(side, [])):
             for group in ("facets", "inputFacets", "outputFacets"):
                 for key, facet in dataset.get(group, {}).items():
-                    yield (side, index, group), group, key, facet
+                    yield (side, index, group), (side, group), key, facet
 
 
 def validate_event(event: Any, standard_facets_only: bool = False) -> dict[str, Any]:
@@ -125,26 +215,17 @@ def validate_event(event: Any, standard_facets_only: bool = False) -> dict[str, 
     if not isinstance(event, dict):
         raise EventInvalid(f"event: an event is a JSON object, not {type(event).__name__}")
     spec = specification(spec_folder())
-    if error := best_match(spec.events[_kind(event)].iter_errors(event)):
+    if error := best_match(_kind(spec, event).validator.iter_errors(event)):
         raise EventInvalid(_message(error))
-    for path, group, key, facet in _facets(event):
-        document, _, pointer = facet["_schemaURL"].partition("#")
-        schema = spec.schemas.get(document)
-        where = _place((*path, key))
+    for path, place, key, facet in _facets(event):
+        bases = FACET_BASES.get(place)
+        if bases is None:  # an inputFacets group on an output: the core schema knows no such group
+            continue
+        schema = spec.facet_schema(bases, key, facet["_schemaURL"])
         if schema is None:
             if standard_facets_only:
-                raise EventInvalid(f"{where}: {document} is not a facet schema of the specification")
+                raise EventInvalid(f"{_place((*path, key))}: not a standard facet of the specification")
             continue
-        if key not in schema["properties"]:
-            raise EventInvalid(
-                f"{where}: {document} names its facet {', '.join(schema['properties'])}, not {key}"
-            )
-        definition = schema.get("$defs", {}).get(pointer.rsplit("/", 1)[-1])
-        if not isinstance(definition, dict) or not definition.get("allOf"):
-            raise EventInvalid(f"{where}: {facet['_schemaURL']} names no facet definition of {document}")
-        base = definition["allOf"][0]["$ref"]
-        if not base.endswith(f"/{FACET_BASE[group]}"):
-            raise EventInvalid(f"{where}: a {base.rsplit('/', 1)[-1]} does not belong in {group}")
-        if error := best_match(spec.validators[document].iter_errors({key: facet})):
-            raise EventInvalid(_message(error, path))
+        if error := best_match(schema.validator.iter_errors(facet)):
+            raise EventInvalid(_message(error, (*path, key)))
     return event
