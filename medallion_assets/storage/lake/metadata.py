@@ -71,3 +71,10 @@ def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
         {name: ref.snapshot_id for name, ref in metadata.refs.items() if name != "main"},
         history,
     )
+
+
+def dropped_columns(lake_root: str, table: TableRef, names: list[str]) -> list[str]:
+    """Which of `names`, absent from the table now, some earlier schema of it had: columns someone dropped."""
+    loaded = lake_catalog(table.catalog, lake_root).metadata().load_table((table.namespace, table.name))
+    earlier = {field.name for schema in loaded.schemas().values() for field in schema.fields}
+    return [name for name in names if name in earlier]

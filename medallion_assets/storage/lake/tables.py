@@ -16,9 +16,8 @@ Everything goes through Spark SQL and the DataFrame API that Spark Connect suppo
 
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import DataFrame, SparkSession
@@ -27,13 +26,20 @@ from pyspark.sql.types import StructType
 
 from medallion_assets.catalog.models import LakeTable
 from medallion_assets.errors import LakeCommitConflict, LakeSchemaDrift
-from medallion_assets.storage.lake.catalogs import LakeCatalog, configured_catalogs, lake_catalog
+from medallion_assets.redaction import scrub
+from medallion_assets.storage.lake.catalogs import (
+    LakeCatalog,
+    LakeCatalogError,
+    configured_catalogs,
+    lake_catalog,
+)
 from medallion_assets.storage.lake.layout import (
     TableRef,
     partition_clause,
     properties_clause,
     sort_clause,
 )
+from medallion_assets.storage.lake.metadata import dropped_columns
 
 BATCH_PROPERTY = "medallion.batch-id"
 RUN_PROPERTY = "medallion.run-id"
@@ -41,6 +47,11 @@ RUN_PROPERTY = "medallion.run-id"
 STAGED_BRANCH_RETENTION_DAYS = 7
 # Properties every lake table has: a table's version is written whole (copy-on-write) unless the catalog says
 # otherwise, and a full recompute may add columns.
+# How the JDBC, Glue and REST clients say that their catalog's server cannot be reached.
+_UNREACHABLE = re.compile(
+    r"Connection refused|Failed to connect[^\n]*|UnknownHostException[^\n]*"
+    r"|Unable to execute HTTP request[^\n]*|connect timed out|No route to host"
+)
 _DEFAULT_PROPERTIES = {"format-version": "2", "write.spark.accept-any-schema": "true"}
 
 
@@ -59,39 +70,39 @@ def branch_name(run_id: str) -> str:
 class LakeTables:
     """Reads and writes of the lake's tables through one Spark session.
 
-    The lake's catalogs are registered on the session when first used, so one session can serve lakes of
-    different roots (a test suite, a benchmark): a catalog whose name the session already gives to another
-    catalog is registered under a name of its own. Methods take a table by its name in the lake
-    (`lake.silver.orders`) and address it by the session's name for its catalog."""
+    The lake's catalogs are registered on the session when first used (a catalog is a plain runtime
+    setting), so one session can serve lakes of different roots one after another: a test suite, a benchmark.
+    """
 
     spark: SparkSession
     lake_root: str
-    _aliases: dict[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._aliases = {
-            name: _registered(self.spark, catalog)
-            for name, catalog in configured_catalogs(self.lake_root).items()
-        }
-
-    def bound(self, table: TableRef) -> TableRef:
-        """`table` as this session names it."""
-        if table.catalog not in self._aliases:
-            lake_catalog(table.catalog, self.lake_root)  # raises, naming the setting to make
-        return TableRef(self._aliases[table.catalog], table.namespace, table.name)
+        for catalog in configured_catalogs(self.lake_root).values():
+            _register(self.spark, catalog)
 
     def exists(self, table: TableRef) -> bool:
-        bound = self.bound(table)
-        return bool(self.spark.catalog.tableExists(f"{bound.catalog}.{bound.namespace}.{bound.name}"))
+        """Whether the table exists: every write and read of a table asks this first, so a catalog that does
+        not answer is reported here, once, naming its setting (and never with a JVM's stack trace)."""
+        try:
+            return bool(self.spark.catalog.tableExists(str(table)))
+        except Exception as error:
+            unreachable = _UNREACHABLE.search(str(error))
+            if not unreachable:
+                raise
+            catalog = lake_catalog(table.catalog, self.lake_root)
+            raise LakeCatalogError(
+                f"{catalog.setting}={catalog.shown}: the lake catalog does not answer "
+                f"({scrub(unreachable.group(0))}); nothing was written"
+            ) from None
 
     def read(
         self, table: TableRef, *, branch: str | None = None, snapshot_id: int | None = None
     ) -> DataFrame:
         """The table's rows: `main`, a branch, or the version a snapshot holds (time travel)."""
-        bound = self.bound(table)
         if snapshot_id is not None:
-            return self.spark.sql(f"SELECT * FROM {bound.sql} VERSION AS OF {int(snapshot_id)}")
-        return self.spark.table(bound.branch(branch) if branch else bound.sql)
+            return self.spark.sql(f"SELECT * FROM {table.sql} VERSION AS OF {int(snapshot_id)}")
+        return self.spark.table(table.branch(branch) if branch else table.sql)
 
     def read_columns(
         self, table: TableRef, schema: StructType, *, snapshot_id: int | None = None
@@ -101,35 +112,38 @@ class LakeTables:
         frame = self.read(table, snapshot_id=snapshot_id)
         missing = [column.name for column in schema.fields if column.name not in frame.columns]
         if missing:
-            raise LakeSchemaDrift(
-                f"lake table {table} lacks column(s) {', '.join(missing)} that the catalog declares: it was "
-                "changed outside Medallion; add them back (ALTER TABLE … ADD COLUMNS) or rebuild the table"
-            )
+            raise _drift(table, missing)
         return frame.select(*[F.col(f"`{column.name}`").cast(column.dataType) for column in schema.fields])
 
     def ensure(self, table: TableRef, schema: StructType, layout: LakeTable | None) -> None:
         """Create the table (and its namespace) when it does not exist, laid out as the catalog says; add the
         columns of `schema` it lacks. Concurrent creators are safe: IF NOT EXISTS."""
-        layout, bound = layout or LakeTable(), self.bound(table)
+        layout = layout or LakeTable()
         if not self.exists(table):
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{bound.catalog}`.`{bound.namespace}`")
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{table.catalog}`.`{table.namespace}`")
             properties = properties_clause({**_DEFAULT_PROPERTIES, **layout.properties})
             self.spark.sql(
-                f"CREATE TABLE IF NOT EXISTS {bound.sql} ({_column_list(schema)}) USING iceberg"
+                f"CREATE TABLE IF NOT EXISTS {table.sql} ({_column_list(schema)}) USING iceberg"
                 f"{partition_clause(layout)} TBLPROPERTIES ({properties})"
             )
             order = sort_clause(layout)
             if order:
-                self.spark.sql(f"ALTER TABLE {bound.sql} {order}")
+                self.spark.sql(f"ALTER TABLE {table.sql} {order}")
             return
-        present = set(self.spark.table(bound.sql).columns)
+        present = set(self.spark.table(table.sql).columns)
         added = StructType([column for column in schema.fields if column.name not in present])
-        if added.fields:
-            self.spark.sql(f"ALTER TABLE {bound.sql} ADD COLUMNS ({_column_list(added)})")
+        if not added.fields:
+            return
+        # A column the catalog has just gained is added; one the table had and lost was dropped by someone
+        # else, and adding it back would hide its old values.
+        dropped = dropped_columns(self.lake_root, table, added.fieldNames())
+        if dropped:
+            raise _drift(table, dropped)
+        self.spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({_column_list(added)})")
 
     def append(self, table: TableRef, frame: DataFrame, batch_id: str) -> None:
         """Append `frame` as one snapshot, tagged with `batch_id`."""
-        writer = frame.writeTo(self.bound(table).sql)
+        writer = frame.writeTo(table.sql)
         writer.option(f"snapshot-property.{BATCH_PROPERTY}", batch_id).append()
 
     def batch_snapshots(self, table: TableRef, batch_ids: list[str]) -> dict[str, int]:
@@ -137,7 +151,7 @@ class LakeTables:
         if not batch_ids or not self.exists(table):
             return {}
         rows = (
-            self.spark.table(f"{self.bound(table).sql}.`snapshots`")
+            self.spark.table(f"{table.sql}.`snapshots`")
             .select(F.col("summary").getItem(BATCH_PROPERTY).alias("batch"), "snapshot_id")
             .where(F.col("batch").isin(batch_ids))
             .collect()
@@ -146,13 +160,13 @@ class LakeTables:
 
     def stage(self, table: TableRef, frame: DataFrame, run_id: str) -> str:
         """Write `frame` as the table's whole new content on the run's branch; returns the branch."""
-        branch, bound = branch_name(run_id), self.bound(table)
+        branch = branch_name(run_id)
         self.spark.sql(
-            f"ALTER TABLE {bound.sql} CREATE OR REPLACE BRANCH `{branch}` "
+            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{branch}` "
             f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
         )
         (
-            frame.writeTo(bound.branch(branch))
+            frame.writeTo(table.branch(branch))
             .option(f"snapshot-property.{RUN_PROPERTY}", run_id)
             .option("mergeSchema", "true")
             .overwrite(F.lit(True))
@@ -164,10 +178,9 @@ class LakeTables:
 
         Refused (LakeCommitConflict) when `main` moved since the branch was made: another run published in
         between, and fast-forwarding would lose its version."""
-        bound = self.bound(table)
         try:
             result = self.spark.sql(
-                f"CALL `{bound.catalog}`.system.fast_forward('{bound.in_catalog}', 'main', '{branch}')"
+                f"CALL `{table.catalog}`.system.fast_forward('{table.in_catalog}', 'main', '{branch}')"
             ).collect()
         except (IllegalArgumentException, AnalysisException) as error:
             if "not an ancestor" not in str(error):
@@ -176,45 +189,56 @@ class LakeTables:
                 f"lake table {table}: another run published a new version while this run staged its own on "
                 f"branch {branch}; run it again to build on that version"
             ) from None
-        self.spark.sql(f"ALTER TABLE {bound.sql} DROP BRANCH IF EXISTS `{branch}`")
+        self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
         return int(result[0].updated_ref)
 
     def current_snapshot(self, table: TableRef) -> int | None:
         if not self.exists(table):
             return None
-        refs = self.spark.table(f"{self.bound(table).sql}.`refs`")
+        refs = self.spark.table(f"{table.sql}.`refs`")
         rows = refs.where("name = 'main'").select("snapshot_id").collect()
         return int(rows[0].snapshot_id) if rows else None
 
     def rollback(self, table: TableRef, snapshot_id: int) -> None:
         """Make `snapshot_id` the table's current version: an ancestor (rollback) or any snapshot it has."""
-        bound = self.bound(table)
         self.spark.sql(
-            f"CALL `{bound.catalog}`.system.set_current_snapshot("
-            f"table => '{bound.in_catalog}', snapshot_id => {int(snapshot_id)})"
+            f"CALL `{table.catalog}`.system.set_current_snapshot("
+            f"table => '{table.in_catalog}', snapshot_id => {int(snapshot_id)})"
         ).collect()
 
     def replace_quarantine(self, table: TableRef, frame: DataFrame) -> None:
         """The quarantine of a recomputed dataset: its rows are this run's rejects, one commit."""
         self.ensure(table, frame.schema, None)
-        frame.writeTo(self.bound(table).sql).option("mergeSchema", "true").overwrite(F.lit(True))
+        frame.writeTo(table.sql).option("mergeSchema", "true").overwrite(F.lit(True))
 
 
-def _registered(spark: SparkSession, catalog: LakeCatalog) -> str:
-    """The name under which the session reaches `catalog`, registering it first when needed: its own name,
-    unless the session gives that name to another catalog (then a name derived from its settings)."""
+def _register(spark: SparkSession, catalog: LakeCatalog) -> None:
+    """Make `catalog` the session's catalog of its name. A session that gave the name to another lake's
+    catalog forgets its catalogs first (Spark keeps a catalog it loaded until told to): the JDBC catalog
+    stores tables under the catalog's name, so the name must stay the lake's own, whichever lake came
+    first."""
     wanted = catalog.spark_conf()
-    prefix = f"spark.sql.catalog.{catalog.name}"
-    present = spark.conf.get(prefix, None)
-    if present is not None and all(spark.conf.get(key, None) == value for key, value in wanted.items()):
-        return catalog.name
-    alias = catalog.name
-    if present is not None:
-        digest = hashlib.sha256(repr(sorted(wanted.items())).encode()).hexdigest()[:12]
-        alias = f"{catalog.name}_{digest}"
+    present = {key: spark.conf.get(key, None) for key in wanted}
+    if present == wanted:
+        return
+    if any(value is not None for value in present.values()):
+        jvm_session = getattr(spark, "_jsparkSession", None)  # none through Spark Connect
+        if jvm_session is None:
+            raise LakeCatalogError(
+                f"this Spark Connect session already serves another lake as catalog {catalog.name!r}; "
+                "use a session per lake"
+            )
+        # Spark's own reset of the session's catalogs; PySpark has no call for it.
+        jvm_session.sessionState().catalogManager().reset()
     for key, value in wanted.items():
-        spark.conf.set("spark.sql.catalog." + alias + key.removeprefix(prefix), value)
-    return alias
+        spark.conf.set(key, value)
+
+
+def _drift(table: TableRef, missing: list[str]) -> LakeSchemaDrift:
+    return LakeSchemaDrift(
+        f"lake table {table} lacks column(s) {', '.join(missing)} that the catalog declares: it was "
+        "changed outside Medallion; add them back (ALTER TABLE … ADD COLUMNS) or rebuild the table"
+    )
 
 
 def _column_list(schema: StructType) -> str:
