@@ -1,4 +1,4 @@
-"""Benchmark: the seed pipeline user_events_etl through Medallion against a hand-written PySpark script.
+"""Benchmark: the seed pipeline user_events_etl through Medallion against hand-written PySpark scripts.
 
 `--rows` raw events are written once, before any timing, with `write_sample_data` to an S3 API server on
 loopback (moto's server mode). Then, `--repeats` times, alternating which side goes first:
@@ -7,19 +7,21 @@ loopback (moto's server mode). Then, `--repeats` times, alternating which side g
     `build_definitions(...)` + `run_pipeline(...)` on an ephemeral DagsterInstance, into a fresh lake and
     a fresh DuckDB warehouse: a fresh catalog means empty bookmarks, so every run ingests every object;
 (b) hand-written: boto3 downloads the objects; Spark reads the JSON lines (PERMISSIVE, corrupt records to a
-    quarantine folder) and writes bronze parquet; reads it, casts event_ts to timestamp (rows that fail to
-    quarantine), drops duplicate event_ids and writes silver parquet; aggregates events and distinct users
-    per day and replaces the table in DuckDB. Its bronze keeps the source file but not the line number, and
-    its silver keeps an arbitrary copy of a duplicate (they are exact copies), where Medallion keeps the
-    first.
+    quarantine table) and appends them to a bronze Iceberg table; reads it, casts event_ts to timestamp (rows
+    that fail to quarantine), drops duplicate event_ids and writes the silver table; aggregates events and
+    distinct users per day into the gold table, and replaces the table in DuckDB with it. The same Iceberg
+    runtime, in a JDBC catalog of its own. Its bronze keeps the source file but not the line number, and its
+    silver keeps an arbitrary copy of a duplicate (they are exact copies), where Medallion keeps the first;
+(c) hand-written parquet: the same script on plain parquet folders, as Medallion's lake was before it became
+    Iceberg tables: the figure against "today's parquet lake".
 
-Both run in this process on one Spark session, created before timing with spark.driver.memory=2g. Both must
+All run in this process on one Spark session, created before timing with spark.driver.memory=2g. All must
 load the same gold rows, equal to what the generator says survives (asserted). Prints the medians, the ratio
-Medallion / hand-written (goal <= 1.1), and a per-stage breakdown: Medallion's stage durations come from
-its audit_log, the framework's share is the rest of its time, and the rules' scans of written data (all of
-bronze's rules; in silver and gold only rules an observation during the write cannot compute, which the seed
-has none of: its unique rules are on the targets' dedupe keys) are re-measured after each run on the files the
-stages wrote.
+Medallion / hand-written Iceberg (goal <= 1.1) and / hand-written parquet, and a per-stage breakdown:
+Medallion's stage durations come from its audit_log, the framework's share is the rest of its time, and the
+rules' scans of written data (all of bronze's rules; in silver and gold only rules an observation during the
+write cannot compute, which the seed has none of: its unique rules are on the targets' dedupe keys) are
+re-measured after each run on the tables the stages wrote.
 
     python bench/end_to_end.py                 # 5,000,000 events, 3 repeats
     python bench/end_to_end.py --quick         # 100,000 events, 2 repeats
@@ -34,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -50,9 +53,10 @@ from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.validation import evaluate_rules, reads_written_data
 from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
-from medallion_assets.naming import lake_path
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
+from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.tables import LakeTables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.spark_servers import standalone_cluster  # noqa: E402
@@ -69,7 +73,7 @@ RAW_SCHEMA = (
 )
 DRIVER_MEMORY = "2g"
 WARM_UP_ROWS = 10_000
-SIDES = ("medallion", "hand-written")
+SIDES = ("medallion", "hand-written", "hand-written parquet")
 
 
 def gold_rows(duckdb_file: Path) -> list[tuple]:
@@ -112,6 +116,7 @@ def validation_seconds(spark: SparkSession, store: CatalogStore, lake_root: str)
     which costs little, and read the written data back only for the rules an observation cannot compute.
     """
     snapshot = store.snapshot()
+    lake = LakeTables(spark, lake_root)
     seconds = {}
     for stage in snapshot.stages(PIPELINE):
         target = snapshot.targets[stage.target_id]
@@ -122,16 +127,52 @@ def validation_seconds(spark: SparkSession, store: CatalogStore, lake_root: str)
         ]
         start = time.perf_counter()
         if rules:
-            evaluate_rules(spark.read.parquet(lake_path(lake_root, target.layer, target.target_id)), rules)
+            evaluate_rules(lake.read(table_of(target)), rules)
         seconds[stage.stage_name] = time.perf_counter() - start
     return seconds
 
 
-def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
+class HandWrittenLake:
+    """Where the hand-written script keeps its layers: Iceberg tables in a JDBC catalog of its own (set up as
+    a data engineer would, by hand), or parquet folders."""
+
+    def __init__(self, spark: SparkSession, workdir: Path, iceberg: bool):
+        self.spark, self.folder, self.iceberg = spark, workdir / "lake", iceberg
+        # A catalog name per run: Spark keeps a catalog it has loaded for the session's lifetime.
+        self.catalog = f"hand_{uuid.uuid4().hex[:8]}"
+        if iceberg:
+            settings = {
+                "": "org.apache.iceberg.spark.SparkCatalog",
+                ".type": "jdbc",
+                ".uri": f"jdbc:sqlite:{workdir}/catalog.db",
+                ".jdbc.schema-version": "V1",
+                ".warehouse": str(self.folder),
+            }
+            for key, value in settings.items():
+                spark.conf.set(f"spark.sql.catalog.{self.catalog}{key}", value)
+            for namespace in ("bronze", "silver", "gold", "quarantine"):
+                spark.sql(f"CREATE NAMESPACE {self.catalog}.{namespace}")
+
+    def write(self, frame, name: str) -> None:
+        if self.iceberg:
+            frame.writeTo(f"{self.catalog}.{name}").create()
+        else:
+            frame.write.parquet(str(self.folder / name))
+
+    def read(self, name: str):
+        return (
+            self.spark.table(f"{self.catalog}.{name}")
+            if self.iceberg
+            else self.spark.read.parquet(str(self.folder / name))
+        )
+
+
+def run_hand_written(spark: SparkSession, workdir: Path, iceberg: bool = True) -> dict:
     """The same pipeline as a data engineer would write it by hand, timed stage by stage."""
     s3 = boto3.client("s3")
-    raw, lake, warehouse_file = workdir / "raw", workdir / "lake", workdir / "warehouse.duckdb"
+    raw, warehouse_file = workdir / "raw", workdir / "warehouse.duckdb"
     raw.mkdir()
+    lake = HandWrittenLake(spark, workdir, iceberg)
     stages = {}
 
     start = time.perf_counter()
@@ -148,34 +189,33 @@ def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
         .withColumn("_ingested_at", F.current_timestamp())
         .cache()
     )
-    events.where(F.col(CORRUPT).isNull()).drop(CORRUPT).write.parquet(str(lake / "bronze"))
-    events.where(F.col(CORRUPT).isNotNull()).select("_source_file", CORRUPT).write.parquet(
-        str(lake / "quarantine/bronze")
-    )
+    lake.write(events.where(F.col(CORRUPT).isNull()).drop(CORRUPT), "bronze.user_events")
+    lake.write(events.where(F.col(CORRUPT).isNotNull()).select("_source_file", CORRUPT), "quarantine.bronze")
     events.unpersist()
     stages["bronze_ingest"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    bronze = spark.read.parquet(str(lake / "bronze"))
+    bronze = lake.read("bronze.user_events")
     event_ts = F.col("event_ts").try_cast("timestamp")
     bad_ts = F.col("event_ts").isNotNull() & event_ts.isNull()
-    bronze.where(bad_ts).write.parquet(str(lake / "quarantine/silver"))
-    (
+    lake.write(bronze.where(bad_ts), "quarantine.silver")
+    lake.write(
         bronze.where(~bad_ts)
         .withColumn("event_ts", event_ts)
         .drop("_source_file", "_ingested_at")
-        .dropDuplicates(["event_id"])
-        .write.parquet(str(lake / "silver"))
+        .dropDuplicates(["event_id"]),
+        "silver.user_events",
     )
     stages["silver_clean"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    daily = (
-        spark.read.parquet(str(lake / "silver"))
+    lake.write(
+        lake.read("silver.user_events")
         .groupBy(F.to_date("event_ts").alias("event_date"))
-        .agg(F.count("*").alias("total_events"), F.countDistinct("user_id").alias("unique_users"))
+        .agg(F.count("*").alias("total_events"), F.countDistinct("user_id").alias("unique_users")),
+        "gold.daily_user_events",
     )
-    batch = daily.toArrow()
+    batch = lake.read("gold.daily_user_events").toArrow()
     with duckdb.connect(str(warehouse_file)) as connection:
         connection.register("batch", batch)
         connection.execute("CREATE SCHEMA IF NOT EXISTS analytics")
@@ -183,8 +223,8 @@ def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
     stages["gold_daily_aggregate"] = time.perf_counter() - start
 
     quarantined = {
-        "bronze_ingest": spark.read.parquet(str(lake / "quarantine/bronze")).count(),
-        "silver_clean": spark.read.parquet(str(lake / "quarantine/silver")).count(),
+        "bronze_ingest": lake.read("quarantine.bronze").count(),
+        "silver_clean": lake.read("quarantine.silver").count(),
         "gold_daily_aggregate": 0,
     }
     return {
@@ -198,8 +238,10 @@ def run_hand_written(spark: SparkSession, workdir: Path) -> dict:
 def run_side(spark: SparkSession, side: str, scratch: str, summary: SampleSummary) -> dict:
     """One run of one side in a folder of its own, checked against what the generator wrote."""
     with tempfile.TemporaryDirectory(dir=scratch) as workdir:
-        run = run_medallion if side == "medallion" else run_hand_written
-        result = run(spark, Path(workdir))
+        if side == "medallion":
+            result = run_medallion(spark, Path(workdir))
+        else:
+            result = run_hand_written(spark, Path(workdir), iceberg=side == "hand-written")
     spark.catalog.clearCache()
     check(result, summary, side)
     return result
@@ -231,12 +273,16 @@ def median_of(results: list[dict], *path: str) -> float:
     return statistics.median(values)
 
 
-def report(medallion: list[dict], hand: list[dict]) -> None:
-    m_total, h_total = median_of(medallion, "total"), median_of(hand, "total")
-    print(f"\nMedallion:    median {m_total:7.2f} s  runs {[round(r['total'], 2) for r in medallion]}")
-    print(f"hand-written: median {h_total:7.2f} s  runs {[round(r['total'], 2) for r in hand]}")
-    print(f"ratio Medallion / hand-written: {m_total / h_total:.2f}  (goal <= 1.1)")
-    # The two runs of a repeat are neighbours in time, so their ratio is less exposed to the machine's drift.
+def report(medallion: list[dict], hand: list[dict], parquet: list[dict]) -> None:
+    m_total, h_total, p_total = (median_of(side, "total") for side in (medallion, hand, parquet))
+    print(
+        f"\nMedallion:              median {m_total:7.2f} s  runs {[round(r['total'], 2) for r in medallion]}"
+    )
+    print(f"hand-written (Iceberg): median {h_total:7.2f} s  runs {[round(r['total'], 2) for r in hand]}")
+    print(f"hand-written (parquet): median {p_total:7.2f} s  runs {[round(r['total'], 2) for r in parquet]}")
+    print(f"ratio Medallion / hand-written Iceberg: {m_total / h_total:.2f}  (goal <= 1.1)")
+    print(f"ratio Medallion / hand-written parquet: {m_total / p_total:.2f}")
+    # The runs of a repeat are neighbours in time, so their ratio is less exposed to the machine's drift.
     paired = [m["total"] / h["total"] for m, h in zip(medallion, hand)]
     print(f"per-repeat ratios {[round(r, 2) for r in paired]}, median {statistics.median(paired):.2f}\n")
     print(f"{'stage (medians, s)':<26}{'Medallion':>10}{'rule scans':>16}{'hand-written':>14}{'gap':>8}")
@@ -298,13 +344,15 @@ def main() -> None:
                     + "  ".join(f"{name} {seconds:.2f}" for name, seconds in result["stages"].items())
                 )
             gold = {side: results[side][-1]["gold"] for side in SIDES}
-            assert gold["medallion"] == gold["hand-written"], f"the two sides loaded other gold rows: {gold}"
-    medallion, hand = results["medallion"], results["hand-written"]
+            assert len({repr(rows) for rows in gold.values()}) == 1, (
+                f"the sides loaded other gold rows: {gold}"
+            )
+    medallion, hand, parquet = (results[side] for side in SIDES)
     print(
-        f"\n{rows:,} events; both sides loaded the same {len(hand[0]['gold'])} gold rows: "
+        f"\n{rows:,} events; every side loaded the same {len(hand[0]['gold'])} gold rows: "
         + ", ".join(f"{day} {events}/{users}" for day, events, users in hand[0]["gold"])
     )
-    report(medallion, hand)
+    report(medallion, hand, parquet)
 
 
 if __name__ == "__main__":

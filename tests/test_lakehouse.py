@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import boto3
 import pytest
 from dagster import AssetKey, instance_for_test, materialize
 
@@ -18,6 +19,7 @@ from medallion_assets.catalog.models import LakeTable, ValidationRuleSet
 from medallion_assets.definitions import build_definitions
 from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.loading import validate_files
+from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
@@ -300,3 +302,29 @@ def test_two_processes_writing_silver_at_once_neither_lose_nor_duplicate_a_row(m
         for e in audit
         if e["status"] == "failed"
     )
+
+
+def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, monkeypatch):
+    """The AWS path: tables in the Glue Data Catalog, files on S3 through Iceberg's S3FileIO, both the
+    loopback moto server's; pyiceberg reads them through Glue too."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_GLUE", s3_endpoint)
+    monkeypatch.setenv("MEDALLION_LAKE_CATALOG", "glue")
+    boto3.client("s3").create_bucket(Bucket="medallion-lake")
+    lake = "s3://medallion-lake/warehouse"
+    defs = build_definitions(medallion.store.url, lake, medallion.warehouse_url)
+    with instance_for_test() as instance:
+        report = run_pipeline(defs, medallion.store.snapshot(), medallion.store, "user_events_etl", instance)
+    assert report.status == "success"
+    glue = boto3.client("glue")
+    assert {t["Name"] for t in glue.get_tables(DatabaseName="silver")["TableList"]} == {
+        "user_events",
+        "user_events_quarantine",
+    }
+    [silver] = medallion.stage_audit("silver_clean")
+    rows = (
+        configured_catalogs(lake)["lake"].metadata().load_table(("silver", "user_events")).scan().to_arrow()
+    )
+    assert rows.num_rows == silver["rows_written"]
+    info = table_info(lake, SILVER)
+    assert info is not None and info.location == "s3://medallion-lake/warehouse/silver.db/user_events"
+    assert str(info.current_snapshot_id) == silver["details"]["snapshot_id"]

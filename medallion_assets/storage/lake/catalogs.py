@@ -80,7 +80,9 @@ class LakeCatalog:
         return {f"{prefix}.{key}" if key else prefix: value for key, value in properties.items()}
 
     def _java_properties(self) -> dict[str, str]:
-        common = {"warehouse": self.warehouse, **self._file_io()}
+        # The AWS SDK for Java reads AWS_REGION only; AWS_DEFAULT_REGION (boto3's) is passed on too.
+        region = _defined({"client.region": _aws_region()}) if self.kind == "glue" or self._on_s3() else {}
+        common = {"warehouse": self.warehouse, **self._file_io(), **region}
         if self.kind == "glue":
             return {"type": "glue", **_defined({"glue.endpoint": _aws_endpoint("GLUE")}), **common}
         if self.kind == "rest":
@@ -108,11 +110,14 @@ class LakeCatalog:
 
     def _file_io(self) -> dict[str, str]:
         """Tables on S3 are written with Iceberg's own S3 client (no Hadoop s3a connector needed)."""
-        if self.kind != "glue" and not self.warehouse.startswith(("s3://", "s3a://")):
+        if self.kind != "glue" and not self._on_s3():
             return {}
         endpoint = _aws_endpoint("S3")
         path_style = {"s3.path-style-access": "true"} if endpoint else {}
         return {"io-impl": _S3_FILE_IO, **_defined({"s3.endpoint": endpoint}), **path_style}
+
+    def _on_s3(self) -> bool:
+        return self.warehouse.startswith(("s3://", "s3a://"))
 
     def pyiceberg_properties(self) -> dict[str, str]:
         """The same catalog as pyiceberg's properties."""
