@@ -4,7 +4,7 @@
    stage (deduplicate by key, observe its rules' counts during the write, scan the written rows for the rest)
    written (a) straight to the table's `main` with one overwrite commit, and (b) as Medallion writes it: to
    a branch named after the run, rules judged on the branch, `main` fast-forwarded, the branch dropped.
-   Alternating, `--repeats` times each; the ratio of medians (b)/(a) is the WAP cycle's overhead (goal <= 1.1).
+   Alternating, `--repeats` times each; the ratio of medians (b)/(a) is the WAP overhead (goal <= 1.1).
 2. Reading a table's current snapshot in the Dagster process through pyiceberg, without a JVM: median over
    `--reads` reads of a table with 1 snapshot and of one with `--snapshots` (1,000 by default; goal < 100 ms),
    the history made with pyiceberg appends.
