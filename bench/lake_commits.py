@@ -48,7 +48,8 @@ def events(spark: SparkSession, rows: int) -> DataFrame:
     """`rows` events with 2% duplicate ids, as silver receives them from bronze."""
     ids = F.format_string("e%010d", (F.col("id") * 49 / 50).cast("bigint"))
     kinds = F.element_at(
-        F.array(*[F.lit(k) for k in ("view", "click", "purchase", "signup")]), F.col("id") % 4 + 1
+        F.array(*[F.lit(k) for k in ("view", "click", "purchase", "signup")]),
+        (F.col("id") % 4 + 1).cast("int"),
     )
     return spark.range(rows).select(
         ids.alias("event_id"),

@@ -128,9 +128,5 @@ def pool_name(system_kind: str, system_id: str) -> str:
     return f"{system_kind}_{system_id}"
 
 
-def lake_path(lake_root: str, layer: str, dataset: str) -> str:
-    return path_under(lake_root, check_identifier(layer, "layer"), check_identifier(dataset, "dataset"))
-
-
 def quarantine_path(lake_root: str, dataset: str) -> str:
     return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))

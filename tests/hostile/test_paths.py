@@ -7,8 +7,9 @@ import gzip
 import boto3
 import pytest
 
-from medallion_assets.naming import InvalidIdentifier, lake_path, quarantine_path
+from medallion_assets.naming import InvalidIdentifier, quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
+from medallion_assets.storage.lake.layout import TableRef
 
 ESCAPES = [
     ("../../etc/passwd", "holds the segment '..'"),
@@ -43,9 +44,10 @@ def test_plain_parts_stay_under_their_root():
 
 
 @pytest.mark.parametrize("dataset", ["../etc", "a/b", "x\n", "%2e%2e"])
-def test_lake_and_quarantine_paths_take_only_plain_dataset_ids(dataset):
+def test_lake_tables_and_quarantine_paths_take_only_plain_dataset_ids(dataset):
     for build in (
-        lambda: lake_path("/srv/lake", "silver", dataset),
+        lambda: TableRef("lake", "silver", dataset),
+        lambda: TableRef("lake", dataset, "user_events"),
         lambda: quarantine_path("/srv/lake", dataset),
     ):
         with pytest.raises(InvalidIdentifier, match="is not a plain name"):
