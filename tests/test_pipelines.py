@@ -280,8 +280,29 @@ def test_an_unavailable_silver_input_is_rebuilt_from_bronze_for_gold(medallion, 
     assert [i["name"].rsplit("/", 2)[-2:] for i in complete["inputs"]] == [["bronze", "user_events"]]
 
 
-def test_with_bronze_down_too_the_rebuild_fails_listing_every_path(medallion, raw_data):
+def test_with_bronze_down_too_silver_is_rebuilt_from_bronze_as_it_was_before(medallion, raw_data):
     assert medallion.run("user_events_etl").status == "success"
+    [bronze_version] = medallion.store.lake_commits("bronze_user_events")
+    mark_unavailable(medallion, "silver_user_events", "bronze_user_events")
+    with warehouse_from_url(medallion.warehouse_url) as warehouse:
+        warehouse.query("DELETE FROM analytics.daily_user_events")
+    assert materialize_only(medallion, "gold/daily_user_events").success
+    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+    reroutes = [(e["status"], e["details"]) for e in medallion.store.audit_entries(event="reroute")]
+    assert reroutes == [
+        ("time_travel", {"dataset": "bronze_user_events", "snapshot_id": str(bronze_version["snapshot_id"])}),
+        (
+            "rebuilt",
+            {
+                "dataset": "silver_user_events",
+                "rebuilt_by": "user_events_etl.silver_clean",
+                "from": ["bronze_user_events"],
+            },
+        ),
+    ]
+
+
+def test_with_bronze_down_before_it_was_ever_written_the_rebuild_fails_listing_every_path(medallion):
     mark_unavailable(medallion, "silver_user_events", "bronze_user_events")
     medallion.set_retries(0)
     assert not materialize_only(medallion, "gold/daily_user_events").success

@@ -55,6 +55,10 @@ class Recovery(Protocol):
         """The datasets among `datasets` an operator marked unavailable, with the reason."""
         ...
 
+    def last_good_version(self, dataset: str) -> int | None:
+        """The latest version of a lake dataset committed before it was marked unavailable, if any."""
+        ...
+
     def no_path(self, stage: Stage, down: dict[str, str]) -> Exception:
         """The error to raise when the stage's dataset cannot be made without what is `down`."""
         ...

@@ -230,8 +230,10 @@ class StageRunner:
 
         An input an operator marked unavailable (an `available` flag) is rebuilt from the layer above it: its
         own stage's transformation over that stage's inputs, recursively, computed in this run and never
-        written. Each rebuild is audited; when the rebuild would need a bronze dataset that is down, the error
-        lists every path and why it is down.
+        written. One that cannot be rebuilt (it is bronze, or its rebuild needs a bronze dataset that is down)
+        is read as it was before it was marked: its last version committed before the flag (time travel).
+        Each rebuild and time travel is audited; when neither is possible, the error lists every path and
+        why it is down.
         """
         down = self.recovery.flagged(self._lake_ancestry(stage))
         read: dict[str, int | None] = {}
@@ -257,12 +259,11 @@ class StageRunner:
         if dataset not in down:
             read[dataset] = self.lake.current_snapshot(table_of(self.snapshot.targets[dataset]))
             return self.read_dataset(dataset, read[dataset])
+        if not self._rebuildable(dataset, down):
+            return self._as_before(stage, dataset, down, read)
         producer = self.snapshot.stage_producing(dataset)
+        assert producer is not None, "a rebuildable dataset has a producing stage"
         target = self.snapshot.targets[dataset]
-        if (
-            producer is None or target.layer == "bronze"
-        ):  # bronze is rebuilt only by ingesting its source again
-            raise self.recovery.no_path(stage, down)
         inputs = {i: self._input_frame(producer, i, down, read) for i in producer.input_ids()}
         self.store.record_audit(
             pipeline_id=stage.pipeline_id,
@@ -278,6 +279,37 @@ class StageRunner:
             },
         )
         return self._shape(producer, target, inputs).frame.drop(*INGESTION_COLUMNS)
+
+    def _rebuildable(self, dataset: str, down: dict[str, str]) -> bool:
+        """Whether a down dataset can be computed from the layer above: a bronze one only by ingesting its
+        source again, which a run does not do for a reader; a lake input of its stage that is down must be
+        rebuildable or readable as it was."""
+        producer = self.snapshot.stage_producing(dataset)
+        if producer is None or self.snapshot.targets[dataset].layer == "bronze":
+            return False
+        return all(
+            i not in down or self._rebuildable(i, down) or self.recovery.last_good_version(i) is not None
+            for i in producer.input_ids()
+        )
+
+    def _as_before(
+        self, stage: Stage, dataset: str, down: dict[str, str], read: dict[str, int | None]
+    ) -> DataFrame:
+        """A down dataset as it was before it was marked: time travel to its last good version."""
+        version = self.recovery.last_good_version(dataset)
+        if version is None:  # the paths to the dataset that cannot be read, and why each is down
+            raise self.recovery.no_path(self.snapshot.stage_producing(dataset) or stage, down)
+        self.store.record_audit(
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            dataset=stage.target_id,
+            event="reroute",
+            status="time_travel",
+            error=down[dataset],
+            details={"dataset": dataset, "snapshot_id": str(version)},
+        )
+        read[dataset] = version
+        return self.read_dataset(dataset, version)
 
     def _shape(self, stage: Stage, target: Target, inputs: dict[str, DataFrame]) -> Shaped:
         """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,

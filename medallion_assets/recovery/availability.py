@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import UTC, datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -116,6 +117,18 @@ class Availability:
                 )
         return down
 
+    def flagged_at(self, dataset: str) -> datetime | None:
+        """When the flag that marks `dataset` unavailable was set (UTC), if one does."""
+        entities = self._entities(dataset)
+        times = [
+            f["updated_at"]
+            for f in self.store.table_rows("control_flags")
+            if f["flag_name"] == FLAG_NAME
+            and not f["flag_value"]
+            and (f["entity_type"], f["entity_id"]) in entities
+        ]
+        return max((as_utc(t) for t in times if t is not None), default=None)
+
     def _probe_for(self, dataset: str) -> Callable[[], str | None] | None:
         if source := self.sources.get(dataset):
             return lambda: probe_source(source)
@@ -153,3 +166,8 @@ class Availability:
         error = future.exception()
         # A probe that breaks in an unforeseen way has not shown the system usable: down, with the error.
         return f"probe failed: {type(error).__name__}: {error}" if error else future.result()
+
+
+def as_utc(moment: datetime) -> datetime:
+    """A catalog time as an aware UTC time: SQLite gives them back without a zone."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -11,7 +11,7 @@ import networkx as nx
 from medallion_assets.catalog.models import Source, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.recovery.availability import Availability
+from medallion_assets.recovery.availability import Availability, as_utc
 from medallion_assets.recovery.graph import build_graph, declared_graph
 from medallion_assets.recovery.paths import NoAvailablePath, recovery_paths, shortest_available_path
 
@@ -55,6 +55,15 @@ class CatalogRoutes:
 
     def flagged(self, datasets: Iterable[str]) -> dict[str, str]:
         return Availability(self.store, self.snapshot).flagged(datasets)
+
+    def last_good_version(self, dataset: str) -> int | None:
+        """The latest version of a lake dataset Medallion committed before it was marked unavailable: what
+        time travel reads when the dataset cannot be rebuilt from the layer above."""
+        flagged_at = Availability(self.store, self.snapshot).flagged_at(dataset)
+        if flagged_at is None:
+            return None
+        before = [c for c in self.store.lake_commits(dataset) if as_utc(c["committed_at"]) <= flagged_at]
+        return int(before[-1]["snapshot_id"]) if before else None
 
     def no_path(self, stage: Stage, down: dict[str, str]) -> NoAvailablePath:
         paths = recovery_paths(build_graph(self.snapshot), stage.target_id)
