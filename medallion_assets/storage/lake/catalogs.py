@@ -127,7 +127,12 @@ class LakeCatalog:
             return {"type": "glue", "warehouse": self.warehouse, **glue, **s3}
         if self.kind == "rest":
             return {"type": "rest", "uri": self.url, "warehouse": self.warehouse, **s3}
-        url = self.url.replace("postgresql://", "postgresql+psycopg2://", 1)
+        sqlite_file = self.sqlite_file()
+        url = (
+            f"sqlite:///{sqlite_file}"
+            if sqlite_file
+            else self.url.replace("postgresql://", "postgresql+psycopg2://", 1)
+        )
         return {"type": "sql", "uri": url, "warehouse": _as_uri(self.warehouse), **s3}
 
     def metadata(self) -> Catalog:
