@@ -82,7 +82,8 @@ class LakeCatalog:
     def _java_properties(self) -> dict[str, str]:
         # The AWS SDK for Java reads AWS_REGION only; AWS_DEFAULT_REGION (boto3's) is passed on too.
         region = _defined({"client.region": _aws_region()}) if self.kind == "glue" or self._on_s3() else {}
-        common = {"warehouse": self.warehouse, **self._file_io(), **region}
+        # Spark's table cache would let a run read a version another process has since replaced.
+        common = {"warehouse": self.warehouse, "cache-enabled": "false", **self._file_io(), **region}
         if self.kind == "glue":
             return {"type": "glue", **_defined({"glue.endpoint": _aws_endpoint("GLUE")}), **common}
         if self.kind == "rest":

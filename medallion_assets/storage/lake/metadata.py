@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
 
 from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
 from medallion_assets.storage.lake.layout import TableRef
@@ -34,17 +35,43 @@ class TableInfo:
         return next((s for s in self.history if s.snapshot_id == snapshot_id), None)
 
 
-def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
-    """The table's metadata, or None when the table does not exist (yet)."""
+def _loaded(lake_root: str, table: TableRef) -> Table | None:
     catalog = lake_catalog(table.catalog, lake_root)
     try:
-        loaded = catalog.metadata().load_table((table.namespace, table.name))
+        return catalog.metadata().load_table((table.namespace, table.name))
     except NoSuchTableError:
         return None
     except Exception as error:  # any failure to reach the catalog: name the setting, not a driver's trace
         raise LakeCatalogError(
             f"{catalog.setting}={catalog.shown}: the lake catalog cannot be read: {error}"
         ) from None
+
+
+def current_snapshot_id(lake_root: str, table: TableRef) -> int | None:
+    """The snapshot `main` of the table is at; None for a table that does not exist or holds none yet."""
+    loaded = _loaded(lake_root, table)
+    current = loaded.current_snapshot() if loaded else None
+    return current.snapshot_id if current else None
+
+
+def batch_snapshots(lake_root: str, table: TableRef, batch_ids: list[str], key: str) -> dict[str, int]:
+    """Which of `batch_ids` the table holds a snapshot of, by the snapshot summary's `key`: id → snapshot."""
+    loaded = _loaded(lake_root, table) if batch_ids else None
+    if loaded is None:
+        return {}
+    found = {}
+    for snapshot in loaded.metadata.snapshots:
+        batch = snapshot.summary.additional_properties.get(key) if snapshot.summary else None
+        if batch in batch_ids:
+            found[batch] = snapshot.snapshot_id
+    return found
+
+
+def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
+    """The table's metadata, or None when the table does not exist (yet)."""
+    loaded = _loaded(lake_root, table)
+    if loaded is None:
+        return None
     metadata = loaded.metadata
     snapshots = {s.snapshot_id: s for s in metadata.snapshots}
     current = loaded.current_snapshot()
@@ -75,6 +102,8 @@ def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
 
 def dropped_columns(lake_root: str, table: TableRef, names: list[str]) -> list[str]:
     """Which of `names`, absent from the table now, some earlier schema of it had: columns someone dropped."""
-    loaded = lake_catalog(table.catalog, lake_root).metadata().load_table((table.namespace, table.name))
+    loaded = _loaded(lake_root, table)
+    if loaded is None:
+        return []
     earlier = {field.name for schema in loaded.schemas().values() for field in schema.fields}
     return [name for name in names if name in earlier]

@@ -39,7 +39,7 @@ from medallion_assets.storage.lake.layout import (
     properties_clause,
     sort_clause,
 )
-from medallion_assets.storage.lake.metadata import dropped_columns
+from medallion_assets.storage.lake.metadata import batch_snapshots, current_snapshot_id, dropped_columns
 
 BATCH_PROPERTY = "medallion.batch-id"
 RUN_PROPERTY = "medallion.run-id"
@@ -147,16 +147,9 @@ class LakeTables:
         writer.option(f"snapshot-property.{BATCH_PROPERTY}", batch_id).append()
 
     def batch_snapshots(self, table: TableRef, batch_ids: list[str]) -> dict[str, int]:
-        """Which of `batch_ids` the table holds a snapshot of: batch id → snapshot id."""
-        if not batch_ids or not self.exists(table):
-            return {}
-        rows = (
-            self.spark.table(f"{table.sql}.`snapshots`")
-            .select(F.col("summary").getItem(BATCH_PROPERTY).alias("batch"), "snapshot_id")
-            .where(F.col("batch").isin(batch_ids))
-            .collect()
-        )
-        return {row.batch: int(row.snapshot_id) for row in rows}
+        """Which of `batch_ids` the table holds a snapshot of: batch id → snapshot id (from its metadata,
+        without a Spark job)."""
+        return batch_snapshots(self.lake_root, table, batch_ids, BATCH_PROPERTY)
 
     def stage(self, table: TableRef, frame: DataFrame, run_id: str) -> str:
         """Write `frame` as the table's whole new content on the run's branch; returns the branch."""
@@ -193,11 +186,8 @@ class LakeTables:
         return int(result[0].updated_ref)
 
     def current_snapshot(self, table: TableRef) -> int | None:
-        if not self.exists(table):
-            return None
-        refs = self.spark.table(f"{table.sql}.`refs`")
-        rows = refs.where("name = 'main'").select("snapshot_id").collect()
-        return int(rows[0].snapshot_id) if rows else None
+        """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
+        return current_snapshot_id(self.lake_root, table)
 
     def rollback(self, table: TableRef, snapshot_id: int) -> None:
         """Make `snapshot_id` the table's current version: an ancestor (rollback) or any snapshot it has."""
