@@ -17,7 +17,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import psycopg2
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -875,7 +874,7 @@ def test_onboarded_sql_runs_through_dagster_and_gold_equals_the_sql_run_directly
         "gold/daily_orders",
     ]
 
-    silver_events = pq.read_table(medallion.lake / "silver" / "silver_user_events").to_pylist()
+    silver_events = medallion.rows("silver.user_events")
     user_events_directly = run_directly_on_postgres(
         pg_database,
         [SEED_GOLD_SQL],
