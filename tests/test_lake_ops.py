@@ -5,6 +5,7 @@ the old layout. Real Spark, Iceberg, S3 API and Dagster definitions."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from datetime import UTC, datetime, timedelta
 
@@ -151,7 +152,7 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
             f"""\
             table_maintenance:
               - {{dataset: {SILVER}, compaction: binpack, expire_after_days: 1, keep_snapshots: 3,
-                 remove_orphans_after_days: 1, schedule: "0 4 * * *"}}
+                 remove_orphans_after_days: 3, schedule: "0 4 * * *"}}
               - {{dataset: default, compaction: none, schedule: "30 2 * * 0"}}
               - {{dataset: {GOLD}, enabled: false}}
             """
@@ -170,6 +171,11 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
     maintenance = LakeMaintenance(spark, lake_root)
     assert maintenance.data_files(table) == 8 and maintenance.snapshot_count(table) == 8
     rows_before = _sorted(medallion.rows("silver.user_events"))
+    # A file a crashed write left, four days old: an orphan. (Iceberg refuses to remove younger than a day.)
+    orphan = medallion.lake / "silver" / "user_events" / "data" / "left-by-a-crash.parquet"
+    orphan.write_bytes(b"PAR1")
+    four_days_ago = (datetime.now(UTC) - timedelta(days=4)).timestamp()
+    os.utime(orphan, (four_days_ago, four_days_ago))
 
     # Two days on, every snapshot is old enough to expire, but three stay.
     (report,) = run_maintenance(spark, store, lake_root, [SILVER], now=datetime.now(UTC) + timedelta(days=2))
@@ -177,6 +183,7 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
     assert report.reported["compaction"]["rewritten_data_files_count"] == 8
     assert report.reported["data_files_before"] == 8 and report.reported["data_files_after"] == 1
     assert maintenance.data_files(table) == 1
+    assert report.reported["orphans"]["orphan_files_removed"] == 1 and not orphan.exists()
     assert maintenance.snapshot_count(table) == 3 == report.reported["snapshots_left"]
     assert _sorted(medallion.rows("silver.user_events")) == rows_before
     (audit,) = store.audit_entries(event="maintenance", dataset=SILVER)
@@ -195,7 +202,7 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
 
     # A schedule per distinct cron of the enabled rows, an op per dataset under its target system's pool.
     defs = build_definitions(store.url, lake_root, medallion.warehouse_url)
-    schedules = {s.cron_schedule: s for s in defs.resolve_all_schedule_defs()}
+    schedules = {s.cron_schedule: s for s in defs.get_repository_def().schedule_defs}
     assert set(schedules) == {"0 4 * * *", "30 2 * * 0"}
     silver_job = schedules["0 4 * * *"].job
     assert [node.name for node in silver_job.graph.node_defs] == [f"maintain_{SILVER}"]

@@ -4,8 +4,7 @@ its target system's pool (control/maintenance.py, `maintenance_pool`), runs off 
 of its own, not an asset materialization) and audits what it did.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Dagster reads the op's parameter annotations as types.
 import hashlib
 import re
 from collections import defaultdict
