@@ -221,6 +221,7 @@ def test_maintenance_rows_are_checked_at_load(tmp_path):
         "  - {dataset: default}\n"
         "  - {dataset: no_such_dataset}\n"
         "  - {dataset: silver_user_events, schedule: '61 * * * *'}\n"
+        "  - {dataset: gold_daily_user_events, compaction: sort}\n"
     )
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [SEED, bad])
@@ -230,6 +231,8 @@ def test_maintenance_rows_are_checked_at_load(tmp_path):
         "lake target of the catalog",
         f"{bad}:4: table_maintenance[silver_user_events].schedule: cron expression '61 * * * *': minute 61 "
         "is outside 0-59",
+        f"{bad}:5: table_maintenance[gold_daily_user_events].compaction: sort compaction needs a sort order: "
+        "gold_daily_user_events has no lake_table.sort_by",
     ]
     assert cron_problem("@daily") is None and cron_problem("*/15 1-5 * JAN-MAR MON,FRI") is None
     assert "has 4 field(s), not 5" in (cron_problem("0 3 * *") or "")
@@ -249,7 +252,10 @@ def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path
         part.write.parquet(f"{old}/bronze/{BRONZE}/medallion_batch={batch}")
     silver.write.parquet(f"{old}/silver/{SILVER}")
     gold.write.parquet(f"{old}/gold/{GOLD}")
-    rejects = spark.createDataFrame([("x", "bad value")], "raw string, reason string")
+    rejects = spark.createDataFrame(
+        [("s3://medallion-raw/user_events/a.jsonl", 7, datetime(2024, 1, 1, tzinfo=UTC), "bad value", "x")],
+        "_source_file string, _source_line long, _ingested_at timestamp, reason string, raw string",
+    )
     rejects.write.parquet(f"{old}/_quarantine/{SILVER}")
     counts = {"bronze": bronze.count(), "silver": silver.count(), "gold": gold.count()}
 
@@ -269,7 +275,8 @@ def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path
     assert len(history.lineage(str(old), bronze_table, history.current_snapshot(str(old), bronze_table))) == 2
     assert {a["status"] for a in migrated.audit_entries(event="lake_migration")} == {"migrated"}
     # In place: the table's files are the old folders' files.
-    files = spark.table(f"{LakeTables(spark, str(old)).bound(bronze_table).sql}.`files`").collect()
+    LakeTables(spark, str(old))  # the session's catalog `lake` is the old lake's again
+    files = spark.table(f"{bronze_table.sql}.`files`").collect()
     assert all(f"/bronze/{BRONZE}/medallion_batch=" in row.file_path for row in files)
 
     again = _cli(installation, "lake", "migrate")

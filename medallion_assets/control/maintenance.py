@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from medallion_assets.catalog.models import Row, TableMaintenance
+from medallion_assets.catalog.models import LakeTable, Row, TableMaintenance
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import target_system
@@ -94,16 +94,17 @@ def maintenance_pool(snapshot: CatalogSnapshot, dataset: str) -> str:
 
 
 def check_maintenance(snapshot: CatalogSnapshot) -> Iterator[tuple[str, Row, str, str]]:
-    """A load check (loading.CHECKS): rows for a dataset that is neither `default` nor a lake target, and
-    schedules that are no cron expression."""
+    """A load check (loading.CHECKS): rows for a dataset that is neither `default` nor a lake target, sort
+    compaction of a table without a sort order, and schedules that are no cron expression."""
     for row in policies(snapshot).values():
-        if row.dataset != DEFAULT and row.dataset not in snapshot.targets:
-            yield (
-                "table_maintenance",
-                row,
-                "dataset",
-                (f"{row.dataset!r} is neither `default` nor a lake target of the catalog"),
-            )
+        target = snapshot.targets.get(row.dataset)
+        if row.dataset != DEFAULT and target is None:
+            message = f"{row.dataset!r} is neither `default` nor a lake target of the catalog"
+            yield "table_maintenance", row, "dataset", message
+        sort_by = (target.lake_table or LakeTable()).sort_by if target else None
+        if target is not None and row.compaction == "sort" and not sort_by:
+            message = f"sort compaction needs a sort order: {row.dataset} has no lake_table.sort_by"
+            yield "table_maintenance", row, "compaction", message
         problem = cron_problem(row.schedule)
         if problem:
             yield "table_maintenance", row, "schedule", problem

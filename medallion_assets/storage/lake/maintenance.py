@@ -12,7 +12,7 @@ Each returns what the procedure reported, as plain numbers, for the audit log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from pyspark.errors import AnalysisException, IllegalArgumentException
@@ -36,24 +36,24 @@ def _timestamp(moment: datetime) -> str:
 
 @dataclass
 class LakeMaintenance:
-    """Iceberg's maintenance procedures on the lake's tables through one Spark session (catalog names as the
-    session knows them, see LakeTables.bound)."""
+    """Iceberg's maintenance procedures on the lake's tables through one Spark session."""
 
     spark: SparkSession
     lake_root: str
-    _tables: LakeTables = field(init=False)
 
-    def __post_init__(self) -> None:
-        self._tables = LakeTables(self.spark, self.lake_root)
+    def _tables(self) -> LakeTables:
+        """The lake's tables, its catalogs (re)registered on the session: it may have served another lake
+        since."""
+        return LakeTables(self.spark, self.lake_root)
 
     def exists(self, table: TableRef) -> bool:
-        return self._tables.exists(table)
+        return self._tables().exists(table)
 
     def _call(self, table: TableRef, procedure: str, arguments: str) -> list[Row]:
-        bound = self._tables.bound(table)
+        self._tables()
         try:
             return self.spark.sql(
-                f"CALL `{bound.catalog}`.system.{procedure}(table => '{bound.in_catalog}'{arguments})"
+                f"CALL `{table.catalog}`.system.{procedure}(table => '{table.in_catalog}'{arguments})"
             ).collect()
         except (AnalysisException, IllegalArgumentException) as error:
             raise LakeMaintenanceError(f"lake table {table}: {procedure} refused: {error}") from None
@@ -90,7 +90,9 @@ class LakeMaintenance:
 
     def data_files(self, table: TableRef) -> int:
         """How many data files the table's current version has."""
-        return int(self.spark.table(f"{self._tables.bound(table).sql}.`files`").count())
+        self._tables()
+        return int(self.spark.table(f"{table.sql}.`files`").count())
 
     def snapshot_count(self, table: TableRef) -> int:
-        return int(self.spark.table(f"{self._tables.bound(table).sql}.`snapshots`").count())
+        self._tables()
+        return int(self.spark.table(f"{table.sql}.`snapshots`").count())

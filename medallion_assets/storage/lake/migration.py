@@ -12,14 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from posixpath import dirname
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import LakeTable
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import lake_path, quarantine_path
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.objects import list_objects
 
 
 class MigrationMismatch(RuntimeError):
@@ -37,14 +38,21 @@ class Migrated:
     status: str  # migrated | already
 
 
-def parquet_files(spark: SparkSession, folder: str) -> list[str] | None:
-    """The parquet files under `folder` (its partition subfolders included); None when there is no folder."""
+def parquet_files(folder: str) -> list[str] | None:
+    """The parquet files under `folder` (its partition subfolders included, hidden `_…`/`.…` files such as
+    `_SUCCESS` left out), sorted; None when there is no such folder or it holds no parquet file."""
     try:
-        return sorted(spark.read.parquet(folder).inputFiles())
-    except AnalysisException as error:
-        if "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error):
-            return None
-        raise
+        objects = list_objects(folder)
+    except SourceNotFound:
+        return None
+    base = folder.rstrip("/")
+
+    def hidden(url: str) -> bool:
+        inside = url[len(base) :] if url.startswith(base) else url.rsplit("/", 1)[-1]
+        return any(part.startswith(("_", ".")) for part in inside.split("/"))
+
+    files = [info.url for info in objects if info.url.endswith(".parquet") and not hidden(info.url)]
+    return files or None
 
 
 def migrate_folder(
@@ -52,26 +60,23 @@ def migrate_folder(
 ) -> Migrated | None:
     """Make `table` of the parquet files under `folder`; None when there is no such folder. A table that
     already has a version is left alone (`already`): the migration may be run again."""
-    files = parquet_files(spark, folder)
+    files = parquet_files(folder)
     if files is None:
         return None
     lake = LakeTables(spark, lake_root)
     if lake.exists(table) and lake.current_snapshot(table) is not None:
         rows = int(lake.read(table).count())
         return Migrated(str(table), folder, rows, rows, 0, 0, "already")
-    frame = spark.read.parquet(folder)
-    rows_before = int(frame.count())
-    # Partition columns (medallion_batch) are in the folders' names, not in the files: not table columns.
-    columns = spark.read.parquet(*files[:1]).columns if files else frame.columns
-    schema = frame.select(*[f"`{c}`" for c in columns]).schema
+    # Read as files, not as a folder: partition folders' names (medallion_batch=…) are no table columns.
+    frame = spark.read.option("mergeSchema", "true").parquet(*files)
+    rows_before, schema = int(frame.count()), frame.schema
     created = not lake.exists(table)
     lake.ensure(table, schema, layout)
-    bound = lake.bound(table)
     folders = sorted({dirname(path) for path in files})
     try:
         for part in folders:
             spark.sql(
-                f"CALL `{bound.catalog}`.system.add_files(table => '{bound.in_catalog}', "
+                f"CALL `{table.catalog}`.system.add_files(table => '{table.in_catalog}', "
                 f"source_table => '`parquet`.`{_quoted(part)}`')"
             ).collect()
         rows_after = int(lake.read(table).count())
@@ -82,7 +87,7 @@ def migrate_folder(
             )
     except BaseException:
         if created:
-            spark.sql(f"DROP TABLE IF EXISTS {bound.sql}")  # never PURGE: the files are the user's data
+            spark.sql(f"DROP TABLE IF EXISTS {table.sql}")  # never PURGE: the files are the user's data
         raise
     return Migrated(str(table), folder, rows_before, rows_after, len(files), len(folders), "migrated")
 
