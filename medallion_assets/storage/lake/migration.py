@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 from medallion_assets.catalog.models import LakeTable
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.errors import SourceNotFound
-from medallion_assets.naming import lake_path, quarantine_path
+from medallion_assets.naming import check_identifier
+from medallion_assets.paths import path_under
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import list_objects
@@ -101,14 +102,20 @@ def migrate_lake(spark: SparkSession, lake_root: str, snapshot: CatalogSnapshot)
     for target in sorted(snapshot.targets.values(), key=lambda t: (order.get(t.layer, 3), t.target_id)):
         table = table_of(target)
         folders = (
-            (table, lake_path(lake_root, target.layer, target.target_id), target.lake_table),
-            (table.quarantine(), quarantine_path(lake_root, target.target_id), None),
+            (table, _old_folder(lake_root, target.layer, target.target_id), target.lake_table),
+            (table.quarantine(), _old_folder(lake_root, "_quarantine", target.target_id), None),
         )
         for destination, folder, layout in folders:
             migrated = migrate_folder(spark, lake_root, destination, folder, layout)
             if migrated is not None:
                 done.append(migrated)
     return done
+
+
+def _old_folder(lake_root: str, parent: str, target_id: str) -> str:
+    """Where the old layout kept a target's parquet: `<lake>/<layer>/<target_id>`, its rejects
+    `<lake>/_quarantine/<target_id>`."""
+    return path_under(lake_root, parent, check_identifier(target_id, "target"))
 
 
 def _quoted(path: str) -> str:
