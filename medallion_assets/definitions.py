@@ -29,6 +29,7 @@ from medallion_assets.resources import CatalogResource, LakeResource, SparkResou
 from medallion_assets.sensors import build_control_sensor
 from medallion_assets.sensors.healing import build_healing_sensor
 from medallion_assets.sensors.launcher import build_launcher_sensor
+from medallion_assets.sensors.maintenance import build_maintenance_schedules
 from medallion_assets.sensors.notifications import build_notification_sensor
 
 # The reconstruction-metadata key of the catalog snapshot a code location was built from.
@@ -124,6 +125,7 @@ def _assemble(snapshot: CatalogSnapshot, store: CatalogStore, settings: _Setting
     return Definitions(
         assets=assets,
         sensors=sensors,
+        schedules=build_maintenance_schedules(snapshot),
         resources={
             "spark": SparkResource(),
             "lake": LakeResource(root=settings.lake_root),

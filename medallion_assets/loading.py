@@ -19,6 +19,7 @@ from medallion_assets.catalog.loader import CatalogProblem, LoadedRows
 from medallion_assets.catalog.models import HealingAction, Row
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.healing import rule_problems
+from medallion_assets.control.maintenance import check_maintenance
 from medallion_assets.control.notifications import check_notifications
 from medallion_assets.control.throttles import check_throttles
 from medallion_assets.recovery.graph import check_lineage
@@ -40,6 +41,7 @@ CHECKS: tuple[loader.RowCheck, ...] = (
     check_throttles,
     check_notifications,
     check_layouts,
+    check_maintenance,
 )
 
 

@@ -89,6 +89,7 @@ def test_healing_actions_lists_every_registered_action_with_its_parameters():
         "reconnect_warehouse",
         "recreate_staging",
         "rerun_from_failure",
+        "rollback_dataset",
         "trip_circuit_breaker",
         "wait_for_upstream",
     }

@@ -23,6 +23,7 @@ from medallion_assets.cli.common import (
 )
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
+from medallion_assets.cli.lake import lake, rollback
 from medallion_assets.cli.lineage import lineage, paths
 from medallion_assets.cli.monitoring import metrics, notify, status
 from medallion_assets.cli.onboard import onboard
@@ -402,6 +403,8 @@ SUBCOMMANDS = (
     status,
     notify,
     instance,
+    lake,
+    rollback,
 )
 for command in SUBCOMMANDS:
     main.add_command(command)

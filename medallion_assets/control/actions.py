@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.flags import set_flag
 from medallion_assets.control.remedies import HealingContext, NoParams, Remedy, healing_action
+from medallion_assets.control.rollback import current_version, previous_version, rollback
 from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
@@ -258,3 +259,40 @@ def rerun_from_failure(context: HealingContext[RerunParams]) -> Remedy:
     if context.fault.attempt > context.params.max_reruns:
         return Remedy("give_up", f"{context.params.max_reruns} rerun(s) spent")
     return Remedy("retry", f"rerun {context.fault.attempt} of {context.params.max_reruns}")
+
+
+class RollbackParams(Params):
+    cascade: bool = Field(
+        default=False, description="roll back too the downstream datasets built on the version rolled away"
+    )
+
+
+@healing_action("rollback_dataset", RollbackParams)
+def rollback_dataset(context: HealingContext[RollbackParams]) -> Remedy:
+    """A layer whose checks fail: its lake table is put back to its previous published version (audited).
+
+    Only a version the failing run committed is rolled away (bronze appends before its checks run); a version
+    kept off `main` by write-audit-publish needs no rollback. The step still fails: the rolled-away version
+    stays in the table's history for inspection, and a rerun builds afresh."""
+    dataset, run_id = context.fault.stage.target_id, context.fault.run_id
+    current = current_version(context.store, context.lake_root, dataset)
+    if current is not None and run_id is not None and current.get("run_id") != run_id:
+        return Remedy(
+            "give_up",
+            f"{dataset}: run {run_id} published no version (its current one, snapshot "
+            f"{current['snapshot_id']}, is run {current.get('run_id')}'s); nothing to roll back",
+        )
+    previous = previous_version(context.store, context.lake_root, dataset)
+    if previous is None:
+        return Remedy("give_up", f"{dataset} has no earlier version to roll back to")
+    moved = rollback(
+        context.store,
+        context.lake_root,
+        dataset,
+        str(previous),
+        cascade=context.params.cascade,
+        by=f"healing rule {context.rule.healing_id}",
+        run_id=run_id,
+    )
+    done = ", ".join(f"{m.dataset} {m.from_snapshot} → {m.to_snapshot}" for m in moved)
+    return Remedy("give_up", f"rolled back {done}")

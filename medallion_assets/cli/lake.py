@@ -1,0 +1,98 @@
+"""`medallion rollback` and `medallion lake maintain | migrate`: operating the lake's tables by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from medallion_assets import config
+from medallion_assets.cli.common import EXIT_FAILED, catalog_store, refuse
+from medallion_assets.redaction import echo
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _spark() -> SparkSession:
+    from medallion_assets.engine.spark import spark_session
+
+    return spark_session(app_name="medallion-lake")
+
+
+@click.command("rollback")
+@click.argument("dataset")
+@click.option("--to", "to", required=True, metavar="SNAPSHOT|RUN_ID", help="a snapshot id or a run id")
+@click.option(
+    "--cascade", is_flag=True, help="roll back too the downstream datasets built on a later version"
+)
+@click.option("--json", "as_json", is_flag=True, help="print what moved as JSON")
+def rollback(dataset: str, to: str, cascade: bool, as_json: bool) -> None:
+    """Put DATASET's lake table back to a snapshot, or to the version a run committed (audited)."""
+    from medallion_assets.control.rollback import RollbackRefused
+    from medallion_assets.control.rollback import rollback as roll_back
+
+    try:
+        moved = roll_back(catalog_store(), config.lake_url(), dataset, to, cascade=cascade)
+    except RollbackRefused as error:
+        refuse(str(error))
+    if as_json:
+        echo(json.dumps([m.__dict__ for m in moved], indent=2))
+        return
+    for m in moved:
+        echo(f"{m.dataset} ({m.table}): snapshot {m.from_snapshot} → {m.to_snapshot}")
+
+
+@click.group()
+def lake() -> None:
+    """The lake's Iceberg tables: maintenance, migration of a parquet lake."""
+
+
+@lake.command("maintain")
+@click.argument("datasets", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="print each dataset's report as JSON")
+def maintain(datasets: tuple[str, ...], as_json: bool) -> None:
+    """Compact, expire snapshots and remove orphan files now, as the table_maintenance rows say: of DATASETS,
+    or of every dataset an enabled row covers."""
+    from medallion_assets.control.maintenance import run_maintenance
+
+    store = catalog_store()
+    try:
+        reports = run_maintenance(_spark(), store, config.lake_url(), list(datasets) or None)
+    except ValueError as error:
+        refuse(str(error))
+    if not reports:
+        echo("no dataset to maintain: no enabled table_maintenance row applies")
+    if as_json:
+        echo(json.dumps([r.__dict__ for r in reports], indent=2, default=str))
+    else:
+        for r in reports:
+            echo(f"{r.dataset} ({r.table}): {r.status} {r.error or json.dumps(r.reported, default=str)}")
+    if any(r.status == "failed" for r in reports):
+        raise SystemExit(EXIT_FAILED)
+
+
+@lake.command("migrate")
+def migrate() -> None:
+    """Turn a parquet lake of the old layout (<lake>/<layer>/<target_id>/, <lake>/_quarantine/<target_id>/)
+    into Iceberg tables in place, counting rows before and after. Run again safely: migrated tables are
+    left alone."""
+    from medallion_assets.storage.lake.migration import MigrationMismatch, migrate_lake
+
+    store = catalog_store()
+    try:
+        migrated = migrate_lake(_spark(), config.lake_url(), store.snapshot())
+    except MigrationMismatch as error:
+        refuse(str(error), EXIT_FAILED)
+    if not migrated:
+        echo("nothing to migrate: no folder of the old layout under the lake")
+    for m in migrated:
+        store.record_audit(
+            event="lake_migration",
+            status=m.status,
+            rows_read=m.rows_before,
+            rows_written=m.rows_after,
+            details=m.__dict__,
+        )
+        echo(f"{m.folder} → {m.table}: {m.status}, {m.rows_before} row(s) before, {m.rows_after} after")

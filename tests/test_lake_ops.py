@@ -1,0 +1,288 @@
+"""Operating the lake's Iceberg tables: rollback (by snapshot, by run, refused, cascaded, by a healing rule),
+maintenance from catalog rows (compaction, snapshot expiry, schedules), and migration of a parquet lake of
+the old layout. Real Spark, Iceberg, S3 API and Dagster definitions."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from click.testing import CliRunner
+
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.catalog.models import HealingAction
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.cli.main import main
+from medallion_assets.control.healing import heal
+from medallion_assets.control.maintenance import cron_problem, run_maintenance
+from medallion_assets.control.remedies import ACTIONS, Fault
+from medallion_assets.control.rollback import RollbackRefused, rollback
+from medallion_assets.definitions import build_definitions
+from medallion_assets.loading import validate_files
+from medallion_assets.storage.lake import history
+from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.maintenance import LakeMaintenance
+from medallion_assets.storage.lake.tables import LakeTables
+from tests.conftest import SEED, Medallion
+from tests.lake import lake_rows
+
+BRONZE, SILVER, GOLD = "bronze_user_events", "silver_user_events", "gold_daily_user_events"
+
+
+def _sorted(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+
+def _current(medallion: Medallion, dataset: str) -> int:
+    table = table_of(medallion.store.snapshot().targets[dataset])
+    snapshot_id = history.current_snapshot(str(medallion.lake), table)
+    assert snapshot_id is not None
+    return snapshot_id
+
+
+def _add_new_events(count: int = 5) -> None:
+    """A new raw object with events never seen before (new event ids), so the next run changes every layer."""
+    s3 = boto3.client("s3")
+    first = s3.list_objects_v2(Bucket="medallion-raw", Prefix="user_events/")["Contents"][0]["Key"]
+    lines = s3.get_object(Bucket="medallion-raw", Key=first)["Body"].read().decode().splitlines()[:count]
+    events = [{**json.loads(line), "event_id": f"late-{i}"} for i, line in enumerate(lines)]
+    body = "".join(json.dumps(event) + "\n" for event in events)
+    s3.put_object(Bucket="medallion-raw", Key="user_events/late.jsonl", Body=body.encode())
+
+
+def _cli(medallion: Medallion, *arguments: str):
+    env = {"MEDALLION_CATALOG_URL": medallion.store.url, "MEDALLION_LAKE_URL": str(medallion.lake)}
+    return CliRunner().invoke(main, list(arguments), env=env)
+
+
+def test_rollback_by_snapshot_and_run_refused_cascaded_healed_and_audited(medallion):
+    store, lake = medallion.store, str(medallion.lake)
+    assert medallion.run("user_events_etl").status == "success"
+    bronze_1, silver_1 = _current(medallion, BRONZE), _current(medallion, SILVER)
+    rows_silver_1 = _sorted(medallion.rows("silver.user_events"))
+    rows_gold_1 = _sorted(medallion.rows("gold.daily_user_events"))
+    rows_bronze_1 = len(medallion.rows("bronze.user_events"))
+    run_1 = store.lake_commits(SILVER)[-1]["run_id"]
+
+    _add_new_events()
+    assert medallion.run("user_events_etl").status == "success"
+    bronze_2 = _current(medallion, BRONZE)
+    run_2 = store.lake_commits(BRONZE)[-1]["run_id"]
+    assert bronze_2 != bronze_1 and run_2 != run_1
+    assert len(medallion.rows("silver.user_events")) == len(rows_silver_1) + 5
+    assert store.lake_commits(SILVER)[-1]["inputs"] == {BRONZE: bronze_2}
+
+    # Every bad input is named.
+    with pytest.raises(RollbackRefused, match="unknown dataset 'no_such'"):
+        rollback(store, lake, "no_such", str(bronze_1))
+    with pytest.raises(
+        RollbackRefused, match=r"snapshot 12345 is not in the history of lake table lake\.bronze"
+    ):
+        rollback(store, lake, BRONZE, "12345")
+    with pytest.raises(RollbackRefused, match=f"run no-such-run committed no version of {SILVER}"):
+        rollback(store, lake, SILVER, "no-such-run")
+
+    # A downstream table built on a later version is in the way, named, unless --cascade.
+    with pytest.raises(RollbackRefused, match=f"{SILVER} \\(its current version"):
+        rollback(store, lake, BRONZE, str(bronze_1))
+    refused = _cli(medallion, "rollback", SILVER, "--to", run_1)
+    assert refused.exit_code == 2, refused.output
+    assert GOLD in refused.output and "--cascade" in refused.output
+    assert _current(medallion, BRONZE) == bronze_2  # nothing moved
+
+    # By run id, with the downstream gold table following.
+    done = _cli(medallion, "rollback", SILVER, "--to", run_1, "--cascade", "--json")
+    assert done.exit_code == 0, done.output
+    moved = {m["dataset"]: m for m in json.loads(done.output)}
+    assert set(moved) == {SILVER, GOLD} and moved[SILVER]["to_snapshot"] == silver_1
+    assert _sorted(medallion.rows("silver.user_events")) == rows_silver_1
+    assert _sorted(medallion.rows("gold.daily_user_events")) == rows_gold_1
+
+    # A healing rule rolls back the layer whose checks failed, to its previous published version.
+    assert "rollback_dataset" in ACTIONS
+    store.upsert(
+        {
+            "healing_actions": [
+                HealingAction(
+                    healing_id="bronze_checks_rollback",
+                    message_pattern="blocking rule",
+                    layer="bronze",
+                    action="rollback_dataset",
+                    params={"cascade": True},
+                )
+            ]
+        }
+    )
+    stage = next(s for s in store.snapshot().stages() if s.target_id == BRONZE)
+    fault = Fault.of(RuntimeError("blocking rule(s) failed: not_empty"), stage, "bronze", 1, run_2)
+    remedy = heal(store, fault, lake, medallion.warehouse_url)
+    assert remedy is not None and remedy.outcome == "give_up", remedy
+    assert f"{BRONZE} {bronze_2} → {bronze_1}" in remedy.detail
+    assert _current(medallion, BRONZE) == bronze_1
+    assert len(medallion.rows("bronze.user_events")) == rows_bronze_1
+
+    # By snapshot id, forward again: the later version is still in the history.
+    rollback(store, lake, BRONZE, str(bronze_2))
+    assert len(medallion.rows("bronze.user_events")) == rows_bronze_1 + 5
+
+    audits = store.audit_entries(event="rollback")
+    assert [(a["dataset"], a["details"]["to_snapshot"]) for a in audits] == [
+        (GOLD, audits[0]["details"]["to_snapshot"]),
+        (SILVER, silver_1),
+        (BRONZE, bronze_1),
+        (BRONZE, bronze_2),
+    ]
+    assert audits[0]["details"]["cascaded_from"] == SILVER
+    assert audits[2]["details"]["by"] == "healing rule bronze_checks_rollback"
+    assert store.audit_entries(event="healing")[-1]["status"] == "give_up"
+    commits = store.lake_commits(SILVER)
+    assert commits[-1]["operation"] == "rollback" and commits[-1]["snapshot_id"] == silver_1
+    assert commits[-1]["inputs"] == {BRONZE: bronze_1}
+
+
+def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path):
+    store, lake_root = medallion.store, str(medallion.lake)
+    rows = tmp_path / "maintenance.yaml"
+    rows.write_text(
+        textwrap.dedent(
+            f"""\
+            table_maintenance:
+              - {{dataset: {SILVER}, compaction: binpack, expire_after_days: 1, keep_snapshots: 3,
+                 remove_orphans_after_days: 3, schedule: "0 4 * * *"}}
+              - {{dataset: default, compaction: none, schedule: "30 2 * * 0"}}
+              - {{dataset: {GOLD}, enabled: false}}
+            """
+        )
+    )
+    medallion.load(rows)
+    table = table_of(store.snapshot().targets[SILVER])
+    lake = LakeTables(spark, lake_root)
+    frame = spark.createDataFrame(
+        [(f"e{i}", f"u{i % 3}", "view", datetime(2024, 1, 1, tzinfo=UTC), float(i)) for i in range(40)],
+        "event_id string, user_id string, event_type string, event_ts timestamp, value double",
+    )
+    lake.ensure(table, frame.schema, None)
+    for batch in range(8):  # many small appends: a file and a snapshot each
+        lake.append(table, frame.where(frame.value % 8 == batch).coalesce(1), f"batch-{batch}")
+    maintenance = LakeMaintenance(spark, lake_root)
+    assert maintenance.data_files(table) == 8 and maintenance.snapshot_count(table) == 8
+    rows_before = _sorted(medallion.rows("silver.user_events"))
+    # A file a crashed write left, four days old: an orphan. (Iceberg refuses to remove younger than a day.)
+    orphan = medallion.lake / "silver" / "user_events" / "data" / "left-by-a-crash.parquet"
+    orphan.write_bytes(b"PAR1")
+    four_days_ago = (datetime.now(UTC) - timedelta(days=4)).timestamp()
+    os.utime(orphan, (four_days_ago, four_days_ago))
+
+    # Two days on, every snapshot is old enough to expire, but three stay.
+    (report,) = run_maintenance(spark, store, lake_root, [SILVER], now=datetime.now(UTC) + timedelta(days=2))
+    assert report.status == "success", report.error
+    assert report.reported["compaction"]["rewritten_data_files_count"] == 8
+    assert report.reported["data_files_before"] == 8 and report.reported["data_files_after"] == 1
+    assert maintenance.data_files(table) == 1
+    assert report.reported["orphans"]["orphan_files_removed"] == 1 and not orphan.exists()
+    assert maintenance.snapshot_count(table) == 3 == report.reported["snapshots_left"]
+    assert _sorted(medallion.rows("silver.user_events")) == rows_before
+    (audit,) = store.audit_entries(event="maintenance", dataset=SILVER)
+    assert audit["status"] == "success" and audit["details"]["policy"] == SILVER
+    assert audit["details"]["compaction"]["added_data_files_count"] == 1
+
+    # Now, from the command line: the default row covers bronze, whose table is not written yet.
+    result = CliRunner().invoke(
+        main,
+        ["lake", "maintain", SILVER, BRONZE],
+        env={"MEDALLION_CATALOG_URL": store.url, "MEDALLION_LAKE_URL": lake_root},
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{BRONZE} (lake.bronze.user_events): skipped" in result.output
+    assert maintenance.snapshot_count(table) == 3  # at least keep_snapshots, however old
+
+    # A schedule per distinct cron of the enabled rows, an op per dataset under its target system's pool.
+    defs = build_definitions(store.url, lake_root, medallion.warehouse_url)
+    schedules = {s.cron_schedule: s for s in defs.get_repository_def().schedule_defs}
+    assert set(schedules) == {"0 4 * * *", "30 2 * * 0"}
+    silver_job = schedules["0 4 * * *"].job
+    assert [node.name for node in silver_job.graph.node_defs] == [f"maintain_{SILVER}"]
+    weekly = {node.name: node for node in schedules["30 2 * * 0"].job.graph.node_defs}
+    assert f"maintain_{BRONZE}" in weekly and f"maintain_{GOLD}" not in weekly  # gold's own row: disabled
+    assert weekly[f"maintain_{BRONZE}"].pool == "target_lake"
+
+
+@pytest.mark.unit
+def test_maintenance_rows_are_checked_at_load(tmp_path):
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "table_maintenance:\n"
+        "  - {dataset: default}\n"
+        "  - {dataset: no_such_dataset}\n"
+        "  - {dataset: silver_user_events, schedule: '61 * * * *'}\n"
+        "  - {dataset: gold_daily_user_events, compaction: sort}\n"
+    )
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [SEED, bad])
+    problems = [str(problem) for problem in refused.value.problems]
+    assert problems == [
+        f"{bad}:3: table_maintenance[no_such_dataset].dataset: 'no_such_dataset' is neither `default` nor a "
+        "lake target of the catalog",
+        f"{bad}:4: table_maintenance[silver_user_events].schedule: cron expression '61 * * * *': minute 61 "
+        "is outside 0-59",
+        f"{bad}:5: table_maintenance[gold_daily_user_events].compaction: sort compaction needs a sort order: "
+        "gold_daily_user_events has no lake_table.sort_by",
+    ]
+    assert cron_problem("@daily") is None and cron_problem("*/15 1-5 * JAN-MAR MON,FRI") is None
+    assert "has 4 field(s), not 5" in (cron_problem("0 3 * *") or "")
+
+
+def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path):
+    assert medallion.run("user_events_etl").status == "success"
+    lake = LakeTables(spark, str(medallion.lake))
+    targets = medallion.store.snapshot().targets
+    bronze = lake.read(table_of(targets[BRONZE]))
+    silver = lake.read(table_of(targets[SILVER]))
+    gold = lake.read(table_of(targets[GOLD]))
+    # The old layout: <lake>/<layer>/<target_id>/, bronze in a folder per batch, quarantine apart.
+    old = tmp_path / "old_lake"
+    for number, batch in enumerate(("20240101T000000-aaaaaaaa", "20240102T000000-bbbbbbbb")):
+        part = bronze.where(bronze._source_line % 2 == number)
+        part.write.parquet(f"{old}/bronze/{BRONZE}/medallion_batch={batch}")
+    silver.write.parquet(f"{old}/silver/{SILVER}")
+    gold.write.parquet(f"{old}/gold/{GOLD}")
+    rejects = spark.createDataFrame(
+        [("s3://medallion-raw/user_events/a.jsonl", 7, datetime(2024, 1, 1, tzinfo=UTC), "bad value", "x")],
+        "_source_file string, _source_line long, _ingested_at timestamp, reason string, raw string",
+    )
+    rejects.write.parquet(f"{old}/_quarantine/{SILVER}")
+    counts = {"bronze": bronze.count(), "silver": silver.count(), "gold": gold.count()}
+
+    migrated = CatalogStore(f"sqlite:///{tmp_path}/migrated.db")
+    migrated.migrate()
+    installation = Medallion(migrated, old, f"duckdb:///{tmp_path}/migrated.duckdb")
+    installation.load(SEED)  # the same catalog YAML, unchanged
+    result = _cli(installation, "lake", "migrate")
+    assert result.exit_code == 0, result.output
+    assert f"→ lake.bronze.user_events: migrated, {counts['bronze']} row(s) before" in result.output
+    assert len(installation.rows("bronze.user_events")) == counts["bronze"]
+    assert len(installation.rows("silver.user_events")) == counts["silver"]
+    assert len(installation.rows("gold.daily_user_events")) == counts["gold"]
+    assert len(installation.rows("silver.user_events_quarantine")) == 1
+    assert len(lake_rows(old, "bronze.user_events")) == counts["bronze"]
+    bronze_table = table_of(targets[BRONZE])
+    assert len(history.lineage(str(old), bronze_table, history.current_snapshot(str(old), bronze_table))) == 2
+    assert {a["status"] for a in migrated.audit_entries(event="lake_migration")} == {"migrated"}
+    # In place: the table's files are the old folders' files.
+    LakeTables(spark, str(old))  # the session's catalog `lake` is the old lake's again
+    files = spark.table(f"{bronze_table.sql}.`files`").collect()
+    assert all(f"/bronze/{BRONZE}/medallion_batch=" in row.file_path for row in files)
+
+    again = _cli(installation, "lake", "migrate")
+    assert again.exit_code == 0 and "migrated," not in again.output and "already" in again.output
+
+    # A normal run on top: this catalog has no bookmarks, so bronze takes the raw objects in once more.
+    assert installation.run("user_events_etl").status == "success"
+    assert len(installation.rows("bronze.user_events")) == 2 * counts["bronze"]
+    assert len(installation.rows("silver.user_events")) == counts["silver"]
