@@ -143,8 +143,15 @@ class LakeTables:
 
     def append(self, table: TableRef, frame: DataFrame, batch_id: str) -> None:
         """Append `frame` as one snapshot, tagged with `batch_id`."""
-        writer = frame.writeTo(table.sql)
+        writer = self._in_table_order(table, frame).writeTo(table.sql)
         writer.option(f"snapshot-property.{BATCH_PROPERTY}", batch_id).append()
+
+    def _in_table_order(self, table: TableRef, frame: DataFrame) -> DataFrame:
+        """`frame`'s columns in the order the table has them (Iceberg matches a write's columns by position
+        and refuses one out of order), columns the table has yet to gain last."""
+        present = [c for c in self.spark.table(table.sql).columns if c in frame.columns]
+        ordered = present + [c for c in frame.columns if c not in present]
+        return frame if ordered == frame.columns else frame.select(*[F.col(f"`{c}`") for c in ordered])
 
     def batch_snapshots(self, table: TableRef, batch_ids: list[str]) -> dict[str, int]:
         """Which of `batch_ids` the table holds a snapshot of: batch id → snapshot id (from its metadata,
@@ -159,7 +166,8 @@ class LakeTables:
             f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
         )
         (
-            frame.writeTo(table.branch(branch))
+            self._in_table_order(table, frame)
+            .writeTo(table.branch(branch))
             .option(f"snapshot-property.{RUN_PROPERTY}", run_id)
             .option("mergeSchema", "true")
             .overwrite(F.lit(True))
