@@ -11,7 +11,9 @@ import sys
 
 import boto3
 import pytest
+from dagster import DagsterInstance, DagsterRunStatus
 
+from medallion_assets.instance import DAEMON_SILENCE_SECONDS
 from medallion_assets.sample_data import write_sample_data
 from tests.conftest import SEED
 from tests.reference import expected_daily_user_events
@@ -60,6 +62,32 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
         unknown.stderr.strip()
         == "unknown pipeline 'no_such_pipeline'; pipelines: orders_etl, user_events_etl"
     )
+
+
+def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(tmp_path, s3_endpoint, monkeypatch):
+    """DAGSTER_HOME exported to an empty folder, as Dagster's docs set it up: Dagster's defaults queue runs,
+    but no daemon runs for them, so the run goes in process, as `dagster asset materialize` would."""
+    bucket = boto3.resource("s3").Bucket("medallion-raw")
+    if bucket.creation_date is None:
+        bucket.create()
+    bucket.objects.all().delete()
+    write_sample_data("s3://medallion-raw", rows=500)
+    dagster_home = tmp_path / "dagster"
+    dagster_home.mkdir()
+    env = {**os.environ, "MEDALLION_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(dagster_home)}
+    assert medallion("catalog", "load", str(SEED), env=env).returncode == 0
+
+    run = medallion("run", "user_events_etl", "--json", env=env)
+
+    assert run.returncode == 0, run.stderr
+    assert (
+        "user_events_etl: running in this process: no dagster-daemon has sent a heartbeat for the Dagster "
+        f"instance configured in {dagster_home / 'dagster.yaml'} in the last {DAEMON_SILENCE_SECONDS} s"
+    ) in run.stderr.splitlines()  # after Dagster's own note that the folder has no dagster.yaml
+    assert json.loads(run.stdout)["status"] == "success"
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with DagsterInstance.get() as instance:
+        assert [r.status for r in instance.get_runs()] == [DagsterRunStatus.SUCCESS]
 
 
 @pytest.mark.integration  # the demo and the README's commands, each a process
