@@ -18,8 +18,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
 # The Dagster run tag naming the pipeline a run belongs to: set by every launch, read by sensors and metrics.
 PIPELINE_TAG = "medallion/pipeline"
 
-# The columns ingestion adds to every bronze row: where it came from and when.
-INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
+# The columns ingestion adds to every bronze row, where it came from and when, with their Spark types.
+INGESTION_COLUMN_TYPES = {"_source_file": "string", "_source_line": "bigint", "_ingested_at": "timestamp"}
+INGESTION_COLUMNS = tuple(INGESTION_COLUMN_TYPES)
 
 # A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
 STAGING_SUFFIX = "__medallion_stage"

@@ -148,9 +148,9 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
         "'unique', 'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; "
         "got 'telepathy'",
         "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
-        "bad.yaml:19: stages[p1, 4].target_id: unknown target 'silver_z'",
-        "bad.yaml:19: stages[p1, 4].input_id: unknown source or target 'nowhere'",
-        "bad.yaml:17: stages[p1, 2].input_id: cycle between stages: silver_y → silver_x → silver_y",
+        "bad.yaml:19: stages[p1.z].target_id: unknown target 'silver_z'",
+        "bad.yaml:19: stages[p1.z].input_id: unknown source or target 'nowhere'",
+        "bad.yaml:17: stages[p1.x].input_id: cycle between stages: silver_y → silver_x → silver_y",
     ]
     assert counts(store) == before
 
@@ -271,7 +271,13 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
     with pytest.raises(CatalogInvalid) as raised:
         validate_files(store.snapshot(), [SEED / "common.yaml", bad])
     [problem] = raised.value.problems
-    assert (problem.table, problem.key, problem.field) == ("stages", "user_events_etl, 3", "transform_sql")
+    # The file line of the SQL's fifth line, GROUP BY (((1, where the query stops parsing.
+    assert (problem.line, problem.table, problem.key, problem.field) == (
+        71,
+        "stages",
+        "user_events_etl.gold_daily_aggregate",
+        "transform_sql",
+    )
     assert problem.message.startswith("does not parse as redshift")
 
 
