@@ -325,3 +325,53 @@ def test_a_catalog_file_of_comments_only_holds_no_rows(tmp_path):
     commented.write_text("# pipelines:\n#   - {pipeline_id: p}\n")
     loaded = validate_files(CatalogSnapshot(), [empty, commented])
     assert {table: rows for table, rows in loaded.rows.items() if rows} == {}
+
+
+def warehouse_target(tmp_path, table: str, column: str = "day"):
+    path = tmp_path / "long.yaml"
+    path.write_text(
+        "targets:\n"
+        f"  - {{target_id: gold_long, layer: gold, kind: warehouse, location: analytics.{table}, "
+        f"columns: {{{column}: date}}}}\n"
+    )
+    return path
+
+
+def test_warehouse_names_too_long_for_the_configured_warehouse_are_refused_at_validate(
+    store, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("MEDALLION_WAREHOUSE_URL", raising=False)
+    table = "t" * 64
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [warehouse_target(tmp_path, table, "c" * 64)])
+    assert [p.message for p in refused.value.problems] == [
+        f"name {table!r} is 64 bytes; postgresql (the strictest warehouse supported; MEDALLION_WAREHOUSE_URL "
+        f"is unset) keeps only 63, so it would be cut to {table[:63]!r}",
+        f"name {'c' * 64!r} is 64 bytes; postgresql (the strictest warehouse supported; "
+        f"MEDALLION_WAREHOUSE_URL is unset) keeps only 63, so it would be cut to {'c' * 63!r}",
+    ]
+    # A table whose own name fits may still be too long once a merge names its staging table after it.
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", "postgresql://warehouse.example/analytics")
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [warehouse_target(tmp_path, "t" * 50)])
+    assert [p.message for p in refused.value.problems] == [
+        f"name {'t' * 50 + '__medallion_stage'!r} is 67 bytes; postgresql keeps only 63, so it would be cut "
+        f"to {('t' * 50 + '__medallion_stage')[:63]!r}"
+    ]
+    # Redshift keeps 127 bytes, DuckDB any.
+    for url in ("redshift://warehouse.example/analytics", "duckdb:///warehouse.duckdb"):
+        monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", url)
+        validate_files(store.snapshot(), [warehouse_target(tmp_path, table, "c" * 64)])
+
+
+def test_validate_knows_each_warehouses_identifier_limit():
+    from medallion_assets.naming import IDENTIFIER_BYTES
+    from medallion_assets.storage.warehouse.duckdb_file import DuckDBWarehouse
+    from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
+    from medallion_assets.storage.warehouse.redshift import RedshiftWarehouse
+
+    assert IDENTIFIER_BYTES == {
+        "postgresql": PostgresWarehouse.max_identifier_bytes,
+        "redshift": RedshiftWarehouse.max_identifier_bytes,
+        "duckdb": DuckDBWarehouse.max_identifier_bytes,
+    }

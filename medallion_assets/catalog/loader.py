@@ -30,7 +30,14 @@ from medallion_assets.catalog.models import (
     Target,
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.naming import INGESTION_COLUMN_TYPES, warehouse_name_problems
+from medallion_assets.config import configured_warehouse_url
+from medallion_assets.naming import (
+    INGESTION_COLUMN_TYPES,
+    STAGING_SUFFIX,
+    identifier_length_problems,
+    split_qualified,
+    warehouse_name_problems,
+)
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 
 # A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
@@ -370,6 +377,14 @@ def check_references(
     }
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
+    for target_id, location in locations.items():
+        # The table's name first: a name too long is too long for its staging table too, said once.
+        names = [*split_qualified(location), split_qualified(location)[-1] + STAGING_SUFFIX]
+        for message in identifier_length_problems(names, configured_warehouse_url())[:1]:
+            problem("targets", targets[target_id], "location", message)
+        columns = list(targets[target_id].columns or ())
+        for message in identifier_length_problems(columns, configured_warehouse_url()):
+            problem("targets", targets[target_id], "columns", message)
     for check in checks:
         for refused in check(snapshot):
             problem(*refused)
