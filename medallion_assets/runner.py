@@ -179,8 +179,9 @@ def _in_process(
         selection=AssetSelection.assets(*datasets),
         raise_on_error=False,
         tags={PIPELINE_TAG: pipeline_id},
-        # The report below says what happened; Dagster's per-event debug log stays in the instance.
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        # The report below says what happened, a failure's reason included; Dagster's log of every event,
+        # failures with their stack traces, stays in the instance.
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     return result.run_id, result.success, result.all_events
 

@@ -44,7 +44,7 @@ from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.validation import RuleOutcome
-from medallion_assets.errors import StageHalted
+from medallion_assets.errors import SqlNotAnalyzable, StageHalted
 from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
 from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
@@ -247,6 +247,12 @@ class StageStep:
             outcome = runner.run_stage(cast(Stage, live.tables["stages"].get(self.stage.key(), self.stage)))
         except StageHalted as halted:
             raise self.halt(str(halted), "before the load") from None
+        except SqlNotAnalyzable as error:
+            # One line that names the stage. Spark's exception, with its plan and stack trace, stays the
+            # cause: in the run's log, and for healing rules that name it.
+            named = SqlNotAnalyzable(f"stage {self.stage.pipeline_id}.{self.stage.stage_name}: {error}")
+            named.__cause__ = error.__cause__
+            raise self.failed(named) from named
         except Exception as error:
             raise self.failed(error) from error
         finally:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
+from medallion_assets.errors import SqlNotAnalyzable
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.sql_safety import checked_query
+
+# PySpark logs every SQL error it raises to stderr, with the JVM's whole stack trace, through these loggers of
+# its own; the error itself is raised too, and a stage reports it in one line with the trace kept on its
+# cause, in the run's log.
+for _query_context_logger in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+    logging.getLogger(_query_context_logger).setLevel(logging.CRITICAL)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,17 @@ def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dial
     spark_sql = to_spark_sql(sql, dialect, inputs.keys())
     for name, frame in inputs.items():
         frame.createOrReplaceTempView(name)
-    return spark.sql(spark_sql)
+    try:
+        return spark.sql(spark_sql)
+    except AnalysisException as error:
+        raise not_analyzable(error, "its SQL") from error
+
+
+def not_analyzable(error: AnalysisException, what: str) -> SqlNotAnalyzable:
+    """Spark's refusal in one line: its message's first, which names the error class and the column (not
+    the position, which is in the generated Spark SQL); the plan and the JVM stack trace stay on the
+    exception's cause."""
+    return SqlNotAnalyzable(f"Spark cannot analyze {what}: {error.getMessage().strip().splitlines()[0]}")
 
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
@@ -55,9 +74,12 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     # helper columns' names hold a space, which no declared column's name (an identifier) can.
     typed = {name: f"typed {name}" for name in columns}
     fails = {name: F.col(name).isNotNull() & F.col(typed[name]).isNull() for name in columns}
-    checked = frame.withColumns(
-        {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
-    ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+    try:
+        checked = frame.withColumns(
+            {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
+        ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+    except AnalysisException as error:  # a declared column the SQL does not produce
+        raise not_analyzable(error, "the casts to its declared columns") from error
     is_rejected = F.col("rejected row")
     # One observation for both counts: each costs a pass over the rows outside Spark's generated code.
     counts = Observation()
