@@ -77,7 +77,7 @@ class AssetReport:
 @dataclass
 class PipelineReport:
     pipeline: str
-    status: str  # success | failed | halted
+    status: str  # success | success_with_warnings (a check failed, none blocked) | failed | halted
     assets: list[AssetReport]
 
     def as_dict(self) -> dict[str, Any]:
@@ -163,7 +163,12 @@ def run_pipeline(
     ordered = [reports[key] for key in reasons]
     statuses = {report.status for report in ordered}
     status = "failed" if "failed" in statuses else "halted" if "halted" in statuses else "success"
-    return PipelineReport(pipeline_id, status, ordered)
+    # A check that failed without blocking (warn severity, or an error check that does not block) leaves the
+    # run a success that was not clean.
+    warned = any(not c["passed"] for report in ordered for c in report.checks)
+    return PipelineReport(
+        pipeline_id, "success_with_warnings" if status == "success" and warned else status, ordered
+    )
 
 
 def _in_process(

@@ -225,6 +225,10 @@ def sample_data(rows: int, to_url: str, seed: int, weather: bool, gzipped: bool)
         echo(write_weather_sample(to_url, seed))
 
 
+# The statuses of a run report that exit 0: a check of warn severity that failed is said, not fatal.
+SUCCEEDED = frozenset({"success", "success_with_warnings"})
+
+
 def _run(pipeline_id: str, as_json: bool) -> str:
     from medallion_assets.definitions import build_definitions
     from medallion_assets.instance import DeploymentError
@@ -249,9 +253,12 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     if as_json:
         echo(json.dumps(report.as_dict(), default=str))
     else:
-        echo(f"{report.pipeline}: {report.status}")
+        echo(f"{report.pipeline}: {report.status.replace('_', ' ')}")
         for asset in report.assets:
-            checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
+            checks = ", ".join(
+                f"{c['name']} {'ok' if c['passed'] else 'WARNING' if c['severity'] == 'warn' else 'FAILED'}"
+                for c in asset.checks
+            )
             echo(
                 f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
                 f"quarantined={asset.rows_quarantined}  {checks}"
@@ -272,12 +279,12 @@ def run(pipeline_id: str, as_json: bool) -> None:
     a started one is left to its run worker, and the command exits 4. Any other instance (no DAGSTER_HOME,
     no daemon running, Dagster's defaults) runs it in this process. Which path it took is said on stderr.
 
-    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch, 4 the Dagster
-    deployment cannot take the run (storage down, daemon gone while following, no code location for the
-    pipeline).
+    Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline, 3 halted by a kill
+    switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while following, no code
+    location for the pipeline).
     """
     status = _run(pipeline_id, as_json)
-    if status != "success":
+    if status not in SUCCEEDED:
         sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 
 
@@ -386,7 +393,7 @@ def demo(rows: int) -> None:
                     echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
     finally:
         warehouse.close()
-    if any(status != "success" for status in statuses.values()):
+    if any(status not in SUCCEEDED for status in statuses.values()):
         sys.exit(EXIT_FAILED)
 
 
