@@ -72,6 +72,7 @@ class AssetReport:
     reason: str | None = None  # why it failed, halted or was skipped
     rows_read: int | None = None
     rows_quarantined: int | None = None
+    quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
 
 
 @dataclass
@@ -355,6 +356,10 @@ def _reports(
             reason,
             _count(metadata, "rows_read"),
             _count(metadata, "rows_quarantined"),
+            # The asset factory records them as a JSON object (JsonMetadataValue).
+            cast(dict[str, int], metadata["quarantine_reasons"].value)
+            if "quarantine_reasons" in metadata
+            else {},
         )
     return reports
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import boto3
 
+from medallion_assets.engine.ingest import REJECTION_REASON
+
 
 def test_sql_spark_cannot_analyse_fails_its_stage_in_one_line_naming_it(medallion, capfd):
     stage = next(s for s in medallion.store.snapshot().stages("user_events_etl") if s.stage_order == 3)
@@ -42,6 +44,8 @@ def test_a_run_that_quarantined_two_percent_succeeds_with_warnings(medallion, ra
         raw_data.malformed_events + extra,
     )
     assert {"name": "dq_rate", "passed": False, "severity": "warn"} in bronze.checks
+    # The report names why, with counts: every line here is one kind of reject.
+    assert bronze.quarantine_reasons == {REJECTION_REASON["jsonl"]: raw_data.malformed_events + extra}
     assert [c for a in report.assets[1:] for c in a.checks if c["name"] == "dq_rate"] == [
         {"name": "dq_rate", "passed": True, "severity": "warn"}
     ] * 2

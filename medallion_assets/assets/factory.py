@@ -43,9 +43,10 @@ from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disable
 from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
+from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import SqlNotAnalyzable, StageHalted
-from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path
+from medallion_assets.naming import asset_key_path, dataset_name, group_name, lake_path, quarantine_path
 from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
@@ -258,6 +259,12 @@ class StageStep:
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()
+        if outcome.rows_quarantined:  # the run report names them
+            outcome.details["quarantine_reasons"] = top_quarantine_reasons(
+                runner.spark,
+                quarantine_path(self.lake_root, self.target.target_id),
+                outcome.details.get("batch_id"),
+            )
         if outcome.read != self.stage.input_ids():  # re-routed: the closing events name what was really read
             self.lineage = rerouted(self.lineage, live, self.lake_root, outcome.read)
         return self.succeeded(outcome)

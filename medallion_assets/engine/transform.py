@@ -12,6 +12,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
+from medallion_assets.engine.ingest import BATCH_PARTITION
 from medallion_assets.errors import SqlNotAnalyzable
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.sql_safety import checked_query
@@ -121,3 +122,18 @@ def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -
         return frame.dropDuplicates(keys)
     ranked = frame.withColumn("_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
     return ranked.where(F.col("_rank") == 1).drop("_rank")
+
+
+def top_quarantine_reasons(
+    spark: SparkSession, quarantine: str, batch_id: str | None, limit: int = 3
+) -> dict[str, int]:
+    """The commonest reasons rows of a run went to the quarantine at `quarantine`, with their counts, most
+    first: of the batch `batch_id` (a bronze run appends one), else of the whole quarantine (silver and gold
+    replace theirs). A failed cast's reason names its value (`amount: cannot cast abc to decimal(12,2)`); the
+    value is left out, so the rows one cause rejects count together."""
+    rows = spark.read.parquet(quarantine)
+    if batch_id is not None:
+        rows = rows.where(F.col(BATCH_PARTITION) == batch_id)
+    cause = F.regexp_replace("reason", r"cannot cast .*? to ", "cannot cast to ").alias("cause")
+    counts = rows.groupBy(cause).count().orderBy(F.desc("count"), "cause").limit(limit).collect()
+    return {row["cause"]: row["count"] for row in counts}
