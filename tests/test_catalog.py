@@ -255,7 +255,8 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
     assert loaded.stdout.endswith(
-        "; 13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)\n"
+        "; 13 kill switch row(s) added (one per new pipeline, stage and source, enabled: `medallion disable` "
+        "halts it); recovery paths refreshed for 11 dataset(s)\n"
     )
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
@@ -375,3 +376,29 @@ def test_validate_knows_each_warehouses_identifier_limit():
         "redshift": RedshiftWarehouse.max_identifier_bytes,
         "duckdb": DuckDBWarehouse.max_identifier_bytes,
     }
+
+
+def test_validate_of_a_folder_without_catalog_files_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["catalog", "validate", str(empty)])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"catalog folder {empty} holds no .yaml or .yml file\n",
+    )
+
+
+def test_a_catalog_without_profiles_is_not_warned_about_profiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("pipelines:\n  - {pipeline_id: plain}\n")
+    result = CliRunner().invoke(main, ["catalog", "validate", str(plain)])
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "valid: 1 rows\n", "")
+    # Once the catalog uses profiles, one without is_default is worth a word.
+    plain.write_text(plain.read_text() + "profiles:\n  - {profile_id: focus, is_default: false}\n")
+    result = CliRunner().invoke(main, ["catalog", "validate", str(plain)])
+    assert result.stderr == (
+        "warning: no profile has is_default: pipelines without a pipeline_profiles row use balanced\n"
+    )

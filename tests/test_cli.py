@@ -107,7 +107,7 @@ def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
 
     demo = shell("demo", "--rows", "1000")
     assert demo.returncode == 0, demo.stderr
-    assert "13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)" in demo.stdout
+    assert "13 kill switch row(s) added (one per new pipeline, stage and source" in demo.stdout
     home = tmp_path / ".medallion"
     assert sorted(p.name for p in home.iterdir()) == [
         "catalog.db",

@@ -87,7 +87,10 @@ def yaml_files(paths: list[str | Path]) -> list[Path]:
     files = []
     for path in map(Path, paths):
         if path.is_dir():
-            files.extend(sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]))
+            found = sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")])
+            if not found:  # validating nothing would say "valid" of a mistyped folder
+                raise FileNotFoundError(f"catalog folder {path} holds no .yaml or .yml file")
+            files.extend(found)
         elif path.exists():
             files.append(path)
         else:

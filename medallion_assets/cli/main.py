@@ -120,7 +120,8 @@ def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
     return (
         "loaded: "
         + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
-        + f"; {len(flags)} kill switch row(s) added; recovery paths refreshed for {len(changed)} dataset(s)"
+        + f"; {len(flags)} kill switch row(s) added (one per new pipeline, stage and source, enabled: "
+        "`medallion disable` halts it)" + f"; recovery paths refreshed for {len(changed)} dataset(s)"
     )
 
 
