@@ -139,6 +139,16 @@ def run_pipeline(
         for key, reason in reasons.items()
         if reason
     }
+    for stage in stages:  # a stage halted before the run never starts a step, which would audit it
+        if reason := reasons[target_key(snapshot.targets[stage.target_id])]:
+            store.record_audit(
+                pipeline_id=pipeline_id,
+                stage_name=stage.stage_name,
+                dataset=stage.target_id,
+                event="stage",
+                status="halted",
+                error=f"halted by a kill switch before start: {reason}",
+            )
     if runnable:
         # The pools follow the catalog's throttles here too, not only on the control sensor's ticks: a
         # throwaway instance has no sensor, and a throttle must hold for every run.
