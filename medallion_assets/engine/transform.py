@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -12,6 +12,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
+from medallion_assets.dialects import redshift_semantics
 from medallion_assets.engine.ingest import BATCH_PARTITION
 from medallion_assets.errors import SqlNotAnalyzable
 from medallion_assets.naming import INGESTION_COLUMNS
@@ -45,15 +46,20 @@ def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, O
     return frame.observe(observation, rows.alias("rows")), observation
 
 
-def to_spark_sql(sql: str, dialect: str, inputs: Collection[str]) -> str:
+def to_spark_sql(sql: str, dialect: str, inputs: Mapping[str, Mapping[str, str]]) -> str:
     """The Spark SQL of a transformation (written for Spark, or for another engine such as Redshift), checked
-    again just before it runs to be one query over `inputs`, and generated from the checked syntax tree."""
-    return checked_query(sql, dialect, inputs).sql(dialect="spark")
+    again just before it runs to be one query over `inputs` (each input's columns, name → Spark type), and
+    generated from the checked syntax tree, with the source dialect's semantics kept (dialects.py)."""
+    return redshift_semantics(checked_query(sql, dialect, inputs), dialect, inputs).sql(dialect="spark")
 
 
 def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dialect: str) -> DataFrame:
     """Run SQL in which each input is a table named by its catalog id."""
-    spark_sql = to_spark_sql(sql, dialect, inputs.keys())
+    schemas = {
+        name: {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+        for name, frame in inputs.items()
+    }
+    spark_sql = to_spark_sql(sql, dialect, schemas)
     for name, frame in inputs.items():
         frame.createOrReplaceTempView(name)
     try:
