@@ -60,7 +60,8 @@ EXPRESSIONS: dict[str, tuple[str, str | None]] = {
     "DATEDIFF in days": ("DATEDIFF(day, d, d2)", "d2 - d"),
     "DATEDIFF in months": (
         "DATEDIFF(month, d, d2)",
-        "(EXTRACT(YEAR FROM d2) * 12 + EXTRACT(MONTH FROM d2)) - (EXTRACT(YEAR FROM d) * 12 + EXTRACT(MONTH FROM d))",
+        "(EXTRACT(YEAR FROM d2) * 12 + EXTRACT(MONTH FROM d2)) "
+        "- (EXTRACT(YEAR FROM d) * 12 + EXTRACT(MONTH FROM d))",
     ),
     "DATEDIFF in quarters": (
         "DATEDIFF(quarter, d, d2)",
