@@ -8,7 +8,7 @@ parser and Spark's can smuggle a second meaning past the check.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 import sqlglot
 from sqlglot import exp
@@ -215,11 +215,19 @@ def _schema(schemas: Mapping[str, Mapping[str, str]], dialect: str) -> MappingSc
     )
 
 
+def _visible_scopes(scope: Scope) -> Iterator[Scope]:
+    """The scopes whose relations a column of `scope` may name: its own, then, for a subquery in an
+    expression (a correlated one), the enclosing scopes'. A derived table or a CTE sees only its own."""
+    current: Scope | None = scope
+    while current is not None:
+        yield current
+        current = current.parent if current.is_subquery else None
+
+
 def _offered(scope: Scope, relation: str, schemas: Mapping[str, Mapping[str, str]]) -> list[str] | None:
     """The columns of `relation` as the scope sees it (its own sources first, then enclosing scopes'), or None
     when they are not known."""
-    current: Scope | None = scope
-    while current is not None:
+    for current in _visible_scopes(scope):
         if relation in current.sources:
             source = current.sources[relation]
             if isinstance(source, exp.Table):
@@ -227,7 +235,6 @@ def _offered(scope: Scope, relation: str, schemas: Mapping[str, Mapping[str, str
                 return list(columns) if columns is not None else None
             names = list(Resolver(current, MappingSchema(dict(schemas))).get_source_columns(relation))
             return None if not names or "*" in names else names
-        current = current.parent
     return None
 
 
@@ -235,14 +242,12 @@ def _in_scope(scope: Scope, schemas: Mapping[str, Mapping[str, str]]) -> list[st
     """Every column an unqualified name could mean in the scope, its relations' and enclosing scopes', once
     each; None when some relation's columns are not known."""
     offered: list[str] = []
-    current: Scope | None = scope
-    while current is not None:
+    for current in _visible_scopes(scope):
         for name in current.sources:
             columns = _offered(current, name, schemas)
             if columns is None:
                 return None
             offered.extend(columns)
-        current = current.parent
     return list(dict.fromkeys(offered))
 
 
@@ -281,13 +286,9 @@ def _family(data_type: exp.DataType | None) -> str | None:
     return next((family for family, types in _TYPE_FAMILIES.items() if data_type.this in types), None)
 
 
-def _visible(scope: Scope | None, relation: str) -> bool:
+def _visible(scope: Scope, relation: str) -> bool:
     """A relation of this scope, or of an enclosing one (a correlated subquery)."""
-    while scope is not None:
-        if relation in scope.sources or relation in scope.lateral_sources:
-            return True
-        scope = scope.parent
-    return False
+    return any(relation in s.sources or relation in s.lateral_sources for s in _visible_scopes(scope))
 
 
 def _line(node: exp.Expr) -> int | None:

@@ -15,6 +15,7 @@ from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.engine.transform import run_sql
 from medallion_assets.loading import validate_files
+from medallion_assets.sql_safety import UnsafeSql, checked_query
 from tests import tpch
 
 
@@ -126,3 +127,38 @@ def tpch_rows() -> dict[str, list[tuple[Any, ...]]]:
     rows = tpch.generate()
     assert isinstance(rows["orders"][0][4], datetime.date)
     return rows
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # USING and NATURAL joins: the joined column is one column, named unqualified.
+        "select o_orderkey, count(*) as n from orders join lineitem on o_orderkey = l_orderkey "
+        "join (select o_orderkey, o_custkey as buyer from orders) as b using (o_orderkey) group by o_orderkey",
+        "select o_orderkey, buyer from orders natural join (select o_orderkey, o_custkey as buyer from orders) b",
+        # A lateral column alias, which Redshift has: `total` is the select list's own.
+        "select o_totalprice * 2 as total, total + 1 as more from orders",
+        # A set operation, ordered by its output's names; a CTE's columns by its column list.
+        "with k (key) as (select o_orderkey from orders) "
+        "select key from k union all select l_orderkey from lineitem order by key",
+        # A correlated scalar subquery whose unqualified column is the inner table's, over an outer one's.
+        "select o_orderkey from orders where o_totalprice > (select avg(l_extendedprice) from lineitem "
+        "where l_orderkey = o_orderkey)",
+    ],
+)
+def test_standard_scoping_is_accepted(sql):
+    schemas = {table: tpch.TABLES[table] for table in ("orders", "lineitem")}
+    checked_query(sql, "redshift", schemas, schemas)
+
+
+def test_a_column_of_another_scope_is_not_offered():
+    """In the derived table only lineitem is in scope: orders' columns are no suggestion there."""
+    schemas = {table: tpch.TABLES[table] for table in ("orders", "lineitem")}
+    with pytest.raises(UnsafeSql) as refused:
+        checked_query(
+            "select o_orderkey from orders, (select l_orderky from lineitem) as l", "spark", schemas, schemas
+        )
+    assert (
+        str(refused.value)
+        == "names column 'l_orderky', which its input does not have; did you mean l_orderkey?"
+    )
