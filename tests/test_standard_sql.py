@@ -134,8 +134,10 @@ def tpch_rows() -> dict[str, list[tuple[Any, ...]]]:
     [
         # USING and NATURAL joins: the joined column is one column, named unqualified.
         "select o_orderkey, count(*) as n from orders join lineitem on o_orderkey = l_orderkey "
-        "join (select o_orderkey, o_custkey as buyer from orders) as b using (o_orderkey) group by o_orderkey",
-        "select o_orderkey, buyer from orders natural join (select o_orderkey, o_custkey as buyer from orders) b",
+        "join (select o_orderkey, o_custkey as buyer from orders) as b using (o_orderkey) "
+        "group by o_orderkey",
+        "select o_orderkey, buyer from orders "
+        "natural join (select o_orderkey, o_custkey as buyer from orders) b",
         # A lateral column alias, which Redshift has: `total` is the select list's own.
         "select o_totalprice * 2 as total, total + 1 as more from orders",
         # A set operation, ordered by its output's names; a CTE's columns by its column list.
