@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import boto3
 
+from medallion_assets.control.alerts import classify
 from medallion_assets.engine.ingest import REJECTION_REASON
 
 
@@ -51,6 +52,7 @@ def test_a_run_that_quarantined_two_percent_succeeds_with_warnings(medallion, ra
     ] * 2
     # Audited as a warning, which is how the notification sensor hears of it (a check_warned event).
     [warning] = medallion.store.audit_entries(event="check", status="warn")
+    assert classify(warning) == "check_warned"
     rate = 1 - (raw_data.malformed_events + extra) / (raw_data.event_lines + extra)
     assert warning["error"] == (
         f"dq_rate: {rate:.2%} of {raw_data.event_lines + extra} rows passed, "
