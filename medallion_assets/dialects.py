@@ -26,6 +26,11 @@ from sqlglot.schema import MappingSchema
 
 # The dialects whose semantics this module keeps in Spark.
 KEPT = frozenset({"redshift"})
+# Constructs Spark would compute otherwise, with no faithful rewrite here: refused at `catalog validate`.
+UNFAITHFUL: dict[type[exp.Expr], str] = {
+    exp.PercentileCont: "PERCENTILE_CONT, which sqlglot turns into Spark's approximate PERCENTILE_APPROX",
+    exp.SimilarTo: "SIMILAR TO, which Spark does not have",
+}
 # DATEDIFF units counted by calendar fields: each unit's number since year 0, whose difference is the count.
 _CALENDAR_UNITS = {"YEAR": 1, "QUARTER": 4, "MONTH": 12}
 
@@ -51,6 +56,19 @@ def redshift_semantics(query: exp.Query, dialect: str, schemas: Mapping[str, Map
             kept.type = kept.type or node.type  # for the rewrites of its parents (a division's operand)
             node.replace(kept)
     return typed
+
+
+def unfaithful(query: exp.Query, dialect: str) -> str | None:
+    """The first construct of the query Spark would not compute as `dialect` does, said for the user; None
+    when there is none or the dialect is not one this module keeps."""
+    if dialect not in KEPT:
+        return None
+    for node in query.walk():
+        if isinstance(node, exp.GroupConcat) and isinstance(node.this, exp.Distinct):
+            return "LISTAGG(DISTINCT …), which sqlglot turns into a LISTAGG call Spark refuses"
+        if type(node) in UNFAITHFUL:
+            return UNFAITHFUL[type(node)]
+    return None
 
 
 def _schema(schemas: Mapping[str, Mapping[str, str]]) -> MappingSchema:

@@ -16,8 +16,11 @@ from typing import Any
 import psycopg2
 import pytest
 
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.engine.transform import run_sql
-from tests.conftest import fresh_database
+from medallion_assets.loading import validate_files
+from tests.conftest import SEED, fresh_database
 
 COLUMNS = {
     "id": "bigint",
@@ -131,3 +134,39 @@ def test_listagg_orders_and_joins_as_redshift_does(spark, frame, postgres):
     ).collect()
 
     assert row.v == expected
+
+
+@pytest.mark.parametrize(
+    "expression, refusal",
+    [
+        (
+            "PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY value)",
+            "PERCENTILE_CONT, which sqlglot turns into Spark's approximate PERCENTILE_APPROX",
+        ),
+        ("COUNT(CASE WHEN user_id SIMILAR TO 'u0%' THEN 1 END)", "SIMILAR TO, which Spark does not have"),
+        (
+            "LISTAGG(DISTINCT user_id, ',')",
+            "LISTAGG(DISTINCT …), which sqlglot turns into a LISTAGG call Spark refuses",
+        ),
+    ],
+)
+def test_a_construct_spark_would_compute_otherwise_is_refused_at_validate(tmp_path, expression, refusal):
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    sql = f"SELECT event_ts::DATE AS event_date, COUNT(*) AS total_events, {expression} AS unique_users "
+    stage = tmp_path / "stage.yaml"
+    stage.write_text(f"""stages:
+  - pipeline_id: user_events_etl
+    stage_order: 3
+    stage_name: gold_daily_aggregate
+    input_id: silver_user_events
+    target_id: gold_daily_user_events
+    sql_dialect: redshift
+    transform_sql: "{sql}FROM silver_user_events GROUP BY 1"
+""")
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [stage])
+    assert [p.message for p in refused.value.problems] == [
+        f"uses {refusal}: Spark would not compute it as redshift does"
+    ]

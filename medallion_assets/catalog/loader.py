@@ -31,6 +31,7 @@ from medallion_assets.catalog.models import (
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.config import configured_warehouse_url
+from medallion_assets.dialects import unfaithful
 from medallion_assets.naming import (
     INGESTION_COLUMN_TYPES,
     STAGING_SUFFIX,
@@ -345,7 +346,7 @@ def check_references(
             declared = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             schemas = {input_id: columns for input_id, columns in declared.items() if columns is not None}
             try:
-                checked_query(
+                query = checked_query(
                     stage.transform_sql,
                     stage.sql_dialect,
                     stage.input_ids(),
@@ -354,6 +355,14 @@ def check_references(
                 )
             except UnsafeSql as error:
                 problem("stages", stage, "transform_sql", str(error), error.line)
+            else:
+                if construct := unfaithful(query, stage.sql_dialect):
+                    problem(
+                        "stages",
+                        stage,
+                        "transform_sql",
+                        f"uses {construct}: Spark would not compute it as {stage.sql_dialect} does",
+                    )
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
