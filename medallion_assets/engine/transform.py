@@ -137,9 +137,11 @@ def top_quarantine_reasons(
     first: of the batch `batch_id` (a bronze run appends one), else of the whole quarantine (silver and gold
     replace theirs). A failed cast's reason names its value (`amount: cannot cast abc to decimal(12,2)`); the
     value is left out, so the rows one cause rejects count together."""
-    rows = spark.read.parquet(quarantine)
-    if batch_id is not None:
-        rows = rows.where(F.col(BATCH_PARTITION) == batch_id)
+    # A bronze batch's rejects are a partition of their own; beside them lie whole objects quarantined as
+    # unreadable, which are no parquet.
+    rows = spark.read.parquet(
+        quarantine if batch_id is None else f"{quarantine}/{BATCH_PARTITION}={batch_id}"
+    )
     cause = F.regexp_replace("reason", r"cannot cast .*? to ", "cannot cast to ").alias("cause")
     counts = rows.groupBy(cause).count().orderBy(F.desc("count"), "cause").limit(limit).collect()
     return {row["cause"]: row["count"] for row in counts}
