@@ -34,6 +34,11 @@ def warehouse_url() -> str:
     return os.environ.get(WAREHOUSE_ENV, f"duckdb:///{home() / 'warehouse.duckdb'}")
 
 
+def configured_warehouse_url() -> str | None:
+    """MEDALLION_WAREHOUSE_URL when set: the warehouse `catalog validate` checks names against."""
+    return os.environ.get(WAREHOUSE_ENV)
+
+
 def spark_remote() -> str | None:
     """A Spark Connect URL (sc://host:port); when set, it wins over SPARK_MASTER."""
     return os.environ.get("SPARK_REMOTE") or None

@@ -155,7 +155,8 @@ WHY: dict[str, str] = {
     "queue_daemon_running": (
         "Whether the daemon's queue loop sends heartbeats. The public `DagsterInstance.get_daemon_statuses` "
         "counts a heartbeat that carries an error as unhealthy, while a queue loop that logged an error "
-        "keeps dequeuing; only the private function takes `ignore_errors`."
+        "keeps dequeuing, and it tolerates 30 minutes of silence; only the private function takes "
+        "`ignore_errors` and a tolerance."
     ),
     "runs_to_dequeue": (
         "Tests: the runs Dagster's queued run coordinator would launch now, in its order (priority, pools, "
@@ -165,13 +166,17 @@ WHY: dict[str, str] = {
 }
 
 
-def queue_daemon_running(instance: DagsterInstance) -> bool:
-    """Whether the daemon's queue loop has sent a heartbeat lately (its errors aside: see WHY)."""
+def queue_daemon_running(instance: DagsterInstance, tolerance_seconds: float) -> bool:
+    """Whether the daemon's queue loop has sent a heartbeat within its heartbeat interval plus
+    `tolerance_seconds` (its errors aside: see WHY)."""
     from dagster._daemon.controller import get_daemon_statuses  # the daemon package costs 0.4 s to import
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
     queue = QueuedRunCoordinatorDaemon.daemon_type()
-    return bool(get_daemon_statuses(instance, [queue], ignore_errors=True)[queue].healthy)
+    statuses = get_daemon_statuses(
+        instance, [queue], ignore_errors=True, heartbeat_tolerance_seconds=tolerance_seconds
+    )
+    return bool(statuses[queue].healthy)
 
 
 def runs_to_dequeue(instance: DagsterInstance) -> list[DagsterRun]:

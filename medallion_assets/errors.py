@@ -37,6 +37,12 @@ class BreakingSourceSchemaChange(Exception):
     """Declared fields are gone from, or changed in, the raw files: the catalog cannot follow by itself."""
 
 
+class SqlNotAnalyzable(Exception):
+    """Spark refused a stage's SQL (or the casts to its declared columns) at analysis: a column or function
+    that does not resolve. The message is Spark's first line; its plan and stack trace stay on the cause, for
+    the run's log."""
+
+
 class StageHalted(Exception):
     """A kill switch was flipped while the stage ran; it stopped before committing its load."""
 

@@ -31,8 +31,17 @@ class InstanceUnavailable(DeploymentError):
     """The instance under DAGSTER_HOME cannot be opened (its storage does not answer)."""
 
 
-class NoDaemon(DeploymentError):
-    """The instance queues runs, but no dagster-daemon empties its queue."""
+class DaemonGone(DeploymentError):
+    """The dagster-daemon stopped sending heartbeats while a run it was to start or watch was followed."""
+
+
+# dagster-daemon writes a heartbeat every 30 s (Dagster's heartbeat interval); one older than that plus this
+# margin means the daemon has stopped. Dagster's own default tolerance, 30 minutes, would leave a run queued
+# for half an hour before anyone said the daemon is gone.
+HEARTBEAT_MARGIN_SECONDS = 15
+# Dagster's heartbeat interval (DEFAULT_HEARTBEAT_INTERVAL_SECONDS, which its status check adds by itself)
+# plus the margin, for messages: a daemon counts as gone after this much silence.
+DAEMON_SILENCE_SECONDS = 30 + HEARTBEAT_MARGIN_SECONDS
 
 
 def instance_config(postgres: bool = False) -> dict[str, Any]:
@@ -92,16 +101,11 @@ def has_daemon(instance: DagsterInstance) -> bool:
 
 
 def daemon_running(instance: DagsterInstance) -> bool:
-    """Whether the daemon's queue loop has sent a heartbeat lately."""
-    return queue_daemon_running(instance)
+    """Whether the daemon's queue loop has sent a heartbeat within its interval plus a margin of seconds."""
+    return queue_daemon_running(instance, HEARTBEAT_MARGIN_SECONDS)
 
 
-def check_daemon_running(instance: DagsterInstance) -> None:
-    """Raise NoDaemon unless the daemon is running: a run queued with no daemon would wait forever."""
-    if not daemon_running(instance):
-        home = os.environ.get("DAGSTER_HOME", "DAGSTER_HOME")
-        raise NoDaemon(
-            f"the Dagster instance configured in {Path(home) / 'dagster.yaml'} queues runs, but no "
-            "dagster-daemon is running for it: start `dagster-daemon run` (or `medallion ui`), or "
-            "unset DAGSTER_HOME to run in process"
-        )
+def config_file() -> Path | None:
+    """The config file of the instance under DAGSTER_HOME, for messages; None for a throwaway instance."""
+    home = os.environ.get("DAGSTER_HOME")
+    return Path(home) / "dagster.yaml" if home else None

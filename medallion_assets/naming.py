@@ -18,8 +18,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
 # The Dagster run tag naming the pipeline a run belongs to: set by every launch, read by sensors and metrics.
 PIPELINE_TAG = "medallion/pipeline"
 
-# The columns ingestion adds to every bronze row: where it came from and when.
-INGESTION_COLUMNS = ("_source_file", "_source_line", "_ingested_at")
+# The columns ingestion adds to every bronze row, where it came from and when, with their Spark types.
+INGESTION_COLUMN_TYPES = {"_source_file": "string", "_source_line": "bigint", "_ingested_at": "timestamp"}
+INGESTION_COLUMNS = tuple(INGESTION_COLUMN_TYPES)
 
 # A merge stages its batch in the table `<name><STAGING_SUFFIX>`, next to its target.
 STAGING_SUFFIX = "__medallion_stage"
@@ -56,6 +57,30 @@ def check_identifier_length(value: str, limit: int | None, warehouse: str) -> st
             f"so it would be cut to {value.encode()[:limit].decode(errors='ignore')!r}"
         )
     return value
+
+
+# How many bytes of a name each warehouse keeps, by URL scheme: PostgreSQL cuts longer names, Redshift
+# refuses them, DuckDB keeps any. The warehouse adapters hold the same figures (`max_identifier_bytes`, which
+# a test compares); this copy lets `catalog validate` check names without loading a warehouse driver.
+IDENTIFIER_BYTES: dict[str, int | None] = {"postgresql": 63, "redshift": 127, "duckdb": None}
+
+
+def identifier_length_problems(names: list[str], warehouse_url: str | None) -> list[str]:
+    """Why each of `names` is too long for the warehouse `warehouse_url` names; with no URL, for the
+    strictest warehouse supported, since the catalog may be loaded into any."""
+    if warehouse_url is None:
+        limits = {scheme: limit for scheme, limit in IDENTIFIER_BYTES.items() if limit is not None}
+        scheme = min(limits, key=limits.__getitem__)
+        warehouse = f"{scheme} (the strictest warehouse supported; MEDALLION_WAREHOUSE_URL is unset)"
+    else:
+        scheme = warehouse = warehouse_url.partition("://")[0].partition("+")[0]
+    problems = []
+    for name in names:
+        try:
+            check_identifier_length(name, IDENTIFIER_BYTES.get(scheme), warehouse)
+        except InvalidIdentifier as error:
+            problems.append(str(error))
+    return problems
 
 
 def warehouse_name_problems(locations: dict[str, str]) -> dict[str, str]:

@@ -1,9 +1,11 @@
 """Materializing a pipeline through Dagster from the command line, and summarising what happened.
 
-Two paths, chosen by the instance: one whose runs go through the run queue (the queued run coordinator, so
-a dagster-daemon) gets the run submitted to that queue, tagged as the launcher sensor tags its runs, so
-priority, the held-run limit and pools apply alike; the run executes in a run worker of the daemon and this
-process follows it to the end. A throwaway instance (no DAGSTER_HOME) runs it here, in process.
+Two paths, chosen by `route`: an instance whose runs go through the run queue (the queued run coordinator)
+and whose dagster-daemon has sent a heartbeat lately gets the run submitted to that queue, tagged as the
+launcher sensor tags its runs, so priority, the held-run limit and pools apply alike; the run executes in a
+run worker of the daemon and this process follows it to the end, as long as the daemon keeps sending
+heartbeats. Every other instance (a throwaway one without DAGSTER_HOME, one with no daemon running, Dagster's
+defaults in an empty DAGSTER_HOME) runs it here, in process, as `dagster asset materialize` does.
 """
 
 from __future__ import annotations
@@ -44,7 +46,15 @@ from medallion_assets.dagster_compat import (
     WorkspaceFileTarget,
     WorkspaceProcessContext,
 )
-from medallion_assets.instance import DeploymentError, check_daemon_running, has_daemon, open_instance
+from medallion_assets.instance import (
+    DAEMON_SILENCE_SECONDS,
+    DaemonGone,
+    DeploymentError,
+    config_file,
+    daemon_running,
+    has_daemon,
+    open_instance,
+)
 from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.openlineage.events import emitter, pipeline_run_event
 from medallion_assets.sensors.launcher import Launcher, run_tags
@@ -62,12 +72,13 @@ class AssetReport:
     reason: str | None = None  # why it failed, halted or was skipped
     rows_read: int | None = None
     rows_quarantined: int | None = None
+    quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
 
 
 @dataclass
 class PipelineReport:
     pipeline: str
-    status: str  # success | failed | halted
+    status: str  # success | success_with_warnings (a check failed, none blocked) | failed | halted
     assets: list[AssetReport]
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,6 +90,34 @@ def instance() -> DagsterInstance:
     return open_instance()
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where a run goes, and why, in the words the user is told."""
+
+    queued: bool  # to the daemon's run queue; else in this process
+    why: str
+
+
+def route(dagster_instance: DagsterInstance) -> Route:
+    """The daemon's queue when the instance queues runs and its daemon is alive; this process otherwise."""
+    where = config_file()
+    if where is None:
+        return Route(
+            False, "running in this process, on a throwaway Dagster instance (DAGSTER_HOME is unset)"
+        )
+    if not has_daemon(dagster_instance):
+        return Route(
+            False, f"running in this process: the Dagster instance configured in {where} has no run queue"
+        )
+    if not daemon_running(dagster_instance):
+        return Route(
+            False,
+            f"running in this process: no dagster-daemon has sent a heartbeat for the Dagster instance "
+            f"configured in {where} in the last {DAEMON_SILENCE_SECONDS} s",
+        )
+    return Route(True, f"queued for the dagster-daemon of the Dagster instance configured in {where}")
+
+
 def run_pipeline(
     defs: Definitions,
     snapshot: CatalogSnapshot,
@@ -88,8 +127,8 @@ def run_pipeline(
     workspace: Path | None = None,
 ) -> PipelineReport:
     """Materialize every stage of a pipeline that no kill switch disables, in one run: through the run queue
-    of an instance with a daemon (its code location loaded from `workspace`, as the daemon loads it), else in
-    process."""
+    when `workspace` is given (its code location loaded from it, as the daemon loads it; `route` says when),
+    else in process."""
     state = read_control_state(store)
     stages = snapshot.stages(pipeline_id)
     reasons = {target_key(snapshot.targets[s.target_id]): disabled_reason(snapshot, state, s) for s in stages}
@@ -100,12 +139,22 @@ def run_pipeline(
         for key, reason in reasons.items()
         if reason
     }
+    for stage in stages:  # a stage halted before the run never starts a step, which would audit it
+        if reason := reasons[target_key(snapshot.targets[stage.target_id])]:
+            store.record_audit(
+                pipeline_id=pipeline_id,
+                stage_name=stage.stage_name,
+                dataset=stage.target_id,
+                event="stage",
+                status="halted",
+                error=f"halted by a kill switch before start: {reason}",
+            )
     if runnable:
         # The pools follow the catalog's throttles here too, not only on the control sensor's ticks: a
         # throwaway instance has no sensor, and a throttle must hold for every run.
         sync_pool_limits(dagster_instance, snapshot)
         started = datetime.now(UTC)
-        if has_daemon(dagster_instance) and workspace is not None:
+        if workspace is not None:
             run_id, success, events = _through_queue(
                 workspace, snapshot, store, pipeline_id, runnable, dagster_instance
             )
@@ -125,7 +174,12 @@ def run_pipeline(
     ordered = [reports[key] for key in reasons]
     statuses = {report.status for report in ordered}
     status = "failed" if "failed" in statuses else "halted" if "halted" in statuses else "success"
-    return PipelineReport(pipeline_id, status, ordered)
+    # A check that failed without blocking (warn severity, or an error check that does not block) leaves the
+    # run a success that was not clean.
+    warned = any(not c["passed"] for report in ordered for c in report.checks)
+    return PipelineReport(
+        pipeline_id, "success_with_warnings" if status == "success" and warned else status, ordered
+    )
 
 
 def _in_process(
@@ -141,8 +195,9 @@ def _in_process(
         selection=AssetSelection.assets(*datasets),
         raise_on_error=False,
         tags={PIPELINE_TAG: pipeline_id},
-        # The report below says what happened; Dagster's per-event debug log stays in the instance.
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        # The report below says what happened, a failure's reason included; Dagster's log of every event,
+        # failures with their stack traces, stays in the instance.
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     return result.run_id, result.success, result.all_events
 
@@ -156,9 +211,8 @@ def _through_queue(
     dagster_instance: DagsterInstance,
 ) -> tuple[str, bool, Sequence[DagsterEvent]]:
     """Submit a run of the assets `datasets` maps to the run queue, tagged as the launcher tags its runs, and
-    follow it to its end; (run id, success, the run's events). A run worker of the daemon emits its
-    OpenLineage events, as for any queued run."""
-    check_daemon_running(dagster_instance)
+    follow it to its end, or until the daemon stops sending heartbeats (DaemonGone); (run id, success, the
+    run's events). A run worker of the daemon emits its OpenLineage events, as for any queued run."""
     # The code server shares this process's stdout, which holds the report (and may be parsed as JSON).
     with WorkspaceProcessContext(
         dagster_instance, WorkspaceFileTarget(paths=[str(workspace)]), code_server_log_level="WARNING"
@@ -203,6 +257,8 @@ def _through_queue(
         )
         dagster_instance.submit_run(run.run_id, request)
     while not (followed := _run_by_id(dagster_instance, run_id)).is_finished:
+        if not daemon_running(dagster_instance):
+            _abandon(dagster_instance, followed)
         time.sleep(FOLLOW_POLL_SECONDS)
     events = [
         record.dagster_event
@@ -210,6 +266,26 @@ def _through_queue(
         if record.dagster_event is not None  # what record.is_dagster_event says
     ]
     return run_id, followed.status == DagsterRunStatus.SUCCESS, events
+
+
+def _abandon(dagster_instance: DagsterInstance, run: DagsterRun) -> None:
+    """Raise DaemonGone for a followed run whose daemon went silent. A run still queued would never start:
+    it is canceled. A started one is left to its run worker, which may still finish it; without the daemon's
+    run monitoring nothing would mark it failed if the worker died, so this command stops following."""
+    silent = (
+        f"the dagster-daemon of the Dagster instance configured in {config_file()} has sent no heartbeat "
+        f"in the last {DAEMON_SILENCE_SECONDS} s"
+    )
+    if run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
+        dagster_instance.report_run_canceled(run, message=f"{silent}, so nothing would start this run")
+        raise DaemonGone(
+            f"{silent}; canceled run {run.run_id}, which it had not started: start `dagster-daemon run` "
+            "(or `medallion ui`) and run again"
+        )
+    raise DaemonGone(
+        f"{silent}; left run {run.run_id} ({run.status.value.lower()}) to its run worker, which may still "
+        "finish it: see it in the Dagster UI"
+    )
 
 
 def _run_by_id(dagster_instance: DagsterInstance, run_id: str) -> DagsterRun:
@@ -290,6 +366,10 @@ def _reports(
             reason,
             _count(metadata, "rows_read"),
             _count(metadata, "rows_quarantined"),
+            # The asset factory records them as a JSON object (JsonMetadataValue).
+            cast(dict[str, int], metadata["quarantine_reasons"].value)
+            if "quarantine_reasons" in metadata
+            else {},
         )
     return reports
 

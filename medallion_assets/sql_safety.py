@@ -8,12 +8,16 @@ parser and Spark's can smuggle a second meaning past the check.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.resolver import Resolver
 from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.schema import MappingSchema
 
 # Spark functions that call into the JVM by class and method name: arbitrary code from a string.
 JVM_ESCAPES = frozenset({"reflect", "java_method", "try_reflect"})
@@ -37,16 +41,38 @@ _FORBIDDEN_NODES = (
 )
 
 
+# Families of types a declared column's cast cannot cross without losing every value (a date to a number):
+# the SQL's type and the declared one must be in the same family, unless either is text (conform parses text,
+# and anything casts to text).
+_TYPE_FAMILIES = {
+    "number": exp.DataType.NUMERIC_TYPES,
+    "date or time": exp.DataType.TEMPORAL_TYPES,
+    "boolean": {exp.DataType.Type.BOOLEAN},
+}
+
+
 class UnsafeSql(ValueError):
-    """`transform_sql` is not a single query over the stage's declared inputs, or names columns they lack."""
+    """`transform_sql` is not a single query over the stage's declared inputs, or names columns they lack.
+    `line` is the line of the SQL the problem is on, when known (1 is the SQL's first line)."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.line = line
 
 
 def checked_query(
-    sql: str, dialect: str, inputs: Collection[str], schemas: Mapping[str, Collection[str]] | None = None
+    sql: str,
+    dialect: str,
+    inputs: Collection[str],
+    schemas: Mapping[str, Mapping[str, str]] | None = None,
+    output: Mapping[str, str] | None = None,
 ) -> exp.Query:
-    """The parsed query, after checking it reads only `inputs` (temporary views named by dataset id).
+    """The parsed query, after checking it reads only `inputs` (temporary views named by dataset id) and
+    every column it outputs has a plain name.
 
-    With `schemas` (each input's declared column names), every column the query names must exist.
+    With `schemas` (each input's declared columns, name → Spark type), every column the query names must
+    resolve by SQL's scoping rules; with `output` too (the target's declared columns), the query must
+    produce each of them, of a type that casts to the declared one.
     """
     try:
         statements = [statement for statement in sqlglot.parse(sql, read=dialect) if statement is not None]
@@ -55,7 +81,8 @@ def checked_query(
         first = error.errors[0] if error.errors else {}
         raise UnsafeSql(
             f"does not parse as {dialect}: {first.get('description', error)} "
-            f"(line {first.get('line')}, column {first.get('col')})"
+            f"(line {first.get('line')}, column {first.get('col')})",
+            first.get("line"),
         ) from None
     except ValueError as error:
         raise UnsafeSql(f"does not parse as {dialect}: {error}") from None
@@ -76,9 +103,27 @@ def checked_query(
             _check_relation(node, declared, named_subqueries, inputs)
         elif isinstance(node, exp.Func) and _function_name(node) in JVM_ESCAPES:
             raise UnsafeSql(f"calls {_function_name(node)}(), which runs JVM code; it is not allowed")
+    _check_output_names(query)
     if schemas is not None:
-        _check_columns(query, schemas)
+        # Spark resolves names regardless of case, as sqlglot does once they are lower case.
+        schemas = {
+            name.lower(): {c.lower(): t for c, t in columns.items()} for name, columns in schemas.items()
+        }
+        qualified = _check_columns(query, schemas, dialect)
+        if output is not None:
+            _check_output(qualified, schemas, {c.lower(): t for c, t in output.items()}, dialect)
     return query
+
+
+def _check_output_names(query: exp.Query) -> None:
+    """Spark names an unnamed expression after its text (`sum(x)`), which no declared column or later
+    stage can name plainly."""
+    for position, item in enumerate(query.selects, start=1):
+        if not isinstance(item, (exp.Alias, exp.Column, exp.Star, exp.Dot)):
+            raise UnsafeSql(
+                f"output column {position}, {_excerpt(item)}, has no name: give it one with AS",
+                _line(item),
+            )
 
 
 def _check_relation(
@@ -101,61 +146,155 @@ def _check_relation(
         raise UnsafeSql(f"reads {table.name!r}, which the stage does not declare; declared inputs: {listed}")
 
 
-def _check_columns(query: exp.Query, schemas: Mapping[str, Collection[str]]) -> None:
-    """Every column reference resolves against the declared columns of the relation it reads from."""
-    for scope in traverse_scope(query.copy()):
-        offered = {name: _columns_of(scope, name, schemas) for name in scope.sources}
+def _check_columns(query: exp.Query, schemas: Mapping[str, Mapping[str, str]], dialect: str) -> exp.Query:
+    """The query qualified by sqlglot (every column resolved to its relation by SQL's scoping rules: inner
+    scope first, derived-table column lists, USING and NATURAL joins, lateral aliases where the dialect has
+    them); raises UnsafeSql for the first column no relation in its scope has."""
+    try:
+        qualified = qualify(
+            query.copy(),
+            dialect=dialect,
+            schema=_schema(schemas, dialect),
+            # Unknown columns are left for the walk below, which says what the scope has instead.
+            allow_partial_qualification=True,
+            validate_qualify_columns=False,
+            quote_identifiers=False,
+            identify=False,
+        )
+    except OptimizeError as error:
+        raise UnsafeSql(f"cannot be resolved: {error}") from None
+    for scope in traverse_scope(qualified):
         for column in scope.columns:
-            if column.table:
+            if (
+                isinstance(scope.expression, exp.SetOperation)
+                and column.name in scope.expression.named_selects
+            ):
+                continue  # the ORDER BY of a UNION names its output columns
+            known = _offered(scope, column.table, schemas) if column.table else None
+            if column.table and known is None:
                 if not _visible(scope, column.table):
                     raise UnsafeSql(
-                        f"names column {column.table}.{column.name}, but reads no relation {column.table!r}"
+                        f"names column {column.table}.{column.name}, but reads no relation {column.table!r}",
+                        _line(column),
                     )
-                known = offered.get(column.table)
-            elif any(columns is None for columns in offered.values()):
-                known = None
-            else:  # unqualified: any relation's column, or an alias of the select list (GROUP BY, ORDER BY)
-                # No relation's columns are None here (the branch above); `or ()` says so to the type checker.
-                known = [name for columns in offered.values() for name in columns or ()] + _aliases(
-                    scope.expression
-                )
-            if known is None or column.name.lower() in {name.lower() for name in known}:
+                continue  # a relation whose columns are not known (a table function's)
+            if known is not None and column.name in known:
                 continue
+            # qualify resolved every column some relation in scope has; this one no relation has.
+            offered = known if known is not None else _in_scope(scope, schemas)
+            if offered is None:
+                continue
+            if column.name in offered:  # left unqualified by qualify although a relation has it
+                raise UnsafeSql(
+                    f"names column {column.name!r}, which more than one of its inputs has: qualify it",
+                    _line(column),
+                )
             where = f"{column.table}.{column.name}" if column.table else column.name
-            close = difflib.get_close_matches(column.name, known, n=3, cutoff=0.6)
+            close = difflib.get_close_matches(column.name, offered, n=3, cutoff=0.6)
             hint = (
-                f"did you mean {' or '.join(close)}?" if close else f"it has {', '.join(sorted(set(known)))}"
+                f"did you mean {' or '.join(close)}?"
+                if close
+                else f"it has {', '.join(sorted(set(offered)))}"
             )
-            raise UnsafeSql(f"names column {where!r}, which its input does not have; {hint}")
+            raise UnsafeSql(f"names column {where!r}, which its input does not have; {hint}", _line(column))
+    return qualified
 
 
-def _columns_of(scope: Scope, source_name: str, schemas: Mapping[str, Collection[str]]) -> list[str] | None:
-    """The column names a relation of the scope offers, or None when they are not known."""
-    source = scope.sources.get(source_name)
-    if isinstance(source, exp.Table):
-        columns = schemas.get(source.name)
-        return list(columns) if columns is not None else None
-    if isinstance(source, Scope) and isinstance(source.expression, (exp.Select, exp.SetOperation)):
-        names = list(source.expression.named_selects)
-        return None if "*" in names else names
+def _schema(schemas: Mapping[str, Mapping[str, str]], dialect: str) -> MappingSchema:
+    """The inputs' declared columns, typed in Spark's words (the catalog's types are Spark types)."""
+    return MappingSchema(
+        {
+            name: {
+                column: exp.DataType.build(type_name, dialect="spark")
+                for column, type_name in columns.items()
+            }
+            for name, columns in schemas.items()
+        },
+        dialect=dialect,
+        normalize=False,
+    )
+
+
+def _visible_scopes(scope: Scope) -> Iterator[Scope]:
+    """The scopes whose relations a column of `scope` may name: its own, then, for a subquery in an
+    expression (a correlated one), the enclosing scopes'. A derived table or a CTE sees only its own."""
+    current: Scope | None = scope
+    while current is not None:
+        yield current
+        current = current.parent if current.is_subquery else None
+
+
+def _offered(scope: Scope, relation: str, schemas: Mapping[str, Mapping[str, str]]) -> list[str] | None:
+    """The columns of `relation` as the scope sees it (its own sources first, then enclosing scopes'), or None
+    when they are not known."""
+    for current in _visible_scopes(scope):
+        if relation in current.sources:
+            source = current.sources[relation]
+            if isinstance(source, exp.Table):
+                columns = schemas.get(source.name)
+                return list(columns) if columns is not None else None
+            names = list(Resolver(current, MappingSchema(dict(schemas))).get_source_columns(relation))
+            return None if not names or "*" in names else names
     return None
 
 
-def _visible(scope: Scope | None, relation: str) -> bool:
+def _in_scope(scope: Scope, schemas: Mapping[str, Mapping[str, str]]) -> list[str] | None:
+    """Every column an unqualified name could mean in the scope, its relations' and enclosing scopes', once
+    each; None when some relation's columns are not known."""
+    offered: list[str] = []
+    for current in _visible_scopes(scope):
+        for name in current.sources:
+            columns = _offered(current, name, schemas)
+            if columns is None:
+                return None
+            offered.extend(columns)
+    return list(dict.fromkeys(offered))
+
+
+def _check_output(
+    qualified: exp.Query,
+    schemas: Mapping[str, Mapping[str, str]],
+    output: Mapping[str, str],
+    dialect: str,
+) -> None:
+    """Each declared column of the target is produced, of a type in the declared type's family."""
+    typed = annotate_types(qualified, schema=_schema(schemas, dialect), dialect=dialect)
+    produced = {item.alias_or_name: item for item in typed.selects}
+    if any(isinstance(item, exp.Star) or item.is_star for item in produced.values()):
+        return  # a star's columns are the inputs', checked by the stage that made them
+    missing = [name for name in output if name not in produced]
+    if missing:
+        raise UnsafeSql(
+            f"does not produce the target's declared column(s) {', '.join(missing)}; it produces "
+            f"{', '.join(produced)}"
+        )
+    for name, type_name in output.items():
+        declared, actual = exp.DataType.build(type_name, dialect="spark"), produced[name].type
+        family, actual_family = _family(declared), _family(actual)
+        if actual is not None and family and actual_family and family != actual_family:
+            raise UnsafeSql(
+                f"produces column {name} as {actual.sql('spark')} (a {actual_family}), but the target "
+                f"declares it {type_name} (a {family})",
+                _line(produced[name]),
+            )
+
+
+def _family(data_type: exp.DataType | None) -> str | None:
+    """The family of a type whose casts Medallion checks; None for text, unknown and other types."""
+    if data_type is None:
+        return None
+    return next((family for family, types in _TYPE_FAMILIES.items() if data_type.this in types), None)
+
+
+def _visible(scope: Scope, relation: str) -> bool:
     """A relation of this scope, or of an enclosing one (a correlated subquery)."""
-    while scope is not None:
-        if relation in scope.sources or relation in scope.lateral_sources:
-            return True
-        scope = scope.parent
-    return False
+    return any(relation in s.sources or relation in s.lateral_sources for s in _visible_scopes(scope))
 
 
-def _aliases(expression: exp.Expr) -> list[str]:
-    return (
-        [item.alias for item in expression.expressions if isinstance(item, exp.Alias)]
-        if isinstance(expression, exp.Select)
-        else []
-    )
+def _line(node: exp.Expr) -> int | None:
+    """The SQL line a node starts on, from the tokens sqlglot parsed it from."""
+    lines = [part.meta["line"] for part in node.walk() if "line" in part.meta]
+    return min(lines) if lines else None
 
 
 def _function_name(function: exp.Func) -> str:

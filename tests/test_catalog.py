@@ -148,9 +148,9 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
         "'unique', 'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; "
         "got 'telepathy'",
         "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
-        "bad.yaml:19: stages[p1, 4].target_id: unknown target 'silver_z'",
-        "bad.yaml:19: stages[p1, 4].input_id: unknown source or target 'nowhere'",
-        "bad.yaml:17: stages[p1, 2].input_id: cycle between stages: silver_y → silver_x → silver_y",
+        "bad.yaml:19: stages[p1.z].target_id: unknown target 'silver_z'",
+        "bad.yaml:19: stages[p1.z].input_id: unknown source or target 'nowhere'",
+        "bad.yaml:17: stages[p1.x].input_id: cycle between stages: silver_y → silver_x → silver_y",
     ]
     assert counts(store) == before
 
@@ -255,7 +255,8 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
     assert loaded.stdout.endswith(
-        "; 13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)\n"
+        "; 13 kill switch row(s) added (one per new pipeline, stage and source, enabled: `medallion disable` "
+        "halts it); recovery paths refreshed for 11 dataset(s)\n"
     )
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
@@ -271,7 +272,13 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
     with pytest.raises(CatalogInvalid) as raised:
         validate_files(store.snapshot(), [SEED / "common.yaml", bad])
     [problem] = raised.value.problems
-    assert (problem.table, problem.key, problem.field) == ("stages", "user_events_etl, 3", "transform_sql")
+    # The file line of the SQL's fifth line, GROUP BY (((1, where the query stops parsing.
+    assert (problem.line, problem.table, problem.key, problem.field) == (
+        71,
+        "stages",
+        "user_events_etl.gold_daily_aggregate",
+        "transform_sql",
+    )
     assert problem.message.startswith("does not parse as redshift")
 
 
@@ -319,3 +326,79 @@ def test_a_catalog_file_of_comments_only_holds_no_rows(tmp_path):
     commented.write_text("# pipelines:\n#   - {pipeline_id: p}\n")
     loaded = validate_files(CatalogSnapshot(), [empty, commented])
     assert {table: rows for table, rows in loaded.rows.items() if rows} == {}
+
+
+def warehouse_target(tmp_path, table: str, column: str = "day"):
+    path = tmp_path / "long.yaml"
+    path.write_text(
+        "targets:\n"
+        f"  - {{target_id: gold_long, layer: gold, kind: warehouse, location: analytics.{table}, "
+        f"columns: {{{column}: date}}}}\n"
+    )
+    return path
+
+
+def test_warehouse_names_too_long_for_the_configured_warehouse_are_refused_at_validate(
+    store, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("MEDALLION_WAREHOUSE_URL", raising=False)
+    table = "t" * 64
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [warehouse_target(tmp_path, table, "c" * 64)])
+    assert [p.message for p in refused.value.problems] == [
+        f"name {table!r} is 64 bytes; postgresql (the strictest warehouse supported; MEDALLION_WAREHOUSE_URL "
+        f"is unset) keeps only 63, so it would be cut to {table[:63]!r}",
+        f"name {'c' * 64!r} is 64 bytes; postgresql (the strictest warehouse supported; "
+        f"MEDALLION_WAREHOUSE_URL is unset) keeps only 63, so it would be cut to {'c' * 63!r}",
+    ]
+    # A table whose own name fits may still be too long once a merge names its staging table after it.
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", "postgresql://warehouse.example/analytics")
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [warehouse_target(tmp_path, "t" * 50)])
+    assert [p.message for p in refused.value.problems] == [
+        f"name {'t' * 50 + '__medallion_stage'!r} is 67 bytes; postgresql keeps only 63, so it would be cut "
+        f"to {('t' * 50 + '__medallion_stage')[:63]!r}"
+    ]
+    # Redshift keeps 127 bytes, DuckDB any.
+    for url in ("redshift://warehouse.example/analytics", "duckdb:///warehouse.duckdb"):
+        monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", url)
+        validate_files(store.snapshot(), [warehouse_target(tmp_path, table, "c" * 64)])
+
+
+def test_validate_knows_each_warehouses_identifier_limit():
+    from medallion_assets.naming import IDENTIFIER_BYTES
+    from medallion_assets.storage.warehouse.duckdb_file import DuckDBWarehouse
+    from medallion_assets.storage.warehouse.postgres import PostgresWarehouse
+    from medallion_assets.storage.warehouse.redshift import RedshiftWarehouse
+
+    assert IDENTIFIER_BYTES == {
+        "postgresql": PostgresWarehouse.max_identifier_bytes,
+        "redshift": RedshiftWarehouse.max_identifier_bytes,
+        "duckdb": DuckDBWarehouse.max_identifier_bytes,
+    }
+
+
+def test_validate_of_a_folder_without_catalog_files_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["catalog", "validate", str(empty)])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"catalog folder {empty} holds no .yaml or .yml file\n",
+    )
+
+
+def test_a_catalog_without_profiles_is_not_warned_about_profiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", f"sqlite:///{tmp_path}/catalog.db")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("pipelines:\n  - {pipeline_id: plain}\n")
+    result = CliRunner().invoke(main, ["catalog", "validate", str(plain)])
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "valid: 1 rows\n", "")
+    # Once the catalog uses profiles, one without is_default is worth a word.
+    plain.write_text(plain.read_text() + "profiles:\n  - {profile_id: focus, is_default: false}\n")
+    result = CliRunner().invoke(main, ["catalog", "validate", str(plain)])
+    assert result.stderr == (
+        "warning: no profile has is_default: pipelines without a pipeline_profiles row use balanced\n"
+    )

@@ -11,7 +11,9 @@ import sys
 
 import boto3
 import pytest
+from dagster import DagsterInstance, DagsterRunStatus
 
+from medallion_assets.instance import DAEMON_SILENCE_SECONDS
 from medallion_assets.sample_data import write_sample_data
 from tests.conftest import SEED
 from tests.reference import expected_daily_user_events
@@ -62,6 +64,33 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     )
 
 
+def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(tmp_path, s3_endpoint, monkeypatch):
+    """DAGSTER_HOME exported to an empty folder, as Dagster's docs set it up: Dagster's defaults queue runs,
+    but no daemon runs for them, so the run goes in process, as `dagster asset materialize` would."""
+    bucket = boto3.resource("s3").Bucket("medallion-raw")
+    if bucket.creation_date is None:
+        bucket.create()
+    bucket.objects.all().delete()
+    write_sample_data("s3://medallion-raw", rows=500)
+    dagster_home = tmp_path / "dagster"
+    dagster_home.mkdir()
+    env = {**os.environ, "MEDALLION_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(dagster_home)}
+    assert medallion("catalog", "load", str(SEED), env=env).returncode == 0
+
+    run = medallion("run", "user_events_etl", "--json", env=env)
+
+    assert run.returncode == 0, run.stderr
+    assert (
+        "user_events_etl: running in this process: no dagster-daemon has sent a heartbeat for the Dagster "
+        f"instance configured in {dagster_home / 'dagster.yaml'} in the last {DAEMON_SILENCE_SECONDS} s"
+    ) in run.stderr.splitlines()  # after Dagster's own note that the folder has no dagster.yaml
+    assert json.loads(run.stdout)["status"] == "success"
+    assert "Traceback" not in run.stderr, run.stderr  # PySpark's workers closing are no error of the run
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with DagsterInstance.get() as instance:
+        assert [r.status for r in instance.get_runs()] == [DagsterRunStatus.SUCCESS]
+
+
 @pytest.mark.integration  # the demo and the README's commands, each a process
 def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
     """`medallion demo`, then the README's commands from the same folder, with no variable exported: the raw
@@ -79,7 +108,7 @@ def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
 
     demo = shell("demo", "--rows", "1000")
     assert demo.returncode == 0, demo.stderr
-    assert "13 kill switch row(s) added; recovery paths refreshed for 11 dataset(s)" in demo.stdout
+    assert "13 kill switch row(s) added (one per new pipeline, stage and source" in demo.stdout
     home = tmp_path / ".medallion"
     assert sorted(p.name for p in home.iterdir()) == [
         "catalog.db",

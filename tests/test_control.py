@@ -180,6 +180,13 @@ def test_cli_disable_then_run_exits_3_and_launches_nothing(tmp_path, monkeypatch
     result = runner.invoke(main, ["run", "user_events_etl"])
     assert result.exit_code == 3
     assert "bronze/user_events" in result.stdout and "(pipeline user_events_etl disabled by " in result.stdout
+    # The halt is audited, as a halt inside a run is, for `medallion audit` to show.
+    halts = [(e["stage_name"], e["status"], e["error"]) for e in store.audit_entries(event="stage")]
+    assert [stage for stage, _, _ in halts] == ["bronze_ingest", "silver_clean", "gold_daily_aggregate"]
+    assert all(status == "halted" for _, status, _ in halts)
+    assert halts[0][2].startswith(
+        "halted by a kill switch before start: pipeline user_events_etl disabled by "
+    )
 
 
 def test_a_stage_disabled_after_launch_halts_at_its_start(tmp_path, s3_endpoint, spark):

@@ -19,13 +19,19 @@ from urllib.parse import urlparse
 
 import psycopg2
 import pytest
+import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import stage_pool
 from medallion_assets.definitions import SNAPSHOT_KEY, unpack_snapshot
-from medallion_assets.instance import instance_config, write_instance_config
+from medallion_assets.instance import (
+    DAEMON_SILENCE_SECONDS,
+    daemon_running,
+    instance_config,
+    write_instance_config,
+)
 from medallion_assets.loading import validate_files
 from medallion_assets.sensors.launcher import PIPELINE_TAG
 from medallion_assets.storage.warehouse import warehouse_from_url
@@ -79,13 +85,13 @@ class Deployment:
         self.daemons.append(daemon)
         return daemon
 
-    def start_launcher(self) -> None:
-        """Turn the launcher sensor on, as the README tells an operator to (it ships stopped)."""
+    def start_launcher(self, action: str = "start") -> None:
+        """Turn the launcher sensor on, as the README tells an operator to (it ships stopped), or off."""
         subprocess.run(
             [
                 str(Path(sys.executable).parent / "dagster"),
                 "sensor",
-                "start",
+                action,
                 "medallion_launcher",
                 "-w",
                 str(REPO / "workspace.yaml"),
@@ -94,6 +100,15 @@ class Deployment:
             check=True,
             capture_output=True,
         )
+
+    def hold_runs_of(self, pipeline_id: str) -> None:
+        """A run-queue limit of 0 on the pipeline's tag: its runs stay queued, as in a busy queue."""
+        path = self.home / "dagster.yaml"
+        config = yaml.safe_load(path.read_text())
+        config["concurrency"]["runs"]["tag_concurrency_limits"].append(
+            {"key": PIPELINE_TAG, "value": pipeline_id, "limit": 0}
+        )
+        path.write_text(yaml.safe_dump(config))
 
     def stop(self) -> None:
         for daemon in self.daemons:
@@ -325,16 +340,57 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
 
-def test_medallion_run_without_a_daemon_says_so(deployment):
+def stop_daemon(daemon: subprocess.Popen) -> None:
+    """As Ctrl-C on `medallion ui` or a crash leaves it: the daemon gone, its last heartbeat stored."""
+    os.killpg(daemon.pid, signal.SIGKILL)
+    daemon.wait()
+
+
+def test_medallion_run_after_the_daemon_stopped_runs_in_process_and_says_so(deployment):
+    deployment.start_launcher("stop")  # the command's run is the only run
+    daemon = deployment.start_daemon()
+    wait_for("the daemon's first heartbeat", lambda: daemon_running(deployment.instance))
+    stop_daemon(daemon)
+    wait_for("the daemon's heartbeat to go stale", lambda: not daemon_running(deployment.instance))
+
     done = medallion_cli("run", "orders_etl")
 
-    assert done.returncode == 4
-    assert done.stderr.strip() == (
-        f"the Dagster instance configured in {deployment.home / 'dagster.yaml'} queues runs, but no "
-        "dagster-daemon is running for it: start `dagster-daemon run` (or `medallion ui`), or unset "
-        "DAGSTER_HOME to run in process"
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        "orders_etl: running in this process: no dagster-daemon has sent a heartbeat for the Dagster "
+        f"instance configured in {deployment.home / 'dagster.yaml'} in the last {DAEMON_SILENCE_SECONDS} s"
     )
-    assert deployment.instance.get_runs() == []
+    [run] = deployment.runs("orders_etl")
+    assert run.status == DagsterRunStatus.SUCCESS
+    assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
+
+
+def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops(deployment):
+    deployment.start_launcher("stop")
+    deployment.hold_runs_of("orders_etl")
+    daemon = deployment.start_daemon()
+    wait_for("the daemon's first heartbeat", lambda: daemon_running(deployment.instance))
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "medallion"), "run", "orders_etl"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    [queued] = wait_for("the command's run to be queued", lambda: deployment.runs("orders_etl"))
+    stop_daemon(daemon)
+
+    _, stderr = command.communicate(timeout=DEADLINE_SECONDS)
+
+    assert command.returncode == 4
+    where = deployment.home / "dagster.yaml"
+    assert stderr.splitlines() == [
+        f"orders_etl: queued for the dagster-daemon of the Dagster instance configured in {where}",
+        f"the dagster-daemon of the Dagster instance configured in {where} has sent no heartbeat in the last "
+        f"{DAEMON_SILENCE_SECONDS} s; canceled run {queued.run_id}, which it had not started: start "
+        "`dagster-daemon run` (or `medallion ui`) and run again",
+    ]
+    assert deployment.instance.get_run_by_id(queued.run_id).status == DagsterRunStatus.CANCELED
 
 
 def test_postgresql_storage_down_at_start_names_the_instance_config(deployment, monkeypatch, unused_port):

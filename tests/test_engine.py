@@ -153,9 +153,15 @@ def test_deduplicate_keeps_the_latest_by_the_given_column(spark):
 
 
 def test_redshift_sql_is_transpiled_for_spark(spark):
-    sql = to_spark_sql("SELECT NVL(a, 0) AS a, GETDATE() AS t, x::DATE AS d FROM t", "redshift", ["t"])
-    assert sql == "SELECT COALESCE(a, 0) AS a, CURRENT_TIMESTAMP() AS t, CAST(x AS DATE) AS d FROM t"
-    assert to_spark_sql("SELECT 1", "spark", []) == "SELECT 1"
+    sql = to_spark_sql(
+        "SELECT NVL(a, 0) AS a, GETDATE() AS t, x::DATE AS d FROM t",
+        "redshift",
+        {"t": {"a": "int", "x": "string"}},
+    )
+    assert sql == (
+        "SELECT COALESCE(t.a, 0) AS a, CURRENT_TIMESTAMP() AS t, CAST(t.x AS DATE) AS d FROM t AS t"
+    )
+    assert to_spark_sql("SELECT 1 AS one", "spark", {}) == "SELECT 1 AS one"
 
 
 @pytest.mark.parametrize("name", ['a"b', "x;drop", "has space", "1abc", ""])

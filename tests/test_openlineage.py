@@ -316,7 +316,10 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
         finally:
             monkeypatch.undo()
             reconfigure_emitter()  # back to the suite's configuration
-    assert report.status == "success", report
+    # At 200 events the sample's one malformed order in 40 is 2.5%: below the default data-quality bar of 99%,
+    # a warning and no failure.
+    assert report.status == "success_with_warnings", report
+    assert {c["severity"] for a in report.assets for c in a.checks if not c["passed"]} == {"warn"}
     reported = {asset.key: asset for asset in report.assets}
     snapshot = store.snapshot()
     gold_report, silver_report = (
@@ -382,8 +385,9 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     }
     silver_checks = events[runs[jobs["orders_etl.silver_orders.checks"]][-1]]
     assertions = silver_checks["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
+    # The facet holds the stage's rules; the dq_rate check (every stage's) is Dagster's and the report's.
     assert [(a["name"], a["success"]) for a in assertions] == [
-        (check["name"], check["passed"]) for check in silver_report.checks
+        (check["name"], check["passed"]) for check in silver_report.checks if check["name"] != "dq_rate"
     ]
     assert assertions  # the seed's silver rules
 

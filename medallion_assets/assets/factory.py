@@ -44,8 +44,9 @@ from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disable
 from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
+from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
-from medallion_assets.errors import StageHalted
+from medallion_assets.errors import SqlNotAnalyzable, StageHalted
 from medallion_assets.naming import asset_key_path, dataset_name, group_name
 from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
@@ -258,11 +259,23 @@ class StageStep:
             outcome = runner.run_stage(cast(Stage, live.tables["stages"].get(self.stage.key(), self.stage)))
         except StageHalted as halted:
             raise self.halt(str(halted), "before the load") from None
+        except SqlNotAnalyzable as error:
+            # One line that names the stage. Spark's exception, with its plan and stack trace, stays the
+            # cause: in the run's log, and for healing rules that name it.
+            named = SqlNotAnalyzable(f"stage {self.stage.pipeline_id}.{self.stage.stage_name}: {error}")
+            named.__cause__ = error.__cause__
+            raise self.failed(named) from named
         except Exception as error:
             raise self.failed(error) from error
         finally:
             if runner.warehouse is not None:
                 runner.warehouse.close()
+        if outcome.rows_quarantined:  # the run report names them: this run's, a bronze batch's or all
+            quarantine, batch_id = table_of(self.target).quarantine(), outcome.details.get("batch_id")
+            rejects = (
+                runner.lake.batch_rows(quarantine, batch_id) if batch_id else runner.lake.read(quarantine)
+            )
+            outcome.details["quarantine_reasons"] = top_quarantine_reasons(rejects)
         if outcome.read != self.stage.input_ids():  # re-routed: the closing events name what was really read
             self.lineage = rerouted(self.lineage, live, self.lake_root, outcome.read)
         return self.succeeded(outcome)

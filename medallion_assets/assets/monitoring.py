@@ -43,10 +43,10 @@ def policy_of(sla: Sla) -> FreshnessPolicy:
     )
 
 
-def measures_quality(stage: Stage) -> bool:
-    """Rows rejected / rows read is a quality rate only where rules judge the rows read: not after SQL
-    reshaped them."""
-    return stage.transform_sql is None
+def rows_judged(outcome: StageOutcome) -> int:
+    """The rows the stage's casts and rules judged: what its SQL made of the inputs, when it has SQL (an
+    aggregate's rows are not the rows it read), else the rows it read."""
+    return int(outcome.details.get("rows_in", outcome.rows_read))
 
 
 def rows_rejected(outcome: StageOutcome) -> int:
@@ -71,14 +71,16 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
                 ),
             )
         )
-    if pipeline.min_dq_rate is not None and measures_quality(stage):
-        specs.append(
-            AssetCheckSpec(
-                DQ_CHECK,
-                asset=key,
-                description=(f"share of rows read that no rule rejects at least {pipeline.min_dq_rate:.2%}"),
-            )
+    specs.append(
+        AssetCheckSpec(
+            DQ_CHECK,
+            asset=key,
+            description=(
+                f"share of the rows the stage judges that no cast or rule rejects at least "
+                f"{pipeline.min_dq_rate:.2%} ({pipeline.dq_severity} below it)"
+            ),
         )
+    )
     return specs
 
 
@@ -129,49 +131,47 @@ def monitoring_check_results(
                 rows_written=outcome.rows_written,
                 details={"verdicts": [v.__dict__ for v in anomalies]},
             )
-    if not measures_quality(stage):
-        return results
-    rejected = rows_rejected(outcome)
-    rate = dq_rate(outcome.rows_read, rejected)
+    judged, rejected = rows_judged(outcome), rows_rejected(outcome)
+    rate = dq_rate(judged, rejected)
     if rate is not None:  # in the details, the rates reach the materialization's metadata and the audit log
-        outcome.details.update(dq_rate=round(rate, 6), **rule_rates(outcome))
-    if pipeline.min_dq_rate is not None:
-        passed = rate is None or rate >= pipeline.min_dq_rate
-        message = (
-            "no rows read"
-            if rate is None
-            else f"{rate:.2%} of {outcome.rows_read} rows read passed, {rejected} rejected "
-            f"(at least {pipeline.min_dq_rate:.2%} required)"
+        outcome.details.update(dq_rate=round(rate, 6), **rule_rates(outcome, judged))
+    passed = rate is None or rate >= pipeline.min_dq_rate
+    message = (
+        "no rows judged"
+        if rate is None
+        else f"{rate:.2%} of {judged} rows passed, {rejected} rejected "
+        f"(at least {pipeline.min_dq_rate:.2%} required)"
+    )
+    metadata = {
+        "message": message,
+        "threshold": pipeline.min_dq_rate,
+        "rows_rejected": rejected,
+        **rule_rates(outcome, judged),
+    }
+    if rate is not None:
+        metadata["dq_rate"] = round(rate, 6)
+    warn = pipeline.dq_severity == "warn"
+    results.append(
+        AssetCheckResult(
+            check_name=DQ_CHECK,
+            passed=passed,
+            severity=AssetCheckSeverity.WARN if warn else AssetCheckSeverity.ERROR,
+            metadata=metadata,
         )
-        metadata = {
-            "message": message,
-            "threshold": pipeline.min_dq_rate,
-            "rows_rejected": rejected,
-            **rule_rates(outcome),
-        }
-        if rate is not None:
-            metadata["dq_rate"] = round(rate, 6)
-        results.append(
-            AssetCheckResult(
-                check_name=DQ_CHECK, passed=passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
-            )
+    )
+    if not passed:  # audited, which is how the notification sensor hears of it
+        store.record_audit(
+            **{**audit, "event": "check"},
+            status="warn" if warn else "failed",
+            error=f"{DQ_CHECK}: {message}",
+            rows_read=outcome.rows_read,
+            rows_written=outcome.rows_written,
         )
-        if not passed:
-            store.record_audit(
-                **{**audit, "event": "check"},
-                status="failed",
-                error=f"{DQ_CHECK}: {message}",
-                rows_read=outcome.rows_read,
-                rows_written=outcome.rows_written,
-            )
     return results
 
 
-def rule_rates(outcome: StageOutcome) -> dict[str, float]:
-    """Per rule, the share of rows read that pass it."""
-    if not outcome.rows_read:
+def rule_rates(outcome: StageOutcome, judged: int) -> dict[str, float]:
+    """Per rule, the share of the rows judged that pass it."""
+    if not judged:
         return {}
-    return {
-        f"dq_rate_{o.rule.name}": round(1 - o.failing_rows / outcome.rows_read, 6)
-        for o in outcome.rule_outcomes
-    }
+    return {f"dq_rate_{o.rule.name}": round(1 - o.failing_rows / judged, 6) for o in outcome.rule_outcomes}

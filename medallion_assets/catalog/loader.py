@@ -30,7 +30,15 @@ from medallion_assets.catalog.models import (
     Target,
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.naming import INGESTION_COLUMNS, warehouse_name_problems
+from medallion_assets.config import configured_warehouse_url
+from medallion_assets.dialects import unfaithful
+from medallion_assets.naming import (
+    INGESTION_COLUMN_TYPES,
+    STAGING_SUFFIX,
+    identifier_length_problems,
+    split_qualified,
+    warehouse_name_problems,
+)
 from medallion_assets.sql_safety import UnsafeSql, checked_query
 
 # A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
@@ -71,13 +79,19 @@ class LoadedRows:
     origins: dict[tuple[str, tuple[Any, ...]], tuple[str, int | None]]
     # Ids of rows that did not parse: a reference to one is not "unknown" too (a knock-on error).
     broken: set[str] = field(default_factory=set)
+    # The file line of each stage's transform_sql first line, by stage key, when its lines are the file's
+    # lines (a literal block, `|`, or a one-line value): a problem in the SQL points at its own line.
+    sql_lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
 
 def yaml_files(paths: list[str | Path]) -> list[Path]:
     files = []
     for path in map(Path, paths):
         if path.is_dir():
-            files.extend(sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]))
+            found = sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")])
+            if not found:  # validating nothing would say "valid" of a mistyped folder
+                raise FileNotFoundError(f"catalog folder {path} holds no .yaml or .yml file")
+            files.extend(found)
         elif path.exists():
             files.append(path)
         else:
@@ -105,7 +119,10 @@ def _expanded_values(root: yaml.Node | None) -> int:
     return count(root) if root is not None else 0
 
 
-def _row_key_label(table: str, raw: dict[str, Any]) -> str:
+def _row_key_label(table: str, raw: Mapping[str, Any]) -> str:
+    """How problems name a row: a stage by its pipeline and name, any other row by its key."""
+    if table == "stages" and raw.get("stage_name"):
+        return f"{raw.get('pipeline_id', '?')}.{raw['stage_name']}"
     return ", ".join(str(raw.get(name, "?")) for name in LOADABLE[table].key_fields)
 
 
@@ -204,6 +221,10 @@ def _parse_row(
         ]
     loaded.origins[origin_key] = (str(file), line)
     loaded.rows[table].append(row)
+    sql = node and next((v for k, v in node.value if k.value == "transform_sql"), None)
+    if isinstance(sql, yaml.ScalarNode) and (sql.style == "|" or sql.start_mark.line == sql.end_mark.line):
+        # A literal block's text starts on the line after its `|`.
+        loaded.sql_lines[row.key()] = sql.start_mark.line + (2 if sql.style == "|" else 1)
     for warning in deprecated:  # said again with where the old spelling is, for the user to fix
         if not isinstance(warning.message, DeprecatedName):
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
@@ -248,18 +269,23 @@ def check_references(
     origins: Mapping[tuple[str, tuple[Any, ...]], tuple[str, int | None]],
     checks: Sequence[RowCheck],
     broken: AbstractSet[str] = frozenset(),
+    sql_lines: Mapping[tuple[Any, ...], int] | None = None,
 ) -> list[CatalogProblem]:
     """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, and what
     `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no
-    problem."""
+    problem. A problem in a stage's SQL points at its line through `sql_lines` (LoadedRows.sql_lines)."""
     problems = []
 
     def unknown(ref: str | None, known: Container[str]) -> bool:
         return bool(ref) and ref not in known and ref not in broken
 
-    def problem(table: str, row: Row, field: str, message: str) -> None:
+    def problem(table: str, row: Row, field: str, message: str, sql_line: int | None = None) -> None:
         file, line = origins.get((table, row.key()), ("catalog", None))
-        problems.append(CatalogProblem(file, line, table, ", ".join(map(str, row.key())), field, message))
+        first_sql_line = (sql_lines or {}).get(row.key()) if table == "stages" else None
+        if sql_line is not None and first_sql_line is not None:
+            line = first_sql_line + sql_line - 1
+        label = _row_key_label(table, row.model_dump())
+        problems.append(CatalogProblem(file, line, table, label, field, message))
 
     sources, targets, pipelines = snapshot.sources, snapshot.targets, snapshot.pipelines
     for pipeline in pipelines.values():
@@ -320,14 +346,23 @@ def check_references(
             declared = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             schemas = {input_id: columns for input_id, columns in declared.items() if columns is not None}
             try:
-                checked_query(
+                query = checked_query(
                     stage.transform_sql,
                     stage.sql_dialect,
                     stage.input_ids(),
                     None if len(schemas) < len(declared) else schemas,
+                    target.columns if target is not None else None,
                 )
             except UnsafeSql as error:
-                problem("stages", stage, "transform_sql", str(error))
+                problem("stages", stage, "transform_sql", str(error), error.line)
+            else:
+                if construct := unfaithful(query, stage.sql_dialect):
+                    problem(
+                        "stages",
+                        stage,
+                        "transform_sql",
+                        f"uses {construct}: Spark would not compute it as {stage.sql_dialect} does",
+                    )
     try:
         cycle = nx.find_cycle(graph)
         first = snapshot.stage_producing(cycle[0][1])
@@ -354,25 +389,34 @@ def check_references(
     }
     for target_id, message in warehouse_name_problems(locations).items():
         problem("targets", targets[target_id], "location", message)
+    for target_id, location in locations.items():
+        # The table's name first: a name too long is too long for its staging table too, said once.
+        names = [*split_qualified(location), split_qualified(location)[-1] + STAGING_SUFFIX]
+        for message in identifier_length_problems(names, configured_warehouse_url())[:1]:
+            problem("targets", targets[target_id], "location", message)
+        columns = list(targets[target_id].columns or ())
+        for message in identifier_length_problems(columns, configured_warehouse_url()):
+            problem("targets", targets[target_id], "columns", message)
     for check in checks:
         for refused in check(snapshot):
             problem(*refused)
     return problems
 
 
-def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> list[str] | None:
-    """The columns a dataset is declared to have as a stage's SQL reads it, or None when not declared.
+def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> dict[str, str] | None:
+    """The columns (name → Spark type) a dataset is declared to have as a stage's SQL reads it, or None when
+    not declared.
 
     Bronze holds its source's columns and the ingestion columns; silver and gold hold their declared columns.
     """
     target = snapshot.targets.get(dataset_id)
     if target is None or target.layer != "bronze":
-        return list(target.columns) if target is not None and target.columns is not None else None
+        return dict(target.columns) if target is not None and target.columns is not None else None
     producer = snapshot.stage_producing(dataset_id)
     source = snapshot.sources.get(producer.input_id) if producer else None
     if source is None or source.columns is None:
         return None
-    return [*source.columns, *INGESTION_COLUMNS]
+    return {**source.columns, **INGESTION_COLUMN_TYPES}
 
 
 def validate_files(
@@ -380,7 +424,9 @@ def validate_files(
 ) -> LoadedRows:
     """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
     loaded, problems = parse_files(paths)
-    problems += check_references(merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken)
+    problems += check_references(
+        merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken, loaded.sql_lines
+    )
     if problems:
         raise CatalogInvalid(problems)
     return loaded

@@ -123,11 +123,16 @@ class Pipeline(Row):
         default=None, description="freshness every dataset of the pipeline owes, unless its own"
     )
     volume_band: VolumeBand | None = Field(default=None, description="set (even to {}) to check volumes")
-    min_dq_rate: float | None = Field(
-        default=None,
+    min_dq_rate: float = Field(
+        default=0.99,  # the design's data quality above 99%
         gt=0,
         le=1,
-        description="share of rows read no rule rejects; below it a check fails (e.g. 0.99)",
+        description="share of the rows each stage judges that no rule rejects; below it the stage's dq_rate "
+        "check fails, with dq_severity",
+    )
+    dq_severity: Literal["warn", "error"] = Field(
+        default="warn",
+        description="warn: a run below min_dq_rate succeeds with warnings; error: its check fails, an error",
     )
     domain: Identifier = Field(
         default="main",
@@ -479,6 +484,7 @@ NOTIFICATION_EVENTS = (
     "circuit_breaker_tripped",
     "sla_missed",
     "check_failed",
+    "check_warned",
     "volume_anomaly",
 )
 

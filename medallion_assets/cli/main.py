@@ -121,7 +121,8 @@ def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
     return (
         "loaded: "
         + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
-        + f"; {len(flags)} kill switch row(s) added; recovery paths refreshed for {len(changed)} dataset(s)"
+        + f"; {len(flags)} kill switch row(s) added (one per new pipeline, stage and source, enabled: "
+        "`medallion disable` halts it)" + f"; recovery paths refreshed for {len(changed)} dataset(s)"
     )
 
 
@@ -226,10 +227,14 @@ def sample_data(rows: int, to_url: str, seed: int, weather: bool, gzipped: bool)
         echo(write_weather_sample(to_url, seed))
 
 
+# The statuses of a run report that exit 0: a check of warn severity that failed is said, not fatal.
+SUCCEEDED = frozenset({"success", "success_with_warnings"})
+
+
 def _run(pipeline_id: str, as_json: bool) -> str:
     from medallion_assets.definitions import build_definitions
-    from medallion_assets.instance import DeploymentError, daemon_running, has_daemon
-    from medallion_assets.runner import instance, run_pipeline
+    from medallion_assets.instance import DeploymentError
+    from medallion_assets.runner import instance, route, run_pipeline
 
     store = catalog_store()
     snapshot = store.snapshot()
@@ -240,13 +245,9 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         sys.exit(EXIT_INVALID)
     try:
         dagster_instance = instance()
-        workspace: Path | None = config.workspace_file()
-        if (
-            config.is_embedded_dagster_home()
-            and has_daemon(dagster_instance)
-            and not daemon_running(dagster_instance)
-        ):
-            workspace = None  # the demo's instance while `medallion ui` is not running: in process, as before
+        path = route(dagster_instance)
+        echo(f"{pipeline_id}: {path.why}", err=True)  # stderr: stdout may be the JSON report
+        workspace = config.workspace_file() if path.queued else None
         report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace)
     except DeploymentError as error:
         echo(str(error), err=True)
@@ -254,14 +255,20 @@ def _run(pipeline_id: str, as_json: bool) -> str:
     if as_json:
         echo(json.dumps(report.as_dict(), default=str))
     else:
-        echo(f"{report.pipeline}: {report.status}")
+        echo(f"{report.pipeline}: {report.status.replace('_', ' ')}")
         for asset in report.assets:
-            checks = ", ".join(f"{c['name']} {'ok' if c['passed'] else 'FAILED'}" for c in asset.checks)
+            checks = ", ".join(
+                f"{c['name']} {'ok' if c['passed'] else 'WARNING' if c['severity'] == 'warn' else 'FAILED'}"
+                for c in asset.checks
+            )
             echo(
                 f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
                 f"quarantined={asset.rows_quarantined}  {checks}"
                 + (f"  ({asset.reason})" if asset.reason else "")
             )
+            if asset.quarantine_reasons:
+                causes = "; ".join(f"{count} × {cause}" for cause, count in asset.quarantine_reasons.items())
+                echo(f"    quarantined for: {causes}")
     return report.status
 
 
@@ -271,14 +278,18 @@ def _run(pipeline_id: str, as_json: bool) -> str:
 def run(pipeline_id: str, as_json: bool) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
 
-    An instance with a run queue (dagster.yaml's queued run coordinator) gets the run queued for its
-    dagster-daemon, which runs it in a run worker; this command follows it to the end.
+    An instance with a run queue (dagster.yaml's queued run coordinator) whose dagster-daemon has sent a
+    heartbeat in the last 45 s gets the run queued for that daemon, which runs it in a run worker; this
+    command follows it to the end. Should the daemon fall silent meanwhile, a run still queued is canceled,
+    a started one is left to its run worker, and the command exits 4. Any other instance (no DAGSTER_HOME,
+    no daemon running, Dagster's defaults) runs it in this process. Which path it took is said on stderr.
 
-    Exit codes: 0 success, 1 a stage failed, 2 unknown pipeline, 3 halted by a kill switch, 4 the Dagster
-    deployment cannot take the run (storage down, no daemon, no code location for the pipeline).
+    Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline, 3 halted by a kill
+    switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while following, no code
+    location for the pipeline).
     """
     status = _run(pipeline_id, as_json)
-    if status != "success":
+    if status not in SUCCEEDED:
         sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 
 
@@ -387,7 +398,7 @@ def demo(rows: int) -> None:
                     echo("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
     finally:
         warehouse.close()
-    if any(status != "success" for status in statuses.values()):
+    if any(status not in SUCCEEDED for status in statuses.values()):
         sys.exit(EXIT_FAILED)
 
 

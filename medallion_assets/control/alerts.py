@@ -26,6 +26,8 @@ def classify(entry: RowMapping) -> str | None:
         return "check_failed"  # the stage ran to the end; a blocking (error) rule failed
     if event == "check" and status == "failed":
         return "check_failed"
+    if event == "check" and status == "warn":
+        return "check_warned"  # the run succeeded, with warnings: a warn check (data quality) failed
     if event == "healing" and status == "give_up":
         return (
             "circuit_breaker_tripped"

@@ -62,7 +62,9 @@ from medallion_assets.control.rows import rows_as
 
 # Failures another attempt cannot fix: a malformed name, SQL that does not analyse, a declared field gone.
 # Named, not imported, so the control plane imports neither the engine nor Spark.
-NEVER_RETRY = frozenset({"InvalidIdentifier", "AnalysisException", "BreakingSourceSchemaChange"})
+NEVER_RETRY = frozenset(
+    {"InvalidIdentifier", "AnalysisException", "SqlNotAnalyzable", "BreakingSourceSchemaChange"}
+)
 # A failure a healing rule remedied is retried under the stage's policy, or this one when the stage has none.
 HEALED_RETRIES = RetryPolicy(retry_id="healed_default", max_retries=3, backoff_sec=1)
 # A pipeline whose last run failed is not due again for this long, so new files do not relaunch a broken run

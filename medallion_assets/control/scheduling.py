@@ -264,7 +264,8 @@ def profile_warnings(snapshot: CatalogSnapshot) -> list[str]:
     defaults = sorted(
         row.profile_id for row in rows_as(Profile, snapshot.tables["profiles"].values()) if row.is_default
     )
-    if not defaults:
+    uses_profiles = bool(snapshot.tables["profiles"] or snapshot.tables["pipeline_profiles"])
+    if not defaults and uses_profiles:  # a catalog without profiles runs everything balanced, as it should
         warnings.append(
             f"no profile has is_default: pipelines without a pipeline_profiles row use {FALLBACK_PROFILE}"
         )

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
+from medallion_assets.dialects import redshift_semantics
+from medallion_assets.errors import SqlNotAnalyzable
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.sql_safety import checked_query
+
+# PySpark logs every SQL error it raises to stderr, with the JVM's whole stack trace, through these loggers of
+# its own; the error itself is raised too, and a stage reports it in one line with the trace kept on its
+# cause, in the run's log.
+for _query_context_logger in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+    logging.getLogger(_query_context_logger).setLevel(logging.CRITICAL)
 
 
 @dataclass(frozen=True)
@@ -35,18 +45,33 @@ def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, O
     return frame.observe(observation, rows.alias("rows")), observation
 
 
-def to_spark_sql(sql: str, dialect: str, inputs: Collection[str]) -> str:
+def to_spark_sql(sql: str, dialect: str, inputs: Mapping[str, Mapping[str, str]]) -> str:
     """The Spark SQL of a transformation (written for Spark, or for another engine such as Redshift), checked
-    again just before it runs to be one query over `inputs`, and generated from the checked syntax tree."""
-    return checked_query(sql, dialect, inputs).sql(dialect="spark")
+    again just before it runs to be one query over `inputs` (each input's columns, name → Spark type), and
+    generated from the checked syntax tree, with the source dialect's semantics kept (dialects.py)."""
+    return redshift_semantics(checked_query(sql, dialect, inputs), dialect, inputs).sql(dialect="spark")
 
 
 def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dialect: str) -> DataFrame:
     """Run SQL in which each input is a table named by its catalog id."""
-    spark_sql = to_spark_sql(sql, dialect, inputs.keys())
+    schemas = {
+        name: {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+        for name, frame in inputs.items()
+    }
+    spark_sql = to_spark_sql(sql, dialect, schemas)
     for name, frame in inputs.items():
         frame.createOrReplaceTempView(name)
-    return spark.sql(spark_sql)
+    try:
+        return spark.sql(spark_sql)
+    except AnalysisException as error:
+        raise not_analyzable(error, "its SQL") from error
+
+
+def not_analyzable(error: AnalysisException, what: str) -> SqlNotAnalyzable:
+    """Spark's refusal in one line: its message's first, which names the error class and the column (not
+    the position, which is in the generated Spark SQL); the plan and the JVM stack trace stay on the
+    exception's cause."""
+    return SqlNotAnalyzable(f"Spark cannot analyze {what}: {error.getMessage().strip().splitlines()[0]}")
 
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
@@ -55,9 +80,12 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     # helper columns' names hold a space, which no declared column's name (an identifier) can.
     typed = {name: f"typed {name}" for name in columns}
     fails = {name: F.col(name).isNotNull() & F.col(typed[name]).isNull() for name in columns}
-    checked = frame.withColumns(
-        {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
-    ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+    try:
+        checked = frame.withColumns(
+            {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
+        ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+    except AnalysisException as error:  # a declared column the SQL does not produce
+        raise not_analyzable(error, "the casts to its declared columns") from error
     is_rejected = F.col("rejected row")
     # One observation for both counts: each costs a pass over the rows outside Spark's generated code.
     counts = Observation()
@@ -99,3 +127,12 @@ def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -
         return frame.dropDuplicates(keys)
     ranked = frame.withColumn("_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
     return ranked.where(F.col("_rank") == 1).drop("_rank")
+
+
+def top_quarantine_reasons(rows: DataFrame, limit: int = 3) -> dict[str, int]:
+    """The commonest reasons among rejected `rows` (a run's quarantine), with their counts, most first. A
+    failed cast's reason names its value (`amount: cannot cast abc to decimal(12,2)`); the value is left out,
+    so the rows one cause rejects count together."""
+    cause = F.regexp_replace("reason", r"cannot cast .*? to ", "cannot cast to ").alias("cause")
+    counts = rows.groupBy(cause).count().orderBy(F.desc("count"), "cause").limit(limit).collect()
+    return {row["cause"]: row["count"] for row in counts}

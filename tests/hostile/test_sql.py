@@ -101,7 +101,9 @@ def test_an_unsafe_transformation_is_refused_at_load_with_its_file_and_line(stor
     with pytest.raises(CatalogInvalid) as refused:
         validate_files(store.snapshot(), [stage_file(tmp_path, sql)])
     [problem] = refused.value.problems
-    assert str(problem) == f"{tmp_path}/attack.yaml:3: stages[user_events_etl, 3].transform_sql: {refusal}"
+    assert str(problem) == (
+        f"{tmp_path}/attack.yaml:3: stages[user_events_etl.gold_daily_aggregate].transform_sql: {refusal}"
+    )
     assert store.snapshot().stages("user_events_etl") == before
 
 
@@ -137,7 +139,8 @@ def test_a_typo_in_a_column_is_refused_at_load_with_the_names_it_could_have_mean
         validate_files(store.snapshot(), [stage_file(tmp_path, sql)])
     [problem] = refused.value.problems
     assert str(problem) == (
-        f"{tmp_path}/attack.yaml:3: stages[user_events_etl, 3].transform_sql: names column "
+        # Line 8 holds the SQL's (only) line; the stage's row starts on line 3.
+        f"{tmp_path}/attack.yaml:8: stages[user_events_etl.gold_daily_aggregate].transform_sql: names column "
         "'usr_id', which its input does not have; did you mean user_id?"
     )
 

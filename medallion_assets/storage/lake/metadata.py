@@ -54,6 +54,13 @@ def current_snapshot_id(lake_root: str, table: TableRef) -> int | None:
     return current.snapshot_id if current else None
 
 
+def parent_snapshot_id(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
+    """The snapshot `snapshot_id` was committed on top of; None for a table's first."""
+    loaded = _loaded(lake_root, table)
+    snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
+    return snapshot.parent_snapshot_id if snapshot else None
+
+
 def batch_snapshots(lake_root: str, table: TableRef, batch_ids: list[str], key: str) -> dict[str, int]:
     """Which of `batch_ids` the table holds a snapshot of, by the snapshot summary's `key`: id → snapshot."""
     loaded = _loaded(lake_root, table) if batch_ids else None

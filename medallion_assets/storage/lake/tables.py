@@ -39,7 +39,12 @@ from medallion_assets.storage.lake.layout import (
     properties_clause,
     sort_clause,
 )
-from medallion_assets.storage.lake.metadata import batch_snapshots, current_snapshot_id, dropped_columns
+from medallion_assets.storage.lake.metadata import (
+    batch_snapshots,
+    current_snapshot_id,
+    dropped_columns,
+    parent_snapshot_id,
+)
 
 BATCH_PROPERTY = "medallion.batch-id"
 RUN_PROPERTY = "medallion.run-id"
@@ -152,6 +157,15 @@ class LakeTables:
         present = [c for c in self.spark.table(table.sql).columns if c in frame.columns]
         ordered = present + [c for c in frame.columns if c not in present]
         return frame if ordered == frame.columns else frame.select(*[F.col(f"`{c}`") for c in ordered])
+
+    def batch_rows(self, table: TableRef, batch_id: str) -> DataFrame:
+        """The rows one appended batch added to the table: Iceberg's incremental read of its snapshot."""
+        snapshot_id = self.batch_snapshots(table, [batch_id])[batch_id]
+        parent = parent_snapshot_id(self.lake_root, table, snapshot_id)
+        if parent is None:
+            return self.read(table, snapshot_id=snapshot_id)
+        reader = self.spark.read.format("iceberg").option("start-snapshot-id", str(parent))
+        return reader.option("end-snapshot-id", str(snapshot_id)).load(str(table))
 
     def batch_snapshots(self, table: TableRef, batch_ids: list[str]) -> dict[str, int]:
         """Which of `batch_ids` the table holds a snapshot of: batch id → snapshot id (from its metadata,

@@ -17,11 +17,12 @@ BUMP = "UPDATE catalog_changes SET counter = counter + 1 WHERE id = 1"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("targets") as batch:
-        batch.add_column(sa.Column("lake_table", sa.JSON))
-    with op.batch_alter_table("ingestion_bookmarks") as batch:
-        batch.add_column(sa.Column("state", sa.Text, nullable=False, server_default="committed"))
-        batch.add_column(sa.Column("snapshot_id", sa.BigInteger))
+    # Plain ADD COLUMNs, never a batch table copy, which would drop 0011's change-count trigger on SQLite.
+    op.add_column("targets", sa.Column("lake_table", sa.JSON))
+    op.add_column(
+        "ingestion_bookmarks", sa.Column("state", sa.Text, nullable=False, server_default="committed")
+    )
+    op.add_column("ingestion_bookmarks", sa.Column("snapshot_id", sa.BigInteger))
     op.create_table(
         "table_maintenance",
         sa.Column("dataset", sa.Text, primary_key=True),

@@ -1,0 +1,166 @@
+"""Standard SQL is accepted when it is valid: TPC-H's queries validate as gold stages unchanged, compute in
+Spark (through the function every SQL stage runs) what DuckDB computes on the same rows, and a mistake in
+one is reported at its own line, naming the stage and what its scope offers."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pytest
+
+from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.engine.transform import run_sql
+from medallion_assets.loading import validate_files
+from medallion_assets.sql_safety import UnsafeSql, checked_query
+from tests import tpch
+
+
+@pytest.fixture
+def store(tmp_path) -> CatalogStore:
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    return store
+
+
+def problems_of(store: CatalogStore, path) -> list[str]:
+    with pytest.raises(CatalogInvalid) as refused:
+        validate_files(store.snapshot(), [path])
+    return [str(problem).removeprefix(f"{path}:") for problem in refused.value.problems]
+
+
+def test_the_tpch_queries_validate_unchanged(store, tmp_path):
+    loaded = validate_files(store.snapshot(), [tpch.write_catalog(tmp_path)])
+    assert {stage.stage_name for stage in loaded.rows["stages"] if stage.transform_sql} == set(tpch.QUERIES)
+
+
+def with_sql(name: str, old: str, new: str, output: dict[str, str] | None = None) -> dict:
+    tables, declared, sql = tpch.QUERIES[name]
+    assert old in sql
+    return {name: (tables, output or declared, sql.replace(old, new))}
+
+
+def test_a_typo_in_a_correlated_subquery_points_at_its_line_with_the_inner_scopes_columns(store, tmp_path):
+    path = tpch.write_catalog(
+        tmp_path, with_sql("q4", "and l_commitdate < l_receiptdate", "and l_comitdate < 1")
+    )
+    [problem] = problems_of(store, path)
+    typo_line = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "l_comitdate" in line)
+    # The suggestions are the subquery's own table's columns (lineitem), not the outer query's (orders).
+    assert problem == (
+        f"{typo_line}: stages[tpch.q4].transform_sql: names column 'l_comitdate', which its input does not "
+        "have; did you mean l_commitdate or l_receiptdate or l_shipdate?"
+    )
+
+
+def test_an_unnamed_aggregate_is_refused_at_validate(store, tmp_path):
+    path = tpch.write_catalog(tmp_path, with_sql("q6", "l_discount) as revenue", "l_discount)"))
+    [problem] = problems_of(store, path)
+    sum_line = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "l_discount)" in line)
+    assert problem == (
+        f"{sum_line}: stages[tpch.q6].transform_sql: output column 1, SUM(l_extendedprice * l_discount), has "
+        "no name: give it one with AS"
+    )
+
+
+def test_the_declared_columns_of_a_target_must_be_what_its_sql_produces(store, tmp_path):
+    missing = with_sql("q4", "count(*) as order_count", "count(*) as orders")
+    [problem] = problems_of(store, tpch.write_catalog(tmp_path, missing))
+    assert problem.split(": ", 1)[1] == (
+        "stages[tpch.q4].transform_sql: does not produce the target's declared column(s) order_count; "
+        "it produces o_orderpriority, orders"
+    )
+    mistyped = with_sql("q4", "", "", {"o_orderpriority": "string", "order_count": "date"})
+    [problem] = problems_of(store, tpch.write_catalog(tmp_path, mistyped))
+    assert problem.split(": ", 1)[1] == (
+        "stages[tpch.q4].transform_sql: produces column order_count as BIGINT (a number), but the target "
+        "declares it date (a date or time)"
+    )
+
+
+DUCKDB_TYPES = {"bigint": "BIGINT", "int": "INTEGER", "string": "VARCHAR", "date": "DATE"}
+
+
+def answer(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows as both engines' answers can be compared: numbers to 4 decimal places (Spark's averages are
+    decimals of scale 6, DuckDB's doubles), in a stable order."""
+
+    def value(v: Any) -> Any:
+        return round(float(v), 4) if isinstance(v, (Decimal, float)) else v
+
+    return sorted((tuple(value(v) for v in row) for row in rows), key=repr)
+
+
+@pytest.mark.parametrize("name", tpch.QUERIES)
+def test_each_tpch_query_computes_in_spark_what_duckdb_does(spark, name, tpch_rows):
+    tables, _, sql = tpch.QUERIES[name]
+    frames = {
+        table: spark.createDataFrame(
+            tpch_rows[table], ", ".join(f"{c} {t}" for c, t in tpch.TABLES[table].items())
+        )
+        for table in tables
+    }
+    reference = duckdb.connect()
+    for table in tables:
+        columns = tpch.TABLES[table]
+        reference.execute(
+            f"CREATE TABLE {table} ("
+            + ", ".join(f"{c} {DUCKDB_TYPES.get(t, t.upper())}" for c, t in columns.items())
+            + ")"
+        )
+        reference.executemany(
+            f"INSERT INTO {table} VALUES ({', '.join('?' for _ in columns)})", tpch_rows[table]
+        )
+
+    spark_rows = [tuple(row) for row in run_sql(spark, frames, sql, "spark").collect()]
+
+    expected = answer(reference.execute(sql).fetchall())
+    assert expected, f"{name} finds rows in the generated data, so the comparison means something"
+    assert answer(spark_rows) == expected
+
+
+@pytest.fixture(scope="module")
+def tpch_rows() -> dict[str, list[tuple[Any, ...]]]:
+    rows = tpch.generate()
+    assert isinstance(rows["orders"][0][4], datetime.date)
+    return rows
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # USING and NATURAL joins: the joined column is one column, named unqualified.
+        "select o_orderkey, count(*) as n from orders join lineitem on o_orderkey = l_orderkey "
+        "join (select o_orderkey, o_custkey as buyer from orders) as b using (o_orderkey) "
+        "group by o_orderkey",
+        "select o_orderkey, buyer from orders "
+        "natural join (select o_orderkey, o_custkey as buyer from orders) b",
+        # A lateral column alias, which Redshift has: `total` is the select list's own.
+        "select o_totalprice * 2 as total, total + 1 as more from orders",
+        # A set operation, ordered by its output's names; a CTE's columns by its column list.
+        "with k (key) as (select o_orderkey from orders) "
+        "select key from k union all select l_orderkey from lineitem order by key",
+        # A correlated scalar subquery whose unqualified column is the inner table's, over an outer one's.
+        "select o_orderkey from orders where o_totalprice > (select avg(l_extendedprice) from lineitem "
+        "where l_orderkey = o_orderkey)",
+    ],
+)
+def test_standard_scoping_is_accepted(sql):
+    schemas = {table: tpch.TABLES[table] for table in ("orders", "lineitem")}
+    checked_query(sql, "redshift", schemas, schemas)
+
+
+def test_a_column_of_another_scope_is_not_offered():
+    """In the derived table only lineitem is in scope: orders' columns are no suggestion there."""
+    schemas = {table: tpch.TABLES[table] for table in ("orders", "lineitem")}
+    with pytest.raises(UnsafeSql) as refused:
+        checked_query(
+            "select o_orderkey from orders, (select l_orderky from lineitem) as l", "spark", schemas, schemas
+        )
+    assert (
+        str(refused.value)
+        == "names column 'l_orderky', which its input does not have; did you mean l_orderkey?"
+    )
