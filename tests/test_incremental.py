@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion_assets.catalog.models import Source, Stage, Target, ValidationRuleSet
+from medallion_assets.catalog.models import Source, Stage, Target, ValidationRuleSet, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.throttles import CatalogThrottles
 from medallion_assets.engine.ingest import bronze_schema
 from medallion_assets.engine.stages import StageOutcome, StageRunner
+from medallion_assets.engine.validation import evaluate_rules
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
@@ -161,6 +162,11 @@ def test_a_type_2_history_places_late_and_out_of_order_events_where_their_sequen
     house.append([(1, "a", "40", "D", None, None), (2, "b", "5", "I", "red", None)])
     outcome = house.build("scd2")
     assert (outcome.details["mode"], outcome.rows_written) == ("incremental", 4)
+    assert [(o.rule.name, o.passed) for o in outcome.rule_outcomes] == [
+        ("scd2_one_current_row", True),
+        ("scd2_no_overlapping_validity", True),
+        ("scd2_unique_valid_from", True),
+    ]
     assert house.rows("scd2") == [
         (1, "a", 10, "red", "p", 10, 20, False),
         (1, "a", 25, "green", "q", 20, 30, False),
@@ -206,3 +212,25 @@ def test_the_mode_and_why_full_when_the_definition_or_bronze_history_changes(spa
     assert rebuilt.details["mode"] == "full"
     assert "not an ancestor" in rebuilt.details["why"]
     assert house.rows("scd1") == [(1, "a", 4, "w", None)]
+
+
+def test_the_checks_of_a_type_2_history_find_two_current_rows_overlaps_and_repeated_starts(spark):
+    target = Target(target_id="dim", layer="silver", keys=["k1", "k2"], cdc=DELETES, scd_type=2)
+    history = spark.createDataFrame(
+        [
+            (1, "a", 10, 20, False),
+            (1, "a", 15, None, True),  # overlaps [10, 20), and a second current row
+            (1, "a", 30, None, True),
+            (2, "a", 10, 20, False),
+            (2, "a", 10, None, True),  # same start
+            (2, "b", 10, None, True),  # another key: no conflict
+        ],
+        "k1 int, k2 string, __valid_from bigint, __valid_to bigint, __is_current boolean",
+    )
+    outcomes = evaluate_rules(history, history_rules(target))
+    assert [(o.rule.name, o.failing_rows) for o in outcomes] == [
+        ("scd2_one_current_row", 2),
+        ("scd2_no_overlapping_validity", 3),
+        ("scd2_unique_valid_from", 0),
+    ]
+    assert not outcomes[2].passed and outcomes[2].observed["duplicate_count"] == 1

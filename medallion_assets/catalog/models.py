@@ -36,7 +36,11 @@ RuleType = Literal[
     "schema_match",
     "freshness",
     "great_expectations",
+    "scd2_one_current",
+    "scd2_no_overlap",
 ]
+# Rules on a type 2 history: `columns` are the keys, `kwargs` may rename the validity columns.
+HISTORY_RULE_TYPES = frozenset({"scd2_one_current", "scd2_no_overlap"})
 RULE_TYPES: tuple[RuleType, ...] = typing.get_args(RuleType)
 
 
@@ -417,6 +421,10 @@ class Rule(BaseModel):
         missing = [name for name in needs.get(self.type, ()) if getattr(self, name) is None]
         if self.type == "unique" and not (self.column or self.columns):
             missing.append("column")
+        if self.type in HISTORY_RULE_TYPES:
+            if not self.columns:
+                missing.append("columns")
+            ValidityColumns(**self.kwargs)  # kwargs may only rename the validity columns
         if missing:
             raise ValueError(f"rule type {self.type} needs {', '.join(missing)}")
         if self.type == "regex":
@@ -642,3 +650,19 @@ LOADABLE: dict[str, type[Row]] = {
     "notifications": Notification,
     "table_maintenance": TableMaintenance,
 }
+
+
+def history_rules(target: Target) -> list[Rule]:
+    """The checks every type 2 target gets: at most one current row per key, no overlapping validity
+    intervals, and (keys, valid_from) unique."""
+    if target.scd_type != 2:
+        return []
+    names = target.validity_columns or ValidityColumns()
+    validity = names.model_dump()
+    return [
+        Rule(type="scd2_one_current", name="scd2_one_current_row", columns=target.keys, kwargs=validity),
+        Rule(
+            type="scd2_no_overlap", name="scd2_no_overlapping_validity", columns=target.keys, kwargs=validity
+        ),
+        Rule(type="unique", name="scd2_unique_valid_from", columns=[*target.keys, names.valid_from]),
+    ]

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from medallion_assets.catalog.models import Rule, Source, Stage, Target
+from medallion_assets.catalog.models import Rule, Source, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.engine import changes, staging_writer
@@ -142,9 +142,11 @@ class StageRunner:
         return self.lake.read_columns(table, schema, snapshot_id=snapshot_id, appended_after=appended_after)
 
     def rules(self, stage: Stage) -> list[Rule]:
+        """The stage's rule set, and the checks its target's kind implies (a type 2 history's)."""
+        implied = history_rules(self.snapshot.targets[stage.target_id])
         if not stage.validation_set_id:
-            return []
-        return self.snapshot.rule_sets[stage.validation_set_id].check_def
+            return implied
+        return [*self.snapshot.rule_sets[stage.validation_set_id].check_def, *implied]
 
     def run_stage(self, stage: Stage) -> StageOutcome:
         started = time.perf_counter()
