@@ -119,15 +119,16 @@ def random_batches(rng: random.Random) -> list[list[tuple]]:
     keys = [(rng.randint(1, 2), rng.choice("ab")) for _ in range(4)]
     sent: list[tuple] = []
     batches = []
-    for _ in range(rng.randint(3, 5)):
+    for number in range(rng.randint(3, 5)):
         batch: list[tuple] = []
-        for _ in range(rng.choice([0, 1, 3, 5, 7])):
+        # The first build reads a bronze table that holds rows, as after a first ingest.
+        for _ in range(rng.choice([1, 3, 5, 7] if number == 0 else [0, 1, 3, 5, 7])):
             roll = rng.random()
             if sent and roll < 0.15:
                 batch.append(rng.choice(sent))  # a duplicate
                 continue
             k1, k2 = rng.choice(keys)
-            seq = str(rng.randint(1, 12)) if roll < 0.97 else "late"  # small range: ties and late events
+            seq = str(rng.randint(1, 12)) if roll < 0.93 else "late"  # small range: ties and late events
             op = rng.choices(["I", "U", "D"], [3, 4, 2])[0]
             event = (k1, k2, seq, op, rng.choice(["x", "y", None]), rng.choice(["p", "q", None]))
             batch.append(event)
@@ -136,7 +137,7 @@ def random_batches(rng: random.Random) -> list[list[tuple]]:
     return batches
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(6))
 def test_built_batch_by_batch_every_dataset_equals_one_full_build(spark, tmp_path, seed):
     rng = random.Random(seed)
     house = Lakehouse(spark, tmp_path)
