@@ -183,6 +183,7 @@ def test_a_late_older_copy_never_overwrites_a_newer_row(spark, tmp_path):
     house.append([(1, "a", "3", "U", "old", None), (2, "a", "1", "I", "x", None)])
     outcome = house.build("latest")
     assert (outcome.details["mode"], outcome.rows_written) == ("incremental", 1)
+    assert outcome.details["rows_in_dataset"] == 2
     assert house.rows("latest") == [(1, "a", 5, "U", "new", None), (2, "a", 1, "I", "x", None)]
 
 

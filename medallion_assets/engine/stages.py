@@ -426,7 +426,13 @@ class StageRunner:
         outcome = StageOutcome(
             rule_outcomes=evaluate_rules(current, self.rules(stage)),
             snapshot_id=snapshot_id,
-            details={"rows_in": 0, "rows_merged": 0, "mode": plan.mode, "why": plan.why + ": none"},
+            details={
+                "rows_in": 0,
+                "rows_merged": 0,
+                "rows_in_dataset": self.lake.total_rows(table, snapshot_id) if snapshot_id else 0,
+                "mode": plan.mode,
+                "why": plan.why + ": none",
+            },
             read=[stage.input_id],
             input_snapshots={stage.input_id: end},
         )
@@ -494,6 +500,8 @@ class StageRunner:
             return outcome, staged
         outcome.snapshot_id = self.lake.publish(table, branch)
         self._record_commit(stage, outcome.snapshot_id, "publish", outcome.input_snapshots)
+        # The dataset's size (Dagster's row count) is the table's, not this run's rows: read from metadata.
+        outcome.details["rows_in_dataset"] = self.lake.total_rows(table, outcome.snapshot_id)
         published = self.lake.read(table, snapshot_id=outcome.snapshot_id)
         return outcome, published.select(*[f"`{c}`" for c in columns])
 

@@ -257,6 +257,16 @@ class LakeTables:
         self.spark.sql(f"ALTER TABLE {bound.sql} DROP BRANCH IF EXISTS `{branch}`")
         return int(result[0].updated_ref)
 
+    def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
+        """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata only)."""
+        rows = (
+            self.spark.table(f"{self.bound(table).sql}.`snapshots`")
+            .where(F.col("snapshot_id") == F.lit(int(snapshot_id)))
+            .select(F.col("summary").getItem("total-records").alias("rows"))
+            .collect()
+        )
+        return int(rows[0].rows) if rows and rows[0].rows is not None else None
+
     def current_snapshot(self, table: TableRef) -> int | None:
         if not self.exists(table):
             return None
