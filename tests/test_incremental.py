@@ -236,3 +236,23 @@ def test_the_checks_of_a_type_2_history_find_two_current_rows_overlaps_and_repea
         ("scd2_unique_valid_from", 0),
     ]
     assert not outcomes[2].passed and outcomes[2].observed["duplicate_count"] == 1
+
+
+def test_a_truncate_event_rebuilds_whole_and_wipes_late_events_before_it(spark, tmp_path):
+    truncating = {"keys": ["k1", "k2"], "cdc": {**DELETES, "apply_as_truncates": "op = 'T'"}, "scd_type": 1}
+    house = Lakehouse(spark, tmp_path, {"trunc": truncating})
+    house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p")])
+    house.build("trunc")
+    house.append([(0, "z", "5", "T", None, None), (3, "a", "6", "I", "z", None)])
+    truncated = house.build("trunc")
+    assert (truncated.details["mode"], truncated.details["why"]) == (
+        "full",
+        "a truncate event arrived: every key may change",
+    )
+    assert house.rows("trunc") == [(3, "a", 6, "z", None)]
+    house.append([(1, "a", "4", "U", "late", None), (2, "a", "7", "U", "new", None)])
+    assert house.build("trunc").details["mode"] == "incremental"
+    assert house.build("trunc_full").details["mode"] == "full"
+    assert (
+        house.rows("trunc") == house.rows("trunc_full") == [(2, "a", 7, "new", None), (3, "a", 6, "z", None)]
+    )

@@ -36,6 +36,7 @@ from medallion_assets.engine.validation import (
     evaluate_rules,
     evaluate_rules_and_count,
     observe_rules,
+    reads_written_data,
     row_violation,
 )
 from medallion_assets.errors import StageHalted
@@ -472,20 +473,23 @@ class StageRunner:
                 target.keep_latest_by,
             )
             keys = rows
-        unique_on = [] if target.scd_type == 2 else target.keys
-        observed, judge, written_rows = observe_rules(rows, self.rules(stage), unique_on=unique_on)
-        self.lake.ensure(table, observed.schema, target.lake_table)
-        columns = [c for c in existing.columns if c in observed.columns] + [
-            c for c in observed.columns if c not in existing.columns
+        # This run's rows are few: counted and judged directly, not observed during the write. An observation
+        # is lost when Spark plans an empty result away (a batch whose every row was rejected).
+        rows = rows.cache()
+        written = rows.count()
+        self.lake.ensure(table, rows.schema, target.lake_table)
+        columns = [c for c in existing.columns if c in rows.columns] + [
+            c for c in rows.columns if c not in existing.columns
         ]
         branch = self.lake.stage_replacing(
-            table, keys, observed.select(*[f"`{c}`" for c in columns]), target.keys, self.run_id
+            table, keys, rows.select(*[f"`{c}`" for c in columns]), target.keys, self.run_id
         )
-        quarantined = self._write_rejected(table.quarantine(), shaped.rejects, append=True)
+        quarantined = self._append_rejected(table.quarantine(), shaped.rejects)
         staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in columns])
-        rule_outcomes = judge(staged)
-        rows_in, written = shaped.rows_in(), written_rows()
-        rows_read = rows_in if not stage.transform_sql else new_rows.count()
+        rule_outcomes = self._judge_merge(stage, target, rows, staged)
+        rows.unpersist()
+        rows_read = new_rows.count()
+        rows_in = rows_read if not stage.transform_sql else None
         outcome = StageOutcome(
             rows_read,
             written,
@@ -553,11 +557,34 @@ class StageRunner:
         published = self.lake.read(table, snapshot_id=outcome.snapshot_id)
         return outcome, published.select(*[f"`{c}`" for c in observed.columns])
 
-    def _write_rejected(
-        self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]], append: bool = False
-    ) -> int:
-        """Replace the dataset's quarantine with this run's rejects (a recompute), or add them to it
-        (`append`: a run that processed new rows only).
+    def _judge_merge(
+        self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame
+    ) -> list[RuleOutcome]:
+        """The stage's rules on this run's rows, and those that need the whole table on the staged branch."""
+        rules = self.rules(stage)
+        unique_on = [] if target.scd_type == 2 else target.keys
+        whole = {i for i, rule in enumerate(rules) if reads_written_data(rule, unique_on)}
+        on_rows = evaluate_rules(rows, [rule for i, rule in enumerate(rules) if i not in whole])
+        on_table = evaluate_rules(staged, [rule for i, rule in enumerate(rules) if i in whole])
+        ordered = iter(on_rows), iter(on_table)
+        return [next(ordered[1] if i in whole else ordered[0]) for i in range(len(rules))]
+
+    def _append_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
+        """Add this run's rejects to the dataset's quarantine, counted directly (see `_merge_increment`)."""
+        if not rejects:
+            return 0
+        frames = [frame for frame, _ in rejects]
+        combined = reduce(
+            lambda left, right: left.unionByName(right, allowMissingColumns=True), frames
+        ).cache()
+        rows = combined.count()
+        if rows:
+            self.lake.append_quarantine(quarantine, combined)
+        combined.unpersist()
+        return rows
+
+    def _write_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
+        """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).
 
         Call after the write of the kept rows, which counted each kind of reject: kinds without rows are left
         out, so that their part of the plan is not computed again, and with no rejects at all the quarantine
@@ -567,15 +594,11 @@ class StageRunner:
             return 0
         present = [frame for frame, rows in rejects if rows.get["rows"]]
         if not present:
-            if not append:
-                self.lake.replace_quarantine(quarantine, rejects[0][0].limit(0))
+            self.lake.replace_quarantine(quarantine, rejects[0][0].limit(0))
             return 0
         combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
         combined, quarantined = counted(combined)
-        if append:
-            self.lake.append_quarantine(quarantine, combined)
-        else:
-            self.lake.replace_quarantine(quarantine, combined)
+        self.lake.replace_quarantine(quarantine, combined)
         rows_quarantined: int = quarantined.get["rows"]
         return rows_quarantined
 
