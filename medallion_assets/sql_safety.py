@@ -126,6 +126,24 @@ def _check_output_names(query: exp.Query) -> None:
             )
 
 
+def checked_condition(sql: str, dialect: str = "spark") -> str:
+    """A row condition (a CDC target's `apply_as_deletes`) as Spark SQL generated from its checked tree: one
+    boolean expression over the row's columns, reading no table (no subquery) and calling no function that
+    runs code (JVM escapes, user-defined functions: names sqlglot does not know)."""
+    try:
+        expression = sqlglot.parse_one(sql, read=dialect, into=exp.Condition)
+    except (ParseError, ValueError) as error:
+        raise UnsafeSql(f"does not parse as a {dialect} condition: {error}") from None
+    for node in expression.walk():
+        if isinstance(node, (*_FORBIDDEN_NODES, exp.Query, exp.Subquery, exp.Table)):
+            raise UnsafeSql(f"holds {_kind(node)} ({_excerpt(node)}); only a condition on the row is allowed")
+        if isinstance(node, exp.Anonymous) or (
+            isinstance(node, exp.Func) and _function_name(node) in JVM_ESCAPES
+        ):
+            raise UnsafeSql(f"calls {_function_name(node)}(), which is not a known SQL function")
+    return expression.sql(dialect="spark")
+
+
 def _check_relation(
     table: exp.Table, declared: set[str], named_subqueries: set[str], inputs: Collection[str]
 ) -> None:

@@ -35,7 +35,7 @@ from medallion_assets.assets.monitoring import (
     monitoring_check_results,
     monitoring_check_specs,
 )
-from medallion_assets.catalog.models import Rule, Stage, Target
+from medallion_assets.catalog.models import Rule, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.catalog.versions import stage_fingerprint
@@ -90,8 +90,9 @@ def _rule_name(rule: Rule) -> str:
 
 
 def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list[AssetCheckSpec]:
-    if not stage.validation_set_id:
-        return []
+    """One check per rule of the stage's set, and per check its target's kind implies (type 2 history)."""
+    rules = snapshot.rule_sets[stage.validation_set_id].check_def if stage.validation_set_id else []
+    rules = [*rules, *history_rules(snapshot.targets[stage.target_id])]
     return [
         AssetCheckSpec(
             _rule_name(rule),
@@ -99,7 +100,7 @@ def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list
             blocking=rule.severity == "error",
             description=f"{rule.type} ({rule.severity}, action {rule.action})",
         )
-        for rule in snapshot.rule_sets[stage.validation_set_id].check_def
+        for rule in rules
     ]
 
 

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from medallion_assets.naming import check_identifier, split_qualified
 from medallion_assets.patterns import compiled
+from medallion_assets.sql_safety import UnsafeSql, checked_condition
 
 Identifier = Annotated[str, AfterValidator(check_identifier)]
 QualifiedName = Annotated[str, AfterValidator(lambda value: ".".join(split_qualified(value)) and value)]
@@ -35,7 +36,11 @@ RuleType = Literal[
     "schema_match",
     "freshness",
     "great_expectations",
+    "scd2_one_current",
+    "scd2_no_overlap",
 ]
+# Rules on a type 2 history: `columns` are the keys, `kwargs` may rename the validity columns.
+HISTORY_RULE_TYPES = frozenset({"scd2_one_current", "scd2_no_overlap"})
 RULE_TYPES: tuple[RuleType, ...] = typing.get_args(RuleType)
 
 
@@ -187,6 +192,49 @@ def _renamed(data: Any, table: str, old: str, new: str) -> Any:
     return {(new if name == old else name): value for name, value in data.items()}
 
 
+def _condition(value: str | None) -> str | None:
+    """A CDC condition: one SQL boolean expression over the event's columns (sql_safety.checked_condition)."""
+    if value is not None:
+        try:
+            checked_condition(value)
+        except UnsafeSql as error:
+            raise ValueError(f"condition {value!r} {error}") from None
+    return value
+
+
+Condition = Annotated[str, AfterValidator(_condition)]
+
+
+class Cdc(BaseModel):
+    """How a target applies a change feed: each input row is an event on the row of its keys."""
+
+    model_config = ConfigDict(extra="forbid")
+    sequence_by: Identifier = Field(
+        description="the events' order; ties are broken by ingestion order, then by the row's content"
+    )
+    apply_as_deletes: Condition | None = Field(
+        default=None, description="SQL condition of an event that deletes its key, e.g. op = 'D'"
+    )
+    apply_as_truncates: Condition | None = Field(
+        default=None, description="SQL condition of an event that empties the table (type 1 only)"
+    )
+    ignore_null_updates: bool = Field(
+        default=False, description="a null in an update keeps the key's previous value of that column"
+    )
+    except_columns: list[Identifier] = Field(
+        default_factory=list, description="event columns kept out of the target, e.g. op"
+    )
+
+
+class ValidityColumns(BaseModel):
+    """The names of a type 2 target's validity columns."""
+
+    model_config = ConfigDict(extra="forbid")
+    valid_from: Identifier = "__valid_from"
+    valid_to: Identifier = "__valid_to"
+    is_current: Identifier = "__is_current"
+
+
 class LakeTable(BaseModel):
     """Where and how a lake target is kept as a table: `<catalog>.<namespace>.<name>`, by default
     `lake.<layer>.<dataset>`, and its layout. Partition and sort entries and property values are checked
@@ -240,6 +288,22 @@ class Target(Row):
     lake_table: LakeTable | None = Field(
         default=None, description="the lake table's catalog, namespace, name, partitioning, order, properties"
     )
+    cdc: Cdc | None = Field(
+        default=None, description="apply the input as a change feed on the keys (silver): sequence, deletes"
+    )
+    scd_type: Annotated[int, Field(ge=1, le=2)] | None = Field(
+        default=None, description="with cdc: 1 keeps the latest row per key, 2 keeps every version (history)"
+    )
+    track_history_columns: list[Identifier] | None = Field(
+        default=None, description="type 2: the columns whose change makes a new version (default: all)"
+    )
+    track_history_except: list[Identifier] | None = Field(
+        default=None, description="type 2: the columns whose change does not make a new version"
+    )
+    validity_columns: ValidityColumns | None = Field(
+        default=None,
+        description="type 2: names of the validity columns (__valid_from, __valid_to, __is_current)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -269,7 +333,34 @@ class Target(Row):
         undeclared = sorted(set(self.column_descriptions or ()) - set(self.columns or ()))
         if undeclared:
             raise ValueError(f"column_descriptions name undeclared column(s): {', '.join(undeclared)}")
+        self._check_changes()
         return self
+
+    def _check_changes(self) -> None:
+        """CDC and SCD fields make sense together."""
+        history = self.track_history_columns is not None or self.track_history_except is not None
+        if self.cdc is None:
+            if self.scd_type is not None or history or self.validity_columns is not None:
+                raise ValueError("scd_type, track_history_* and validity_columns need cdc")
+            return
+        if not self.keys:
+            raise ValueError("cdc needs keys: the events apply to the row of their keys")
+        if self.layer != "silver":
+            raise ValueError("cdc applies change feeds in silver")
+        if self.track_history_columns is not None and self.track_history_except is not None:
+            raise ValueError("give track_history_columns or track_history_except, not both")
+        if self.scd_type != 2 and (history or self.validity_columns is not None):
+            raise ValueError("track_history_* and validity_columns are for scd_type 2")
+        if self.scd_type == 2 and self.cdc.apply_as_truncates:
+            raise ValueError("apply_as_truncates is for scd_type 1: a type 2 history is never truncated")
+        if self.columns:
+            named = [self.cdc.sequence_by, *self.cdc.except_columns]
+            named += [*(self.track_history_columns or ()), *(self.track_history_except or ())]
+            unknown = sorted(set(named) - set(self.columns))
+            if unknown:
+                raise ValueError(f"cdc names undeclared column(s): {', '.join(unknown)}")
+            if self.cdc.sequence_by in self.cdc.except_columns:
+                raise ValueError("except_columns cannot hold sequence_by")
 
 
 class Stage(Row):
@@ -335,6 +426,10 @@ class Rule(BaseModel):
         missing = [name for name in needs.get(self.type, ()) if getattr(self, name) is None]
         if self.type == "unique" and not (self.column or self.columns):
             missing.append("column")
+        if self.type in HISTORY_RULE_TYPES:
+            if not self.columns:
+                missing.append("columns")
+            ValidityColumns(**self.kwargs)  # kwargs may only rename the validity columns
         if missing:
             raise ValueError(f"rule type {self.type} needs {', '.join(missing)}")
         if self.type == "regex":
@@ -561,3 +656,19 @@ LOADABLE: dict[str, type[Row]] = {
     "notifications": Notification,
     "table_maintenance": TableMaintenance,
 }
+
+
+def history_rules(target: Target) -> list[Rule]:
+    """The checks every type 2 target gets: at most one current row per key, no overlapping validity
+    intervals, and (keys, valid_from) unique."""
+    if target.scd_type != 2:
+        return []
+    names = target.validity_columns or ValidityColumns()
+    validity = names.model_dump()
+    return [
+        Rule(type="scd2_one_current", name="scd2_one_current_row", columns=target.keys, kwargs=validity),
+        Rule(
+            type="scd2_no_overlap", name="scd2_no_overlapping_validity", columns=target.keys, kwargs=validity
+        ),
+        Rule(type="unique", name="scd2_unique_valid_from", columns=[*target.keys, names.valid_from]),
+    ]

@@ -120,6 +120,7 @@ lake_commits = Table(
     Column("stage_name", Text),
     Column("operation", Text, nullable=False, doc="append, publish, rollback"),
     Column("inputs", JSON, doc="input dataset → the snapshot this version was built from"),
+    Column("fingerprint", Text, doc="the definition (catalog/versions.py) this version was made by"),
     Column("committed_at", DateTime(timezone=True), server_default=func.now(), nullable=False),
     Index("lake_commits_dataset", "dataset", "commit_id"),
 )

@@ -33,6 +33,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 # The catalog tables whose rows make up definitions: a write to any other table cannot change a version.
 DEFINING_TABLES = frozenset({"stages", "targets", "sources", "validation_rules", "column_lineage"})
 _OUTPUT_FIELDS = {"target_id", "layer", "kind", "location", "columns", "keys", "keep_latest_by", "load_mode"}
+_CHANGE_FIELDS = {"cdc", "scd_type", "track_history_columns", "track_history_except", "validity_columns"}
 # The parts of a definition besides its inputs, in the order a diff names them.
 _PARTS = ("transform", "rules", "output", "source")
 
@@ -50,6 +51,8 @@ def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[
     }
     # Under the field's name before migration 0010: versions recorded before it keep their fingerprint.
     made["output"]["type"] = made["output"].pop("kind")
+    # Fields added later count only where set: versions recorded before them keep their fingerprint.
+    made["output"].update(target.model_dump(mode="json", include=_CHANGE_FIELDS, exclude_none=True))
     source = snapshot.sources.get(stage.input_id) if target.layer == "bronze" else None
     if source is not None:
         made["source"] = source.model_dump(mode="json", include={"file_format", "columns", "options"})

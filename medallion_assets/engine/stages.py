@@ -24,16 +24,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from medallion_assets.catalog.models import Rule, Source, Stage, Target
+from medallion_assets.catalog.models import Rule, Source, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.engine import staging_writer
+from medallion_assets.catalog.versions import stage_fingerprint
+from medallion_assets.engine import changes, staging_writer
 from medallion_assets.engine.ingest import bronze_schema, ingest
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
-from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
+from medallion_assets.engine.transform import conform, counted, deduplicate, row_by_row, run_sql
 from medallion_assets.engine.validation import (
     RuleOutcome,
+    evaluate_rules,
     evaluate_rules_and_count,
     observe_rules,
+    reads_written_data,
     row_violation,
 )
 from medallion_assets.errors import StageHalted
@@ -92,6 +95,16 @@ class Shaped:
         return int(self.counts.get[self.rows_in_metric])
 
 
+@dataclass(frozen=True)
+class Mode:
+    """How a silver or gold stage builds its dataset this run, and why: `full` (recomputed from its inputs'
+    current versions) or `incremental` (from the rows its bronze input appended after snapshot `since`)."""
+
+    mode: str
+    why: str
+    since: int | None = None
+
+
 @dataclass
 class StageRunner:
     """What a stage needs from the outside world; one per run, shared by its stages. `store` is the ledger it
@@ -113,8 +126,11 @@ class StageRunner:
     def __post_init__(self) -> None:
         self.lake = LakeTables(self.spark, self.lake_root)
 
-    def read_dataset(self, target_id: str, snapshot_id: int | None = None) -> DataFrame:
-        """A lake dataset as of `snapshot_id`, or its current version."""
+    def read_dataset(
+        self, target_id: str, snapshot_id: int | None = None, appended_after: int | None = None
+    ) -> DataFrame:
+        """A lake dataset as of `snapshot_id`, or its current version; of bronze, with `appended_after`, only
+        the rows appended after that snapshot."""
         target = self.snapshot.targets[target_id]
         table = table_of(target)
         if target.layer != "bronze":
@@ -124,12 +140,14 @@ class StageRunner:
         assert producer is not None, "a bronze target is made by the stage that ingests its source"
         schema = StructType.fromDDL(bronze_schema(self.snapshot.sources[producer.input_id]))
         assert isinstance(schema, StructType)
-        return self.lake.read_columns(table, schema, snapshot_id=snapshot_id)
+        return self.lake.read_columns(table, schema, snapshot_id=snapshot_id, appended_after=appended_after)
 
     def rules(self, stage: Stage) -> list[Rule]:
+        """The stage's rule set, and the checks its target's kind implies (a type 2 history's)."""
+        implied = history_rules(self.snapshot.targets[stage.target_id])
         if not stage.validation_set_id:
-            return []
-        return self.snapshot.rule_sets[stage.validation_set_id].check_def
+            return implied
+        return [*self.snapshot.rule_sets[stage.validation_set_id].check_def, *implied]
 
     def run_stage(self, stage: Stage) -> StageOutcome:
         started = time.perf_counter()
@@ -214,7 +232,9 @@ class StageRunner:
             self.store.settle_batch(source.source_id, batch_id, committed.get(batch_id))
 
     def _record_commit(self, stage: Stage, snapshot_id: int, operation: str, inputs: dict[str, int]) -> None:
+        target = self.snapshot.targets[stage.target_id]
         self.store.record_commit(
+            fingerprint=stage_fingerprint(stage, target, self.snapshot),
             dataset=stage.target_id,
             snapshot_id=snapshot_id,
             run_id=self.run_id,
@@ -311,9 +331,12 @@ class StageRunner:
         read[dataset] = version
         return self.read_dataset(dataset, version)
 
-    def _shape(self, stage: Stage, target: Target, inputs: dict[str, DataFrame]) -> Shaped:
+    def _shape(
+        self, stage: Stage, target: Target, inputs: dict[str, DataFrame], apply: bool = True
+    ) -> Shaped:
         """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,
-        deduplication, and the rows drop or quarantine rules take out."""
+        deduplication, and the rows drop or quarantine rules take out; of a change feed, the events those
+        rules keep, applied to the keys' rows unless `apply` is false."""
         source_frame = (
             run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect)
             if stage.transform_sql
@@ -328,7 +351,8 @@ class StageRunner:
             rejects.append((conformed.rejected, conformed.counts))
         else:
             (frame, counts), rows_in_metric = counted(source_frame), "rows"
-        frame = deduplicate(frame, target.keys, target.keep_latest_by)
+        if target.cdc is None:  # a change feed keeps every event until they are applied
+            frame = deduplicate(frame, target.keys, target.keep_latest_by)
         for rule in self.rules(stage):
             violation = row_violation(rule)
             if violation is None or rule.action not in ("drop", "quarantine"):
@@ -342,11 +366,183 @@ class StageRunner:
                 frame, violations = counted(frame, violation)
                 rejects.append((rejected, violations))
             frame = frame.where(~violation)
+        if target.cdc is not None and apply:
+            frame = changes.apply_changes(changes.flag_events(frame, target), target)
         return Shaped(frame, counts, rejects, rows_in_metric)
 
     def _transform(self, stage: Stage, target: Target) -> tuple[StageOutcome, DataFrame]:
         """Compute, stage, check and publish a silver or gold dataset. Returns the outcome and the version
-        written: the published one, or the staged branch when a blocking rule failed (main is untouched)."""
+        written: the published one, or the staged branch when a blocking rule failed (main is untouched).
+
+        A keyed silver dataset fed by one bronze table is brought up to date from the rows bronze appended
+        since its last commit (`_plan` says whether it can be, and why not)."""
+        plan = self._plan(stage, target)
+        if plan.since is not None:
+            incremental = self._merge_new_rows(stage, target, plan)
+            if incremental is not None:
+                return incremental
+            plan = Mode("full", "a truncate event arrived: every key may change")
+        outcome, written = self._recompute(stage, target)
+        outcome.details.update(mode=plan.mode, why=plan.why)
+        return outcome, written
+
+    def _plan(self, stage: Stage, target: Target) -> Mode:
+        """Whether the stage may process only the rows its input appended since its last commit, and why."""
+        source = self.snapshot.targets.get(stage.input_id)
+        rules = self.rules(stage)
+        if target.layer != "silver":
+            return Mode("full", f"{target.layer} is recomputed whole")
+        if not target.keys:
+            return Mode("full", "the target has no keys to merge new rows on")
+        if stage.inputs or source is None or source.layer != "bronze":
+            return Mode("full", "the stage reads more than one bronze table")
+        if stage.transform_sql and not row_by_row(stage.transform_sql, stage.sql_dialect, [stage.input_id]):
+            return Mode("full", "its SQL does not make each row from one input row (a join, aggregate, …)")
+        if target.cdc is None and any(
+            r.action in ("drop", "quarantine") and row_violation(r) is not None for r in rules
+        ):
+            return Mode("full", "rules drop rows after deduplication: a later batch could bring back a key")
+        if self.recovery.flagged(self._lake_ancestry(stage)):
+            return Mode("full", "an input is unavailable and rebuilt from its own inputs")
+        commits = [c for c in self.store.lake_commits(target.target_id) if c["operation"] == "publish"]
+        if not commits:
+            return Mode("full", "first build: no earlier commit of this stage")
+        last, table = commits[-1], table_of(target)
+        fingerprint = stage_fingerprint(stage, target, self.snapshot)
+        if last.get("fingerprint") != fingerprint:
+            return Mode("full", f"the stage's definition changed ({last.get('fingerprint')} → {fingerprint})")
+        if self.lake.current_snapshot(table) != last["snapshot_id"]:
+            return Mode(
+                "full", "the table changed since this stage's last commit (a rollback or another writer)"
+            )
+        since = (last.get("inputs") or {}).get(stage.input_id)
+        if since is None:
+            return Mode("full", "the last commit does not say which bronze snapshot it read")
+        bronze = table_of(source)
+        refused = self.lake.appended_between(bronze, int(since), self.lake.current_snapshot(bronze))
+        if refused:
+            return Mode("full", refused)
+        return Mode("incremental", f"reads the rows bronze appended after snapshot {since}", int(since))
+
+    def _merge_new_rows(
+        self, stage: Stage, target: Target, plan: Mode
+    ) -> tuple[StageOutcome, DataFrame] | None:
+        """Bring the table up to date from the rows its bronze input appended since `plan.since`: new rows
+        replace older ones of their keys (a change feed: the keys it touches are recomputed from their own
+        events), on the run's branch, checked there, then published. None when a truncate event arrived."""
+        assert plan.since is not None
+        bronze = stage.input_id
+        end = self.lake.current_snapshot(table_of(self.snapshot.targets[bronze]))
+        assert end is not None, "the plan found bronze's current snapshot"
+        new_rows = self.read_dataset(bronze, end, appended_after=plan.since)
+        # Checked first: Spark plans an empty read away, and the counts observed on it with it.
+        if end == plan.since or new_rows.isEmpty():
+            return self._nothing_new(stage, target, plan, end)
+        shaped = self._shape(stage, target, {bronze: new_rows}, apply=False)
+        # The new rows are computed once, here, by an action that completes their counts (observations, which
+        # a read inside the write's delete would not): the write reads them twice (their keys, their rows).
+        increment = shaped.frame.cache()
+        increment.count()
+        try:
+            return self._merge_increment(stage, target, plan, shaped, increment, new_rows, end)
+        finally:
+            increment.unpersist()
+
+    def _nothing_new(
+        self, stage: Stage, target: Target, plan: Mode, end: int
+    ) -> tuple[StageOutcome, DataFrame]:
+        """Bronze appended nothing since the last commit: the table stays as it is, and its rules are judged
+        on it, so that its checks still say how it stands."""
+        table = table_of(target)
+        snapshot_id = self.lake.current_snapshot(table)
+        current = self.lake.read(table, snapshot_id=snapshot_id)
+        outcome = StageOutcome(
+            rule_outcomes=evaluate_rules(current, self.rules(stage)),
+            snapshot_id=snapshot_id,
+            details={
+                "rows_in": 0,
+                "rows_merged": 0,
+                "rows_in_dataset": self.lake.total_rows(table, snapshot_id) if snapshot_id else 0,
+                "mode": plan.mode,
+                "why": plan.why + ": none",
+            },
+            read=[stage.input_id],
+            input_snapshots={stage.input_id: end},
+        )
+        return outcome, current
+
+    def _merge_increment(
+        self,
+        stage: Stage,
+        target: Target,
+        plan: Mode,
+        shaped: Shaped,
+        increment: DataFrame,
+        new_rows: DataFrame,
+        end: int,
+    ) -> tuple[StageOutcome, DataFrame] | None:
+        bronze, table = stage.input_id, table_of(target)
+        current = self.lake.current_snapshot(table)
+        existing = self.lake.read(table, snapshot_id=current)
+        if target.cdc is not None:
+            events = changes.flag_events(increment, target)
+            if target.cdc.apply_as_truncates and changes.truncates(events).limit(1).count():
+                return None
+            keys = events.select(*[F.col(f"`{k}`") for k in target.keys]).distinct()
+            # Every event of those keys, read from the same bronze version, shaped as in a full build.
+            history = self._shape(stage, target, {bronze: self.read_dataset(bronze, end)}, apply=False)
+            flagged = changes.flag_events(history.frame, target)
+            of_keys = changes.rows_of_keys(flagged, keys, target.keys)
+            if target.cdc.apply_as_truncates:
+                of_keys = of_keys.unionByName(changes.truncates(flagged))
+            rows = changes.apply_changes(of_keys, target)
+        else:
+            incoming = increment.drop(*INGESTION_COLUMNS)
+            rows = changes.newer_wins(
+                changes.rows_of_keys(existing, incoming, target.keys),
+                incoming,
+                target.keys,
+                target.keep_latest_by,
+            )
+            keys = rows
+        # This run's rows are few: counted and judged directly, not observed during the write. An observation
+        # is lost when Spark plans an empty result away (a batch whose every row was rejected).
+        rows = rows.cache()
+        written = rows.count()
+        self.lake.ensure(table, rows.schema, target.lake_table)
+        columns = [c for c in existing.columns if c in rows.columns] + [
+            c for c in rows.columns if c not in existing.columns
+        ]
+        branch = self.lake.stage_replacing(
+            table, keys, rows.select(*[f"`{c}`" for c in columns]), target.keys, self.run_id
+        )
+        quarantined = self._append_rejected(table.quarantine(), shaped.rejects)
+        staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in columns])
+        rule_outcomes = self._judge_merge(stage, target, rows, staged)
+        rows.unpersist()
+        rows_read = new_rows.count()
+        rows_in = rows_read if not stage.transform_sql else None
+        outcome = StageOutcome(
+            rows_read,
+            written,
+            quarantined,
+            rule_outcomes,
+            details={"rows_in": rows_in, "rows_merged": written, "mode": plan.mode, "why": plan.why},
+            read=[bronze],
+            input_snapshots={bronze: end},
+        )
+        if outcome.blocking_failures():
+            outcome.staged_branch = branch
+            return outcome, staged
+        outcome.snapshot_id = self.lake.publish(table, branch)
+        self._record_commit(stage, outcome.snapshot_id, "publish", outcome.input_snapshots)
+        # The dataset's size (Dagster's row count) is the table's, not this run's rows: read from metadata.
+        outcome.details["rows_in_dataset"] = self.lake.total_rows(table, outcome.snapshot_id)
+        published = self.lake.read(table, snapshot_id=outcome.snapshot_id)
+        return outcome, published.select(*[f"`{c}`" for c in columns])
+
+    def _recompute(self, stage: Stage, target: Target) -> tuple[StageOutcome, DataFrame]:
+        """The dataset computed whole from its inputs' current versions."""
         inputs, read = self.readable_inputs(stage)
         # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
         shaped = self._shape(stage, target, inputs)
@@ -354,7 +550,9 @@ class StageRunner:
         # After deduplication, a unique rule on the keys holds by construction and needs no distinct count.
         # The rules' observation counts the rows written too.
         observed, judge, written_rows = observe_rules(
-            frame.drop(*INGESTION_COLUMNS), self.rules(stage), unique_on=target.keys
+            frame.drop(*INGESTION_COLUMNS),
+            self.rules(stage),
+            unique_on=[] if target.scd_type == 2 else target.keys,
         )
         table = table_of(target)
         self.lake.ensure(table, observed.schema, target.lake_table)
@@ -390,6 +588,32 @@ class StageRunner:
         self._record_commit(stage, outcome.snapshot_id, "publish", input_snapshots)
         published = self.lake.read(table, snapshot_id=outcome.snapshot_id)
         return outcome, published.select(*[f"`{c}`" for c in observed.columns])
+
+    def _judge_merge(
+        self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame
+    ) -> list[RuleOutcome]:
+        """The stage's rules on this run's rows, and those that need the whole table on the staged branch."""
+        rules = self.rules(stage)
+        unique_on = [] if target.scd_type == 2 else target.keys
+        whole = {i for i, rule in enumerate(rules) if reads_written_data(rule, unique_on)}
+        on_rows = evaluate_rules(rows, [rule for i, rule in enumerate(rules) if i not in whole])
+        on_table = evaluate_rules(staged, [rule for i, rule in enumerate(rules) if i in whole])
+        ordered = iter(on_rows), iter(on_table)
+        return [next(ordered[1] if i in whole else ordered[0]) for i in range(len(rules))]
+
+    def _append_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
+        """Add this run's rejects to the dataset's quarantine, counted directly (see `_merge_increment`)."""
+        if not rejects:
+            return 0
+        frames = [frame for frame, _ in rejects]
+        combined = reduce(
+            lambda left, right: left.unionByName(right, allowMissingColumns=True), frames
+        ).cache()
+        rows = combined.count()
+        if rows:
+            self.lake.append_quarantine(quarantine, combined)
+        combined.unpersist()
+        return rows
 
     def _write_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).

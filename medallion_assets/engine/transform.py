@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -11,6 +11,7 @@ from operator import or_
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from medallion_assets.dialects import redshift_semantics
 from medallion_assets.errors import SqlNotAnalyzable
@@ -74,6 +75,35 @@ def not_analyzable(error: AnalysisException, what: str) -> SqlNotAnalyzable:
     return SqlNotAnalyzable(f"Spark cannot analyze {what}: {error.getMessage().strip().splitlines()[0]}")
 
 
+# What makes a query's row depend on other rows, or on more than one input.
+_NOT_ROW_BY_ROW: tuple[type[exp.Expr], ...] = (
+    exp.Join,
+    exp.Group,
+    exp.Having,
+    exp.Distinct,
+    exp.Limit,
+    exp.Window,
+    exp.AggFunc,
+    exp.Subquery,
+    exp.With,
+    exp.Lateral,
+    exp.Explode,
+    exp.Unnest,
+    exp.Qualify,
+    exp.Order,
+)
+
+
+def row_by_row(sql: str, dialect: str, inputs: Collection[str]) -> bool:
+    """Whether the query makes each output row from one input row alone (a projection and filter of one
+    input): then it may run over new input rows only. No join, aggregation, window, DISTINCT, LIMIT, set
+    operation, subquery or row generator."""
+    query = checked_query(sql, dialect, inputs)
+    if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Table))) != 1:
+        return False
+    return not any(isinstance(node, _NOT_ROW_BY_ROW) for node in query.walk())
+
+
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     """Cast to the declared schema. A present value that does not cast rejects its row, with the reason."""
     # Each value is cast once, into a column of its own: casts (a timestamp's parse) are the costly part. The
@@ -119,10 +149,12 @@ def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -
     """One row per key: the latest by `keep_latest_by` when given, else the earliest ingested."""
     if not keys:
         return frame
+    # Ties of `keep_latest_by` go to the earliest ingested, as a merge of later batches keeps it.
+    ingested = [F.col(c) for c in ("_ingested_at", "_source_file", "_source_line") if c in frame.columns]
     if keep_latest_by:
-        order = [F.col(keep_latest_by).desc_nulls_last()]
-    elif "_source_file" in frame.columns:
-        order = [F.col(c) for c in ("_ingested_at", "_source_file", "_source_line") if c in frame.columns]
+        order = [F.col(keep_latest_by).desc_nulls_last(), *ingested]
+    elif ingested:
+        order = ingested
     else:
         return frame.dropDuplicates(keys)
     ranked = frame.withColumn("_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))

@@ -19,12 +19,12 @@ from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import BooleanType, StructType
 
-from medallion_assets.catalog.models import Rule
+from medallion_assets.catalog.models import HISTORY_RULE_TYPES, Rule, ValidityColumns
 from medallion_assets.patterns import compiled
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -117,7 +117,13 @@ def _evaluate(
     expectations = _expectations(rules)
     outcomes, runnable = _screen(df, rules)
     expectations = {index: expectation for index, expectation in expectations.items() if index in runnable}
-    native = {index: rule for index, rule in runnable.items() if index not in expectations}
+    histories = {index: rule for index, rule in runnable.items() if rule.type in HISTORY_RULE_TYPES}
+    outcomes.update({index: _history_outcome(df, rule) for index, rule in histories.items()})
+    native = {
+        index: rule
+        for index, rule in runnable.items()
+        if index not in expectations and index not in histories
+    }
     rows = None
     if native or count_rows:
         values = df.agg(*_aggregates(native)).collect()[0].asDict()
@@ -171,7 +177,7 @@ def reads_written_data(rule: Rule, unique_on: Sequence[str] = ()) -> bool:
     """Whether `observe_rules(..., unique_on)` evaluates `rule` over the written data, not observing it."""
     if rule.type == "unique":
         return not (unique_on and set(unique_on) <= set(rule.subject_columns()))
-    return rule.type == "great_expectations"
+    return rule.type == "great_expectations" or rule.type in HISTORY_RULE_TYPES
 
 
 def _screen(df: DataFrame, rules: Sequence[Rule]) -> tuple[dict[int, RuleOutcome], dict[int, Rule]]:
@@ -217,7 +223,32 @@ def _referenced_columns(rule: Rule) -> list[str]:
     columns = rule.subject_columns()
     if rule.type == "great_expectations" and "column" in rule.kwargs:
         columns.append(rule.kwargs["column"])
+    if rule.type in HISTORY_RULE_TYPES:
+        names = _validity(rule)
+        columns += [names.valid_from, names.valid_to, names.is_current]
     return columns
+
+
+def _validity(rule: Rule) -> ValidityColumns:
+    return ValidityColumns(**rule.kwargs)
+
+
+def _history_outcome(df: DataFrame, rule: Rule) -> RuleOutcome:
+    """A rule on a type 2 history, in a job of its own: the rows that break it, among versions of a key."""
+    keys, names = [F.col(f"`{c}`") for c in rule.subject_columns()], _validity(rule)
+    valid_from, valid_to = F.col(f"`{names.valid_from}`"), F.col(f"`{names.valid_to}`")
+    if rule.type == "scd2_one_current":
+        current = df.where(F.col(f"`{names.is_current}`")).groupBy(*keys).count().where("count > 1")
+        failing = int(current.agg(F.coalesce(F.sum("count"), F.lit(0))).collect()[0][0])
+        what = "are current versions of a key with more than one"
+    else:
+        following = F.lead(valid_from).over(Window.partitionBy(*keys).orderBy(valid_from))
+        marked = df.withColumn("next version from", following)
+        nxt = F.col("`next version from`")
+        failing = marked.where(nxt.isNotNull() & (valid_to.isNull() | (nxt < valid_to))).count()
+        what = "overlap the validity interval of the key's next version"
+    message = f"{rule.name}: {failing} rows {what}" if failing else f"{rule.name}: holds"
+    return RuleOutcome(rule, failing == 0, {"failing_rows": failing}, failing, message)
 
 
 def _missing_columns(rule: Rule, missing: list[str], present: list[str]) -> RuleOutcome:

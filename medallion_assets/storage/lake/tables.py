@@ -110,15 +110,61 @@ class LakeTables:
         return self.spark.table(table.branch(branch) if branch else table.sql)
 
     def read_columns(
-        self, table: TableRef, schema: StructType, *, snapshot_id: int | None = None
+        self,
+        table: TableRef,
+        schema: StructType,
+        *,
+        snapshot_id: int | None = None,
+        appended_after: int | None = None,
     ) -> DataFrame:
         """The table's rows with exactly the columns of `schema`, in its order; a column the table lacks (an
-        analyst dropped it) is schema drift, named, not a Spark stack trace."""
-        frame = self.read(table, snapshot_id=snapshot_id)
+        analyst dropped it) is schema drift, named, not a Spark stack trace. With `appended_after`, only the
+        rows appended after that snapshot up to `snapshot_id` (see `appended_between`)."""
+        frame = (
+            self.read(table, snapshot_id=snapshot_id)
+            if appended_after is None
+            else self.read_appended(table, appended_after, snapshot_id)
+        )
         missing = [column.name for column in schema.fields if column.name not in frame.columns]
         if missing:
             raise _drift(table, missing)
         return frame.select(*[F.col(f"`{column.name}`").cast(column.dataType) for column in schema.fields])
+
+    def appended_between(self, table: TableRef, start: int, end: int | None) -> str | None:
+        """Why the rows added after snapshot `start` up to `end` cannot be read as appends alone, or None when
+        they can: `start` must still be in the table's history, an ancestor of `end`, and every snapshot
+        after it an append (a rewrite, a delete or a rollback makes the history not append-only)."""
+        if end is None:
+            return "the table has no current snapshot"
+        if start == end:
+            return None
+        rows = self.spark.table(f"{table.sql}.`snapshots`").select("snapshot_id", "parent_id", "operation")
+        snapshots = {int(r.snapshot_id): (r.parent_id, r.operation) for r in rows.collect()}
+        if start not in snapshots:
+            return f"snapshot {start} last read is no longer in the table's history (expired)"
+        current: int | None = end
+        while current is not None and current != start:
+            if current not in snapshots:
+                return f"the history between snapshots {start} and {end} is expired"
+            parent, operation = snapshots[current]
+            if operation != "append":
+                return f"snapshot {current} is a {operation}, not an append"
+            current = None if parent is None else int(parent)
+        if current is None:
+            return f"snapshot {start} last read is not an ancestor of the current one (a rollback)"
+        return None
+
+    def read_appended(self, table: TableRef, start: int, end: int | None) -> DataFrame:
+        """The rows appended after snapshot `start` up to `end` (Iceberg's incremental read), which
+        `appended_between` said are appends only."""
+        if end is None or start == end:
+            return self.read(table, snapshot_id=start).limit(0)
+        return (
+            self.spark.read.format("iceberg")
+            .option("start-snapshot-id", str(int(start)))
+            .option("end-snapshot-id", str(int(end)))
+            .load(str(table))
+        )
 
     def ensure(self, table: TableRef, schema: StructType, layout: LakeTable | None) -> None:
         """Create the table (and its namespace) when it does not exist, laid out as the catalog says; add the
@@ -188,6 +234,37 @@ class LakeTables:
         )
         return branch
 
+    def stage_replacing(
+        self, table: TableRef, keys: DataFrame, rows: DataFrame, key_columns: list[str], run_id: str
+    ) -> str:
+        """On the run's branch, replace the rows of the keys in `keys` by `rows` (a merge on the keys,
+        compared column by column, nulls equal): the table's other rows are untouched. Returns the branch.
+
+        Written as a delete of the keys' rows and an append of their new rows, both on the branch, which
+        `publish` makes one change of `main`. Not `MERGE INTO`: Iceberg 1.11 on Spark 4.1 cannot resolve a
+        merge's columns in a table that accepts any schema, as lake tables do (recomputes may add columns).
+        `rows` must not read this table's current version lazily: read it at a snapshot."""
+        branch = branch_name(run_id)
+        self.spark.sql(
+            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{branch}` "
+            f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
+        )
+        view = "medallion_replaced_keys_" + branch
+        keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
+        on = " AND ".join(f"t.`{k}` <=> k.`{k}`" for k in key_columns)
+        self.spark.sql(
+            f"DELETE FROM {table.branch(branch)} t WHERE EXISTS (SELECT 1 FROM `{view}` k WHERE {on})"
+        )
+        self.spark.catalog.dropTempView(view)
+        (
+            self._in_table_order(table, rows)
+            .writeTo(table.branch(branch))
+            .option(f"snapshot-property.{RUN_PROPERTY}", run_id)
+            .option("mergeSchema", "true")
+            .append()
+        )
+        return branch
+
     def publish(self, table: TableRef, branch: str) -> int:
         """Fast-forward `main` to the staged branch and drop the branch; returns the snapshot now current.
 
@@ -207,6 +284,16 @@ class LakeTables:
         self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
         return int(result[0].updated_ref)
 
+    def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
+        """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata only)."""
+        rows = (
+            self.spark.table(f"{table.sql}.`snapshots`")
+            .where(F.col("snapshot_id") == F.lit(int(snapshot_id)))
+            .select(F.col("summary").getItem("total-records").alias("rows"))
+            .collect()
+        )
+        return int(rows[0].rows) if rows and rows[0].rows is not None else None
+
     def current_snapshot(self, table: TableRef) -> int | None:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
         return current_snapshot_id(self.lake_root, table)
@@ -217,6 +304,11 @@ class LakeTables:
             f"CALL `{table.catalog}`.system.set_current_snapshot("
             f"table => '{table.in_catalog}', snapshot_id => {int(snapshot_id)})"
         ).collect()
+
+    def append_quarantine(self, table: TableRef, frame: DataFrame) -> None:
+        """The rejects of a run that processed only new rows join the dataset's quarantine, one commit."""
+        self.ensure(table, frame.schema, None)
+        frame.writeTo(table.sql).option("mergeSchema", "true").append()
 
     def replace_quarantine(self, table: TableRef, frame: DataFrame) -> None:
         """The quarantine of a recomputed dataset: its rows are this run's rejects, one commit."""
