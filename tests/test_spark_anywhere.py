@@ -193,8 +193,11 @@ def test_a_connect_server_that_is_down_is_named_at_once(medallion):
         medallion, "user_events_etl", SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=s3cret"
     )
     assert code == 1
-    assert f"SPARK_REMOTE=sc://127.0.0.1:{port}: no Spark Connect server answers" in stderr
-    assert "s3cret" not in stderr
+    [bronze] = [asset for asset in report["assets"] if asset["key"] == "bronze/user_events"]
+    assert bronze["reason"].startswith(
+        f"SparkUnreachable: SPARK_REMOTE=sc://127.0.0.1:{port}: no Spark Connect server answers"
+    )
+    assert "s3cret" not in stderr + json.dumps(report)
     assert time.monotonic() - started < 300, "the client retried instead of failing"
     assert not medallion.stage_audit("bronze_ingest") or all(
         entry["status"] != "success" for entry in medallion.stage_audit("bronze_ingest")
@@ -214,6 +217,7 @@ def test_a_lake_the_spark_server_cannot_see_is_refused_before_anything_is_writte
         f"MEDALLION_LAKE_URL={medallion.lake} is a folder on this machine that the Spark executors "
         f"(SPARK_REMOTE={url}) cannot see"
     )
-    assert expected in stderr
+    [bronze] = [asset for asset in report["assets"] if asset["key"] == "bronze/user_events"]
+    assert expected in bronze["reason"]
     assert not list(medallion.lake.rglob("*.parquet"))
     assert not medallion.store.processed_objects("user_events_raw")
