@@ -189,7 +189,7 @@ def test_drill_a_warehouse_connection_lost_mid_load_reconnects_with_no_duplicate
 def test_a_connect_server_that_is_down_is_named_at_once(medallion):
     port = free_port()  # nothing listens there
     started = time.monotonic()
-    code, _, stderr = medallion_run(
+    code, report, stderr = medallion_run(
         medallion, "user_events_etl", SPARK_REMOTE=f"sc://127.0.0.1:{port}/;token=s3cret"
     )
     assert code == 1
