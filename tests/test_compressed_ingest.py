@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 
 from medallion_assets.engine.ingest import _write_rejected
 from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import list_objects
 from tests.reference import expected_daily_user_events
 from tests.test_engine import run_ingest, source
@@ -115,8 +117,16 @@ def test_a_second_read_that_rejects_other_records_than_the_first_fails_the_batch
     # The quarantine is written from a second read of the objects holding rejects; as if the first read had
     # counted three rejects where the object holds one.
     with pytest.raises(RuntimeError) as raised:
-        _write_rejected(spark, src, objects, 3, 0, F.current_timestamp(), str(tmp_path / "q"))
+        _write_rejected(
+            LakeTables(spark, str(tmp_path / "lake")),
+            src,
+            objects,
+            3,
+            0,
+            F.current_timestamp(),
+            (TableRef("lake", "bronze", "s_quarantine"), "b1"),
+        )
     assert str(raised.value) == (
         "source s changed while it was ingested: 3 records were rejected on the first read of its objects "
-        "and 1 on the second; nothing was bookmarked"
+        "and 1 on the second; the quarantine holds the second read's"
     )

@@ -212,7 +212,7 @@ def _write_rejected(
     the batch for its few rejects (a cache) would cost more than the whole parse. When none of the `expected`
     rejects was `shaped` like an object, the executors hand over only the lines that are not, which needs no
     parse. The rejects are counted as they are written: a count other than the first read's (an object
-    changed meanwhile) fails the batch, which is then not bookmarked, and the next run ingests it again."""
+    changed meanwhile) fails the stage, naming both counts."""
     keep = raw_reader.KEEP_UNPARSED if shaped or not _parsed_by_arrow(source) else raw_reader.KEEP_UNSHAPED
     records = _parse(source, _read_records(lake.spark, source, objects, keep))
     written = Observation()
@@ -230,7 +230,8 @@ def _write_rejected(
     if written.get["rows"] != expected:
         raise RuntimeError(
             f"source {source.source_id} changed while it was ingested: {expected} records were rejected on "
-            f"the first read of its objects and {written.get['rows']} on the second; nothing was bookmarked"
+            f"the first read of its objects and {written.get['rows']} on the second; the quarantine holds "
+            "the second read's"
         )
 
 

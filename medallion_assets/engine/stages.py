@@ -200,11 +200,11 @@ class StageRunner:
         self.store.record_bookmarks(source.source_id, marks, batch_id, state="pending")
         try:
             result = ingest(self.lake, source, new, (table, target.lake_table), batch_id)
-        except BaseException:
-            self.store.settle_batch(source.source_id, batch_id, None)
-            raise
-        snapshot_id = self.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
-        self.store.settle_batch(source.source_id, batch_id, snapshot_id)
+        finally:
+            # Settled as the table says, even when ingestion failed after bronze's commit (in the quarantine's
+            # write): a committed batch is bookmarked, so it is never ingested twice.
+            snapshot_id = self.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
+            self.store.settle_batch(source.source_id, batch_id, snapshot_id)
         if snapshot_id is not None:
             self._record_commit(stage, snapshot_id, "append", {})
         # Rows are known once parsed: they count against the source now and hold back its next batch.
