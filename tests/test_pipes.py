@@ -6,13 +6,14 @@ Dagster's PipesSubprocessClient, reporting its materialization back to a real Da
 import sys
 from pathlib import Path
 
-import pyarrow.dataset
 from dagster import AssetExecutionContext, PipesSubprocessClient, asset, instance_for_test, materialize
 
 import medallion_assets.pipes_stage
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.engine.spark import LAKE_CONF, lake_jars
 from medallion_assets.loading import validate_files
 from tests.conftest import SEED
+from tests.lake import lake_rows
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
@@ -28,7 +29,16 @@ def test_a_stage_runs_in_spark_submit_through_pipes(tmp_path, raw_data, monkeypa
     def bronze_user_events(context: AssetExecutionContext, pipes: PipesSubprocessClient):
         return pipes.run(
             context=context,
-            command=[str(SPARK_SUBMIT), "--master", "local[1]", medallion_assets.pipes_stage.__file__],
+            # The lake's jars and Iceberg's extensions, as any spark-submit of a stage needs them.
+            command=[
+                str(SPARK_SUBMIT),
+                "--master",
+                "local[1]",
+                "--jars",
+                lake_jars(),
+                *[part for key, value in LAKE_CONF.items() for part in ("--conf", f"{key}={value}")],
+                medallion_assets.pipes_stage.__file__,
+            ],
             extras={"pipeline": "user_events_etl", "stage": "bronze_ingest"},
             env={"PYSPARK_PYTHON": sys.executable},
         ).get_materialize_result()
@@ -45,6 +55,4 @@ def test_a_stage_runs_in_spark_submit_through_pipes(tmp_path, raw_data, monkeypa
     assert metadata["dagster/row_count"].value == written
     assert metadata["rows_quarantined"].value == raw_data.malformed_events
     assert metadata["rows_read"].value == raw_data.event_lines
-    assert (
-        pyarrow.dataset.dataset(tmp_path / "lake" / "bronze" / "bronze_user_events").count_rows() == written
-    )
+    assert len(lake_rows(tmp_path / "lake", "bronze.user_events")) == written
