@@ -82,8 +82,8 @@ def test_ingest_a_file_rejects_bad_lines_and_adds_the_rest_to_the_graph(catalog,
     own = event(
         "urn:medallion:0.1.0",
         "medallion/orders_etl.silver_orders",
-        [("s3://lake", "bronze/bronze_orders")],
-        [("s3://lake", "silver/silver_orders")],
+        [("s3://lake", "bronze/orders")],
+        [("s3://lake", "silver/orders")],
     )
     bad_run_id = {**EXPORT, "run": {"runId": "run-42"}}
     no_job = {key: value for key, value in EXPORT.items() if key != "job"}

@@ -150,11 +150,11 @@ def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_en
     assert end["run"]["facets"]["processing_engine"]["name"] == "dagster"
 
     assert [(d["namespace"], d["name"]) for d in end["inputs"]] == [
-        ("s3://lake", "bronze/bronze_orders"),
-        ("s3://lake", "bronze/bronze_customers"),
+        ("s3://lake", "bronze/orders"),
+        ("s3://lake", "bronze/customers"),
     ]
     [output] = end["outputs"]
-    assert (output["namespace"], output["name"]) == ("s3://lake", "silver/silver_orders")
+    assert (output["namespace"], output["name"]) == ("s3://lake", "silver/orders")
     assert [f["name"] for f in output["facets"]["schema"]["fields"]] == ["order_id", "country"]
     assert output["outputFacets"]["outputStatistics"] == {
         **output["outputFacets"]["outputStatistics"],
@@ -166,7 +166,7 @@ def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_en
     assert lineage["country"]["inputFields"] == [
         {
             "namespace": "s3://lake",
-            "name": "bronze/bronze_customers",
+            "name": "bronze/customers",
             "field": "country",
             "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}],
         }
@@ -175,7 +175,7 @@ def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_en
         {"type": "INDIRECT", "subtype": "JOIN"}
     ]
     [checked] = checks_end["inputs"]
-    assert (checked["namespace"], checked["name"]) == ("s3://lake", "silver/silver_orders")
+    assert (checked["namespace"], checked["name"]) == ("s3://lake", "silver/orders")
     assertions = checked["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert [(a["name"], a["assertion"], a["success"], a["severity"], a["column"]) for a in assertions] == [
         ("unique_order_id", "unique", True, "error", "order_id"),
@@ -213,7 +213,7 @@ def test_failures_aborts_and_pipeline_runs_carry_no_secrets(snapshot, clean_envi
     text = json.dumps(failed + aborted + pipeline)
     assert "hunter2" not in text and "tok-5e6f7a8b9c" not in text and "123456789012" not in text
     assert [(o["namespace"], o["name"]) for o in failed[-1]["outputs"]] == [
-        ("file", "/data/lake/gold/gold_daily_revenue"),
+        ("file", "/data/lake/gold/daily_revenue"),
         ("postgres://db.example:5433", "wh.analytics.daily_revenue_by_country"),
     ]
 
