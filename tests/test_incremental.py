@@ -19,6 +19,7 @@ from medallion_assets.engine.ingest import bronze_schema
 from medallion_assets.engine.stages import StageOutcome, StageRunner
 from medallion_assets.engine.validation import evaluate_rules
 from medallion_assets.recovery.routes import CatalogRoutes
+from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
 
@@ -208,7 +209,7 @@ def test_the_mode_and_why_full_when_the_definition_or_bronze_history_changes(spa
     before = house.lake.current_snapshot(house.bronze)
     house.append([(1, "a", "3", "U", "z", None)])
     assert house.build("scd1").details["mode"] == "incremental"
-    house.lake.rollback(house.bronze, before)
+    history.set_current(house.lake.lake_root, house.bronze, before)
     house.append([(1, "a", "4", "U", "w", None)])
     rebuilt = house.build("scd1")
     assert rebuilt.details["mode"] == "full"

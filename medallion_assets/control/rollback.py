@@ -18,6 +18,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
+from medallion_assets.storage.lake.metadata import current_snapshot_id
 
 # The operations that made a new version of a table (a rollback only points at an existing one).
 _BUILT = ("append", "publish")
@@ -104,7 +105,7 @@ def plan(
                 continue
             table = _table(snapshot, downstream)
             try:
-                current = history.current_snapshot(lake_root, table)
+                current = current_snapshot_id(lake_root, table)
             except history.LakeHistoryError:
                 continue  # not written yet: built on nothing
             row = _version_row(store, downstream, current) if current is not None else None
@@ -202,7 +203,7 @@ def rollback(
 def previous_version(store: CatalogStore, lake_root: str, dataset: str) -> int | None:
     """The version of `dataset` Medallion committed before its current one (an ancestor of it), or None."""
     table = _table(store.snapshot(), dataset)
-    current = history.current_snapshot(lake_root, table)
+    current = current_snapshot_id(lake_root, table)
     if current is None:
         return None
     before = set(history.lineage(lake_root, table, current)[1:])
@@ -216,7 +217,7 @@ def current_version(store: CatalogStore, lake_root: str, dataset: str) -> dict[s
     """The `lake_commits` record of the dataset's current version (None: no version, or not Medallion's)."""
     table = _table(store.snapshot(), dataset)
     try:
-        current = history.current_snapshot(lake_root, table)
+        current = current_snapshot_id(lake_root, table)
     except history.LakeHistoryError:
         return None
     return _version_row(store, dataset, current) if current is not None else None

@@ -8,13 +8,13 @@ process or the command line as from a Spark job, and the version rolled away fro
 
 from __future__ import annotations
 
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
 
 from medallion_assets.errors import LakeCommitConflict
-from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.metadata import load_table
 
 
 class LakeHistoryError(RuntimeError):
@@ -22,21 +22,10 @@ class LakeHistoryError(RuntimeError):
 
 
 def _load(lake_root: str, table: TableRef) -> Table:
-    catalog = lake_catalog(table.catalog, lake_root)
-    try:
-        return catalog.metadata().load_table((table.namespace, table.name))
-    except NoSuchTableError:
-        raise LakeHistoryError(f"lake table {table} does not exist (yet)") from None
-    except Exception as error:  # any failure to reach the catalog: name the setting, not a driver's trace
-        raise LakeCatalogError(
-            f"{catalog.setting}={catalog.shown}: the lake catalog cannot be read: {error}"
-        ) from None
-
-
-def current_snapshot(lake_root: str, table: TableRef) -> int | None:
-    """The snapshot `main` points at; None for a table without one."""
-    snapshot = _load(lake_root, table).current_snapshot()
-    return snapshot.snapshot_id if snapshot else None
+    loaded = load_table(lake_root, table)
+    if loaded is None:
+        raise LakeHistoryError(f"lake table {table} does not exist (yet)")
+    return loaded
 
 
 def snapshots(lake_root: str, table: TableRef) -> set[int]:

@@ -35,7 +35,8 @@ class TableInfo:
         return next((s for s in self.history if s.snapshot_id == snapshot_id), None)
 
 
-def _loaded(lake_root: str, table: TableRef) -> Table | None:
+def load_table(lake_root: str, table: TableRef) -> Table | None:
+    """pyiceberg's table, or None when it does not exist (yet); a catalog that cannot be read is named."""
     catalog = lake_catalog(table.catalog, lake_root)
     try:
         return catalog.metadata().load_table((table.namespace, table.name))
@@ -49,21 +50,21 @@ def _loaded(lake_root: str, table: TableRef) -> Table | None:
 
 def current_snapshot_id(lake_root: str, table: TableRef) -> int | None:
     """The snapshot `main` of the table is at; None for a table that does not exist or holds none yet."""
-    loaded = _loaded(lake_root, table)
+    loaded = load_table(lake_root, table)
     current = loaded.current_snapshot() if loaded else None
     return current.snapshot_id if current else None
 
 
 def parent_snapshot_id(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
     """The snapshot `snapshot_id` was committed on top of; None for a table's first."""
-    loaded = _loaded(lake_root, table)
+    loaded = load_table(lake_root, table)
     snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
     return snapshot.parent_snapshot_id if snapshot else None
 
 
 def batch_snapshots(lake_root: str, table: TableRef, batch_ids: list[str], key: str) -> dict[str, int]:
     """Which of `batch_ids` the table holds a snapshot of, by the snapshot summary's `key`: id → snapshot."""
-    loaded = _loaded(lake_root, table) if batch_ids else None
+    loaded = load_table(lake_root, table) if batch_ids else None
     if loaded is None:
         return {}
     found = {}
@@ -76,7 +77,7 @@ def batch_snapshots(lake_root: str, table: TableRef, batch_ids: list[str], key: 
 
 def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
     """The table's metadata, or None when the table does not exist (yet)."""
-    loaded = _loaded(lake_root, table)
+    loaded = load_table(lake_root, table)
     if loaded is None:
         return None
     metadata = loaded.metadata
@@ -109,7 +110,7 @@ def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
 
 def dropped_columns(lake_root: str, table: TableRef, names: list[str]) -> list[str]:
     """Which of `names`, absent from the table now, some earlier schema of it had: columns someone dropped."""
-    loaded = _loaded(lake_root, table)
+    loaded = load_table(lake_root, table)
     if loaded is None:
         return []
     earlier = {field.name for schema in loaded.schemas().values() for field in schema.fields}

@@ -298,13 +298,6 @@ class LakeTables:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
         return current_snapshot_id(self.lake_root, table)
 
-    def rollback(self, table: TableRef, snapshot_id: int) -> None:
-        """Make `snapshot_id` the table's current version: an ancestor (rollback) or any snapshot it has."""
-        self.spark.sql(
-            f"CALL `{table.catalog}`.system.set_current_snapshot("
-            f"table => '{table.in_catalog}', snapshot_id => {int(snapshot_id)})"
-        ).collect()
-
     def append_quarantine(self, table: TableRef, frame: DataFrame) -> None:
         """The rejects of a run that processed only new rows join the dataset's quarantine, one commit."""
         self.ensure(table, frame.schema, None)
