@@ -26,6 +26,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
+from medallion_assets.storage.lake.metadata import current_snapshot_id
 from medallion_assets.storage.lake.tables import LakeTables
 from tests.conftest import SEED, Medallion
 from tests.lake import lake_rows
@@ -39,7 +40,7 @@ def _sorted(rows: list[dict]) -> list[dict]:
 
 def _current(medallion: Medallion, dataset: str) -> int:
     table = table_of(medallion.store.snapshot().targets[dataset])
-    snapshot_id = history.current_snapshot(str(medallion.lake), table)
+    snapshot_id = current_snapshot_id(str(medallion.lake), table)
     assert snapshot_id is not None
     return snapshot_id
 
@@ -272,7 +273,7 @@ def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path
     assert len(installation.rows("silver.user_events_quarantine")) == 1
     assert len(lake_rows(old, "bronze.user_events")) == counts["bronze"]
     bronze_table = table_of(targets[BRONZE])
-    assert len(history.lineage(str(old), bronze_table, history.current_snapshot(str(old), bronze_table))) == 2
+    assert len(history.lineage(str(old), bronze_table, current_snapshot_id(str(old), bronze_table))) == 2
     assert {a["status"] for a in migrated.audit_entries(event="lake_migration")} == {"migrated"}
     # In place: the table's files are the old folders' files.
     LakeTables(spark, str(old))  # the session's catalog `lake` is the old lake's again
