@@ -285,20 +285,23 @@ class StageRunner:
         assert producer is not None, "a rebuildable dataset has a producing stage"
         target = self.snapshot.targets[dataset]
         inputs = {i: self._input_frame(producer, i, down, read) for i in producer.input_ids()}
+        rebuilt_by = f"{producer.pipeline_id}.{producer.stage_name}"
+        self._audit_reroute(
+            stage, dataset, "rebuilt", down[dataset], rebuilt_by=rebuilt_by, **{"from": producer.input_ids()}
+        )
+        return self._shape(producer, target, inputs).frame.drop(*INGESTION_COLUMNS)
+
+    def _audit_reroute(self, stage: Stage, dataset: str, status: str, why: str, **details: Any) -> None:
+        """How `stage` read `dataset`, which is down: rebuilt from the layer above, or as it was before."""
         self.store.record_audit(
             pipeline_id=stage.pipeline_id,
             stage_name=stage.stage_name,
             dataset=stage.target_id,
             event="reroute",
-            status="rebuilt",
-            error=down[dataset],
-            details={
-                "dataset": dataset,
-                "rebuilt_by": f"{producer.pipeline_id}.{producer.stage_name}",
-                "from": producer.input_ids(),
-            },
+            status=status,
+            error=why,
+            details={"dataset": dataset, **details},
         )
-        return self._shape(producer, target, inputs).frame.drop(*INGESTION_COLUMNS)
 
     def _rebuildable(self, dataset: str, down: dict[str, str]) -> bool:
         """Whether a down dataset can be computed from the layer above: a bronze one only by ingesting its
@@ -319,15 +322,7 @@ class StageRunner:
         version = self.recovery.last_good_version(dataset)
         if version is None:  # the paths to the dataset that cannot be read, and why each is down
             raise self.recovery.no_path(self.snapshot.stage_producing(dataset) or stage, down)
-        self.store.record_audit(
-            pipeline_id=stage.pipeline_id,
-            stage_name=stage.stage_name,
-            dataset=stage.target_id,
-            event="reroute",
-            status="time_travel",
-            error=down[dataset],
-            details={"dataset": dataset, "snapshot_id": str(version)},
-        )
+        self._audit_reroute(stage, dataset, "time_travel", down[dataset], snapshot_id=str(version))
         read[dataset] = version
         return self.read_dataset(dataset, version)
 
