@@ -130,7 +130,7 @@ def test_dagster_metadata_never_shows_a_password_of_the_lake_url(store, tmp_path
         spec.key.to_user_string(): spec.metadata.get("location") for spec in defs.resolve_all_asset_specs()
     }
     assert "pa55-lake-secret" not in str(locations)
-    assert locations["silver/orders"] == "s3a://AKIAEXAMPLE:***@lake-bucket/lake/silver/silver_orders"
+    assert locations["silver/orders"] == "s3a://AKIAEXAMPLE:***@lake-bucket/lake/silver/orders"
 
 
 def test_a_catastrophic_regex_rule_runs_in_linear_time_in_spark(spark):

@@ -102,6 +102,9 @@ def test_targets_that_fold_to_one_table_or_name_a_staging_table_are_refused_at_l
         "'__medallion_stage', the name of a merge's staging table",
         f"{clash}:5: targets[gold_d].location: 'analytics.{'x' * 115}' is too long: its staging table adds "
         "17 characters and a name may have at most 127",
+        f"{clash}:5: targets[gold_d].location: name '{'x' * 115}' is 115 bytes; postgresql (the strictest "
+        "warehouse supported; MEDALLION_WAREHOUSE_URL is unset) keeps only 63, so it would be cut to "
+        f"'{'x' * 63}'",
     ]
     assert store.snapshot().targets == {}
 
