@@ -145,7 +145,8 @@ def test_invalid_yaml_lists_every_problem_and_writes_nothing(store, tmp_path):
         "(letters, digits and underscores, not starting with a digit)",
         "bad.yaml:10: targets[bronze_c]: duplicate key, first defined at bad.yaml:9",
         "bad.yaml:14: validation_rules[rs].check_def.0.type: Input should be 'row_count', 'not_null', "
-        "'unique', 'accepted_values', 'range', 'regex', 'schema_match', 'freshness' or 'great_expectations'; "
+        "'unique', 'accepted_values', 'range', 'regex', 'schema_match', 'freshness', 'great_expectations', "
+        "'scd2_one_current' or 'scd2_no_overlap'; "
         "got 'telepathy'",
         "bad.yaml:2: pipelines[p1].default_retry_id: unknown retry policy 'missing_retry'",
         "bad.yaml:19: stages[p1.z].target_id: unknown target 'silver_z'",
