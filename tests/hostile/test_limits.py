@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
@@ -94,7 +96,9 @@ def test_patterns_that_need_backtracking_are_refused_at_load(pattern, reason):
 
 
 def test_catalog_init_never_prints_the_password_of_the_catalog_url(pg_database, monkeypatch):
-    with_password = pg_database.replace("postgres@", "postgres:hunter2-catalog@")
+    # The server's real password where it asks for one (libpq's PGPASSWORD, as `make test` sets it).
+    password = os.environ.get("PGPASSWORD") or "hunter2-catalog"
+    with_password = pg_database.replace("postgres@", f"postgres:{password}@")
     monkeypatch.setenv("MEDALLION_CATALOG_URL", with_password)
     result = CliRunner().invoke(main, ["catalog", "init"])
     assert result.exit_code == 0, result.output
