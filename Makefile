@@ -40,7 +40,7 @@ chromium:
 # The tests' PostgreSQL (the production catalog and the Redshift-protocol stand-in): Debian's server, installed
 # when missing and started when not running. Debian's server asks for a password on 127.0.0.1: the tests give
 # TEST_PG_PASSWORD through libpq's PGPASSWORD, set here for the postgres role when it does not already work.
-TEST_PG_PASSWORD := medallion-test
+TEST_PG_PASSWORD := pg-test-5e1c9a
 AS_POSTGRES := $(shell [ "$$(id -u)" = 0 ] && echo runuser -u postgres -- || echo sudo -u postgres)
 postgresql:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
