@@ -25,9 +25,9 @@ from tests.conftest import SEED
 
 TOKEN = "dh-token-0123456789"
 LAKE = "s3://lake"
-ORDERS = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/bronze/bronze_orders,PROD)"
-CUSTOMERS = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/bronze/bronze_customers,PROD)"
-SILVER = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/silver/silver_orders,PROD)"
+ORDERS = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/bronze/orders,PROD)"
+CUSTOMERS = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/bronze/customers,PROD)"
+SILVER = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/silver/orders,PROD)"
 # silver_orders's columns as the seed declares them: name, type, DataHub's class for it.
 SILVER_FIELDS = [
     ("order_id", "string", "StringTypeClass"),
