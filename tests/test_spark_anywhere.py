@@ -76,7 +76,8 @@ def medallion_run(installation: Medallion, pipeline_id: str, **spark: str) -> tu
 
 def assert_run_succeeds(installation: Medallion, pipeline_id: str, **spark: str) -> None:
     code, report, stderr = medallion_run(installation, pipeline_id, **spark)
-    assert (code, report and report["status"]) == (0, "success"), stderr[-3000:]
+    reasons = [asset["reason"] for asset in (report or {}).get("assets", []) if asset["reason"]]
+    assert (code, report and report["status"]) == (0, "success"), (reasons, stderr[-3000:])
 
 
 def assert_seed_pipelines_succeed(installation: Medallion, raw: SampleSummary, **spark: str) -> None:

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from medallion_assets import config
 from medallion_assets.catalog.models import Rule, Source, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
@@ -389,6 +390,10 @@ class StageRunner:
             return Mode("full", f"{target.layer} is recomputed whole")
         if not target.keys:
             return Mode("full", "the target has no keys to merge new rows on")
+        if config.spark_remote():
+            # PySpark 4.1's Connect client merges a plan's observations with dict(**a, **b), which raises when
+            # both sides of a join or union carry the same one, as the merge of new rows does.
+            return Mode("full", "through Spark Connect, merging new rows is not supported yet (PySpark 4.1)")
         if stage.inputs or source is None or source.layer != "bronze":
             return Mode("full", "the stage reads more than one bronze table")
         if stage.transform_sql and not row_by_row(stage.transform_sql, stage.sql_dialect, [stage.input_id]):
