@@ -115,3 +115,23 @@ def dropped_columns(lake_root: str, table: TableRef, names: list[str]) -> list[s
         return []
     earlier = {field.name for schema in loaded.schemas().values() for field in schema.fields}
     return [name for name in names if name in earlier]
+
+
+def snapshot_parents(lake_root: str, table: TableRef) -> dict[int, tuple[int | None, str]]:
+    """Every snapshot the table still has: its parent and its operation (append, overwrite, …)."""
+    loaded = load_table(lake_root, table)
+    if loaded is None:
+        return {}
+    return {
+        s.snapshot_id: (s.parent_snapshot_id, s.summary.operation.value if s.summary else "")
+        for s in loaded.metadata.snapshots
+    }
+
+
+def snapshot_total_rows(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
+    """The rows the table holds at `snapshot_id`, from the snapshot's summary."""
+    loaded = load_table(lake_root, table)
+    snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
+    summary = snapshot.summary if snapshot else None
+    total = summary.additional_properties.get("total-records") if summary else None
+    return int(total) if total is not None else None

@@ -44,6 +44,8 @@ from medallion_assets.storage.lake.metadata import (
     current_snapshot_id,
     dropped_columns,
     parent_snapshot_id,
+    snapshot_parents,
+    snapshot_total_rows,
 )
 
 BATCH_PROPERTY = "medallion.batch-id"
@@ -138,8 +140,7 @@ class LakeTables:
             return "the table has no current snapshot"
         if start == end:
             return None
-        rows = self.spark.table(f"{table.sql}.`snapshots`").select("snapshot_id", "parent_id", "operation")
-        snapshots = {int(r.snapshot_id): (r.parent_id, r.operation) for r in rows.collect()}
+        snapshots = snapshot_parents(self.lake_root, table)
         if start not in snapshots:
             return f"snapshot {start} last read is no longer in the table's history (expired)"
         current: int | None = end
@@ -285,14 +286,8 @@ class LakeTables:
         return int(result[0].updated_ref)
 
     def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
-        """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata only)."""
-        rows = (
-            self.spark.table(f"{table.sql}.`snapshots`")
-            .where(F.col("snapshot_id") == F.lit(int(snapshot_id)))
-            .select(F.col("summary").getItem("total-records").alias("rows"))
-            .collect()
-        )
-        return int(rows[0].rows) if rows and rows[0].rows is not None else None
+        """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata, no Spark job)."""
+        return snapshot_total_rows(self.lake_root, table, snapshot_id)
 
     def current_snapshot(self, table: TableRef) -> int | None:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
