@@ -328,3 +328,6 @@ def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, mo
     info = table_info(lake, SILVER)
     assert info is not None and info.location == "s3://medallion-lake/warehouse/silver.db/user_events"
     assert str(info.current_snapshot_id) == silver["details"]["snapshot_id"]
+    # The same session then serves a lake on the default catalog: none of Glue's settings stays behind.
+    monkeypatch.delenv("MEDALLION_LAKE_CATALOG")
+    assert medallion.run("user_events_etl").status == "success"

@@ -55,7 +55,7 @@ def test_redshift_copies_the_staged_prefix_in_its_transaction_and_deletes_it(
     table = f"{pg_schema}.daily"
     with warehouse_from_url(pg_url) as postgres:
         postgres.load(table, batch((1, "FR", 1.0)), "replace")
-    with warehouse_from_url(redshift_url(pg_url, bucket, "unused")) as redshift:
+    with warehouse_from_url(redshift_url(pg_url, bucket)) as redshift:
         prefix = redshift.staging_prefix(table)
         assert prefix.startswith(f"s3://{bucket}/staging/{table}/") and prefix != redshift.staging_prefix(
             table

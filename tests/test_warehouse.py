@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 import traceback
 import uuid
 from decimal import Decimal
@@ -50,11 +51,13 @@ def content(warehouse, table: str) -> list[tuple]:
     return sorted(tuple(row.values()) for row in warehouse.query(f"SELECT id, country, amount FROM {table}"))
 
 
-def redshift_url(pg_url: str, bucket: str, password: str) -> str:
-    """A redshift:// URL that reaches the PostgreSQL server, which speaks the same protocol."""
+def redshift_url(pg_url: str, bucket: str) -> str:
+    """A redshift:// URL that reaches the PostgreSQL server, which speaks the same protocol, with the password
+    in the URL: the server's own where it asks for one (libpq's PGPASSWORD, as `make test` sets it)."""
     parts = urlsplit(pg_url)
+    password = parts.password or os.environ.get("PGPASSWORD") or uuid.uuid4().hex
     return (
-        f"redshift://{parts.username}:{parts.password or password}@{parts.hostname}:{parts.port or 5432}"
+        f"redshift://{parts.username}:{password}@{parts.hostname}:{parts.port or 5432}"
         f"{parts.path}?s3_staging=s3://{bucket}/staging/&iam_role={ROLE}"
     )
 
@@ -310,9 +313,7 @@ def test_staged_parquet_is_uploaded_under_the_prefix_then_deleted(bucket):
 
 def test_a_missing_staging_bucket_is_a_clear_error_before_any_sql(pg_url, pg_schema, s3_endpoint):
     table = f"{pg_schema}.daily"
-    with warehouse_from_url(
-        redshift_url(pg_url, f"missing-{uuid.uuid4().hex[:12]}", uuid.uuid4().hex)
-    ) as redshift:
+    with warehouse_from_url(redshift_url(pg_url, f"missing-{uuid.uuid4().hex[:12]}")) as redshift:
         with pytest.raises(
             WarehouseError, match=f"loading {table} failed: SourceNotFound: .*bucket .* not found"
         ):
@@ -332,8 +333,10 @@ def test_the_redshift_loader_stages_then_fails_cleanly_where_copy_is_refused(pg_
     with warehouse_from_url(pg_url) as postgres:
         postgres.load(table, batch((1, "FR", 1.0)), "replace")
     data = batch((1, "FR", 10.0), (2, "DE", 2.0))
-    password = uuid.uuid4().hex
-    with warehouse_from_url(redshift_url(pg_url, bucket, password)) as redshift:
+    url = redshift_url(pg_url, bucket)
+    password = urlsplit(url).password
+    assert password
+    with warehouse_from_url(url) as redshift:
         for secret in (ROLE, ACCOUNT, password):
             assert secret not in repr(redshift)
         with pytest.raises(WarehouseError, match=f"loading {table} failed.*IAM_ROLE") as error:

@@ -310,10 +310,13 @@ def _register(spark: SparkSession, catalog: LakeCatalog) -> None:
     stores tables under the catalog's name, so the name must stay the lake's own, whichever lake came
     first."""
     wanted = catalog.spark_conf()
-    present = {key: spark.conf.get(key, None) for key in wanted}
+    prefix = f"spark.sql.catalog.{catalog.name}"
+    present = {
+        key: value for key, value in spark.conf.getAll.items() if key.split(".", 4)[:4] == prefix.split(".")
+    }
     if present == wanted:
         return
-    if any(value is not None for value in present.values()):
+    if present:
         jvm_session = getattr(spark, "_jsparkSession", None)  # none through Spark Connect
         if jvm_session is None:
             raise LakeCatalogError(
@@ -322,6 +325,9 @@ def _register(spark: SparkSession, catalog: LakeCatalog) -> None:
             )
         # Spark's own reset of the session's catalogs; PySpark has no call for it.
         jvm_session.sessionState().catalogManager().reset()
+    # Settings of the name's previous catalog that this one lacks (a Glue endpoint, another file IO) go too.
+    for key in present.keys() - wanted.keys():
+        spark.conf.unset(key)
     for key, value in wanted.items():
         spark.conf.set(key, value)
 
