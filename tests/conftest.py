@@ -238,6 +238,15 @@ class Medallion:
     lake: Path
     warehouse_url: str
 
+    @classmethod
+    def seeded(cls, folder: Path) -> Medallion:
+        """The seed installation in `folder`."""
+        store = CatalogStore(f"sqlite:///{folder}/catalog.db")
+        store.migrate()
+        installation = cls(store, folder / "lake", f"duckdb:///{folder}/warehouse.duckdb")
+        installation.load(SEED)
+        return installation
+
     def run(self, pipeline_id: str) -> PipelineReport:
         defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
         with instance_for_test() as instance:
@@ -291,8 +300,4 @@ def raw_data(s3_endpoint) -> SampleSummary:
 def medallion(tmp_path, raw_data, spark) -> Medallion:
     """The seed installation. Its runs use the suite's Spark session (`spark`), created first with its
     settings."""
-    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
-    store.migrate()
-    installation = Medallion(store, tmp_path / "lake", f"duckdb:///{tmp_path}/warehouse.duckdb")
-    installation.load(SEED)
-    return installation
+    return Medallion.seeded(tmp_path)

@@ -25,6 +25,7 @@ from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import table_info
 from medallion_assets.storage.lake.tables import LakeTables
+from tests.conftest import Medallion
 from tests.lake import lake_rows, lake_snapshots
 
 SILVER = TableRef("lake", "silver", "user_events")
@@ -42,7 +43,8 @@ def sorted_rows(rows: list[dict], *keys: str) -> list[dict]:
 
 
 def test_silver_and_gold_read_through_the_catalog_by_another_engine_equal_sparks(medallion, spark):
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     lake = LakeTables(spark, str(medallion.lake))
     for table, keys in (
         (SILVER, ("event_id",)),
@@ -92,7 +94,8 @@ def test_every_write_is_one_snapshot_named_in_the_audit_and_the_data_version(med
 
 
 def test_a_failing_blocking_check_leaves_main_unchanged_and_keeps_the_staged_branch(medallion, raw_data):
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     before = table_info(str(medallion.lake), SILVER)
     rows_before = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
     # Another batch arrives, and an operator tightens silver's accepted values so that its check fails.
@@ -137,7 +140,8 @@ def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_pa
 
 
 def test_a_table_changed_outside_medallion_is_reported_as_schema_drift(medallion, spark):
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     LakeTables(spark, str(medallion.lake))  # the session now reaches this lake's catalog
     bronze = TableRef("lake", "bronze", "user_events")
     spark.sql(f"ALTER TABLE {bronze.sql} DROP COLUMN user_id")
@@ -174,7 +178,8 @@ def test_partitioning_order_and_properties_come_from_the_catalog(medallion, raw_
         properties={"write.target-file-size-bytes": "1048576"},
     )
     medallion.store.upsert({"targets": [target.model_copy(update={"lake_table": layout})]})
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     catalog = configured_catalogs(str(medallion.lake))["lake"].metadata()
     catalog_table = catalog.load_table(("silver", "user_events"))
     assert [str(field.transform) for field in catalog_table.spec().fields] == ["day", "bucket[4]"]
@@ -230,7 +235,8 @@ def _pending_batches(catalog_file: Path) -> int:
 
 
 def test_a_run_killed_mid_write_leaves_every_table_at_its_previous_snapshot(medallion, raw_data, tmp_path):
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     tables = ("bronze.user_events", "silver.user_events", "gold.daily_user_events")
     before = {table: lake_snapshots(medallion.lake, table) for table in tables}
     rows_before = {table: len(lake_rows(medallion.lake, table)) for table in tables}
@@ -259,7 +265,8 @@ def test_a_run_killed_mid_write_leaves_every_table_at_its_previous_snapshot(meda
         lake_rows(medallion.lake, table)
     assert len(lake_rows(medallion.lake, "silver.user_events")) == rows_before["silver.user_events"]
     # The rerun settles the killed batch and ingests every new object exactly once.
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     bronze_rows = lake_rows(medallion.lake, "bronze.user_events")
     assert len(bronze_rows) == rows_before["bronze.user_events"] + day2.event_lines - day2.malformed_events
     assert len({(r["_source_file"], r["_source_line"]) for r in bronze_rows}) == len(bronze_rows)
@@ -278,7 +285,8 @@ print(result.success)
 
 
 def test_two_processes_writing_silver_at_once_neither_lose_nor_duplicate_a_row(medallion, raw_data):
-    assert medallion.run("user_events_etl").status == "success"
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
     expected = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
     medallion.set_retries(3, backoff_sec=0.5)
     argv = [
@@ -304,7 +312,7 @@ def test_two_processes_writing_silver_at_once_neither_lose_nor_duplicate_a_row(m
     )
 
 
-def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, monkeypatch):
+def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, monkeypatch, tmp_path):
     """The AWS path: tables in the Glue Data Catalog, files on S3 through Iceberg's S3FileIO, both the
     loopback moto server's; pyiceberg reads them through Glue too."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_GLUE", s3_endpoint)
@@ -330,4 +338,6 @@ def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, mo
     assert str(info.current_snapshot_id) == silver["details"]["snapshot_id"]
     # The same session then serves a lake on the default catalog: none of Glue's settings stays behind.
     monkeypatch.delenv("MEDALLION_LAKE_CATALOG")
-    assert medallion.run("user_events_etl").status == "success"
+    (tmp_path / "local").mkdir()
+    report = Medallion.seeded(tmp_path / "local").run("user_events_etl")
+    assert report.status == "success", report
