@@ -73,6 +73,8 @@ class AssetReport:
     rows_read: int | None = None
     rows_quarantined: int | None = None
     quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
+    mode: str | None = None  # a silver or gold stage's: full or incremental
+    why: str | None = None  # why that mode
 
 
 @dataclass
@@ -125,10 +127,11 @@ def run_pipeline(
     pipeline_id: str,
     dagster_instance: DagsterInstance,
     workspace: Path | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> PipelineReport:
     """Materialize every stage of a pipeline that no kill switch disables, in one run: through the run queue
     when `workspace` is given (its code location loaded from it, as the daemon loads it; `route` says when),
-    else in process."""
+    else in process. `tags` go on the run beside the launch's own (a full refresh's, engine/refresh.py)."""
     state = read_control_state(store)
     stages = snapshot.stages(pipeline_id)
     reasons = {target_key(snapshot.targets[s.target_id]): disabled_reason(snapshot, state, s) for s in stages}
@@ -156,10 +159,10 @@ def run_pipeline(
         started = datetime.now(UTC)
         if workspace is not None:
             run_id, success, events = _through_queue(
-                workspace, snapshot, store, pipeline_id, runnable, dagster_instance
+                workspace, snapshot, store, pipeline_id, runnable, dagster_instance, tags or {}
             )
         else:
-            run_id, success, events = _in_process(defs, pipeline_id, runnable, dagster_instance)
+            run_id, success, events = _in_process(defs, pipeline_id, runnable, dagster_instance, tags or {})
         # The Dagster run is the root of every asset run's OpenLineage events; its id is known only now.
         emitter().emit(
             pipeline_run_event(pipeline_id, run_id, "START", when=started),
@@ -183,7 +186,11 @@ def run_pipeline(
 
 
 def _in_process(
-    defs: Definitions, pipeline_id: str, datasets: dict[AssetKey, str], dagster_instance: DagsterInstance
+    defs: Definitions,
+    pipeline_id: str,
+    datasets: dict[AssetKey, str],
+    dagster_instance: DagsterInstance,
+    tags: Mapping[str, str],
 ) -> tuple[str, bool, Sequence[DagsterEvent]]:
     """Run the assets `datasets` maps (asset key → target id) here; (run id, success, the run's events)."""
     result = materialize(
@@ -194,7 +201,7 @@ def _in_process(
         instance=dagster_instance,
         selection=AssetSelection.assets(*datasets),
         raise_on_error=False,
-        tags={PIPELINE_TAG: pipeline_id},
+        tags={**tags, PIPELINE_TAG: pipeline_id},
         # The report below says what happened, a failure's reason included; Dagster's log of every event,
         # failures with their stack traces, stays in the instance.
         run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
@@ -209,6 +216,7 @@ def _through_queue(
     pipeline_id: str,
     datasets: dict[AssetKey, str],
     dagster_instance: DagsterInstance,
+    tags: Mapping[str, str],
 ) -> tuple[str, bool, Sequence[DagsterEvent]]:
     """Submit a run of the assets `datasets` maps to the run queue, tagged as the launcher tags its runs, and
     follow it to its end, or until the daemon stops sending heartbeats (DaemonGone); (run id, success, the
@@ -245,7 +253,7 @@ def _through_queue(
             status=None,
             root_run_id=None,
             parent_run_id=None,
-            tags={**job.tags, **run_tags(decision)},
+            tags={**job.tags, **tags, **run_tags(decision)},
             job_snapshot=job.job_snapshot,
             execution_plan_snapshot=plan.execution_plan_snapshot,
             parent_job_snapshot=job.parent_job_snapshot,
@@ -370,6 +378,8 @@ def _reports(
             cast(dict[str, int], metadata["quarantine_reasons"].value)
             if "quarantine_reasons" in metadata
             else {},
+            _text(metadata, "mode"),
+            _text(metadata, "why"),
         )
     return reports
 
@@ -377,6 +387,11 @@ def _reports(
 def _count(metadata: Mapping[str, MetadataValue], name: str) -> int | None:
     # The asset factory records these counts as integers (IntMetadataValue).
     return cast(int, metadata[name].value) if name in metadata else None
+
+
+def _text(metadata: Mapping[str, MetadataValue], name: str) -> str | None:
+    # A stage's details that are strings are recorded as text (TextMetadataValue).
+    return cast(str, metadata[name].value) if name in metadata else None
 
 
 def _failure_reason(event: DagsterEvent) -> str:

@@ -247,10 +247,11 @@ class Medallion:
         installation.load(SEED)
         return installation
 
-    def run(self, pipeline_id: str) -> PipelineReport:
+    def run(self, pipeline_id: str, tags: dict[str, str] | None = None) -> PipelineReport:
+        """A run of the pipeline on a new Dagster instance; `tags` as a user adds them in the launchpad."""
         defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
         with instance_for_test() as instance:
-            return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance)
+            return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance, tags=tags)
 
     def load(self, *paths) -> None:
         self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)

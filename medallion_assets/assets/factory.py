@@ -43,6 +43,7 @@ from medallion_assets.control.failures import adjustments, after_failure, catalo
 from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
 from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
+from medallion_assets.engine.refresh import RefreshRefused, requested_full_refresh
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
@@ -234,7 +235,14 @@ class StageStep:
         self.run_tags = context.instance.get_run_by_id(context.run_id).tags
 
     def run(self, spark: SparkResource, warehouse: WarehouseResource) -> MaterializeResult[Any]:
-        """Run the stage unless a kill switch halts it; a failure goes to healing and retries."""
+        """Run the stage unless a kill switch halts it; a failure goes to healing and retries. A full refresh
+        the run's tags ask for is checked by every step, bronze's included, so a bad one writes nothing."""
+        try:
+            full_refresh = requested_full_refresh(self.run_tags, self.snapshot, self.stage.pipeline_id)
+        except RefreshRefused as refused:
+            # Whoever launched the run asked for something else: nothing for healing or retries to do.
+            self.store.record_audit(**self.audit, status="failed", error=str(refused))
+            raise Failure(description=str(refused), allow_retries=False) from None
         emitter().emit(*self.lineage.start())
         reason = self.halt_reason(self.stage)
         if reason:
@@ -254,6 +262,7 @@ class StageStep:
             throttle=CatalogThrottles(self.store),
             recovery=CatalogRoutes(self.store, live),
             run_id=self.context.run_id,
+            full_refresh=full_refresh,
         )
         try:
             # The snapshot types its rows as the base model; the stages table holds Stage rows.

@@ -20,6 +20,7 @@ from medallion_assets.cli.common import (
     EXIT_INVALID,
     EXIT_UNAVAILABLE,
     catalog_store,
+    refuse,
 )
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
@@ -231,8 +232,11 @@ def sample_data(rows: int, to_url: str, seed: int, weather: bool, gzipped: bool)
 SUCCEEDED = frozenset({"success", "success_with_warnings"})
 
 
-def _run(pipeline_id: str, as_json: bool) -> str:
+def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str | None = None) -> str:
+    """Run the pipeline and print its report; returns its status. A full refresh starts from `start`, or
+    covers every dataset when it is None."""
     from medallion_assets.definitions import build_definitions
+    from medallion_assets.engine.refresh import RefreshRefused, full_refresh_tags
     from medallion_assets.instance import DeploymentError
     from medallion_assets.runner import instance, route, run_pipeline
 
@@ -244,11 +248,17 @@ def _run(pipeline_id: str, as_json: bool) -> str:
         )
         sys.exit(EXIT_INVALID)
     try:
+        tags = full_refresh_tags(snapshot, pipeline_id, start) if full_refresh else {}
+    except RefreshRefused as refused:
+        refuse(str(refused))
+    try:
         dagster_instance = instance()
         path = route(dagster_instance)
         echo(f"{pipeline_id}: {path.why}", err=True)  # stderr: stdout may be the JSON report
         workspace = config.workspace_file() if path.queued else None
-        report = run_pipeline(build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace)
+        report = run_pipeline(
+            build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace, tags
+        )
     except DeploymentError as error:
         echo(str(error), err=True)
         sys.exit(EXIT_UNAVAILABLE)
@@ -269,14 +279,33 @@ def _run(pipeline_id: str, as_json: bool) -> str:
             if asset.quarantine_reasons:
                 causes = "; ".join(f"{count} × {cause}" for cause, count in asset.quarantine_reasons.items())
                 echo(f"    quarantined for: {causes}")
+            if asset.mode:
+                echo(f"    {asset.mode}: {asset.why}")
     return report.status
 
 
 @main.command("run")
 @click.argument("pipeline_id")
 @click.option("--json", "as_json", is_flag=True, help="print the run report as JSON")
-def run(pipeline_id: str, as_json: bool) -> None:
+@click.option(
+    "--full-refresh",
+    is_flag=True,
+    help="rebuild silver and gold whole from bronze, one commit per table; bronze is never re-ingested "
+    "(its raw objects may be gone): its new objects are ingested as on any run",
+)
+@click.option(
+    "--from",
+    "start",
+    metavar="DATASET",
+    help="with --full-refresh: rebuild only DATASET and what is downstream of it in the pipeline; the other "
+    "stages run as usual",
+)
+def run(pipeline_id: str, as_json: bool, full_refresh: bool, start: str | None) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
+
+    Silver runs incrementally where it can, gold is recomputed; the report says each stage's mode and why.
+    --full-refresh rebuilds them whole (the run tag medallion/full_refresh, which the UI's launchpad can set
+    too, carries it to the stages).
 
     An instance with a run queue (dagster.yaml's queued run coordinator) whose dagster-daemon has sent a
     heartbeat in the last 45 s gets the run queued for that daemon, which runs it in a run worker; this
@@ -284,11 +313,13 @@ def run(pipeline_id: str, as_json: bool) -> None:
     a started one is left to its run worker, and the command exits 4. Any other instance (no DAGSTER_HOME,
     no daemon running, Dagster's defaults) runs it in this process. Which path it took is said on stderr.
 
-    Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline, 3 halted by a kill
-    switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while following, no code
-    location for the pipeline).
+    Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline or --from dataset, 3
+    halted by a kill switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while
+    following, no code location for the pipeline).
     """
-    status = _run(pipeline_id, as_json)
+    if start is not None and not full_refresh:
+        refuse("--from needs --full-refresh: it says where a full refresh starts")
+    status = _run(pipeline_id, as_json, full_refresh, start)
     if status not in SUCCEEDED:
         sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 

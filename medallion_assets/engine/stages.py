@@ -30,6 +30,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.engine import changes, staging_writer
 from medallion_assets.engine.ingest import bronze_schema, ingest
+from medallion_assets.engine.refresh import FullRefresh
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.transform import conform, counted, deduplicate, row_by_row, run_sql
 from medallion_assets.engine.validation import (
@@ -110,7 +111,7 @@ class Mode:
 class StageRunner:
     """What a stage needs from the outside world; one per run, shared by its stages. `store` is the ledger it
     records bookmarks and audit entries in; `throttle` and `recovery` are given by the asset layer (see
-    engine/services.py)."""
+    engine/services.py); `full_refresh` is the one the run's user asked for, if any (engine/refresh.py)."""
 
     spark: SparkSession
     snapshot: CatalogSnapshot
@@ -122,6 +123,7 @@ class StageRunner:
     throttle: Throttle = field(kw_only=True)
     recovery: Recovery = field(kw_only=True)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex, kw_only=True)
+    full_refresh: FullRefresh | None = field(default=None, kw_only=True)
     lake: LakeTables = field(init=False)
 
     def __post_init__(self) -> None:
@@ -383,7 +385,10 @@ class StageRunner:
         return outcome, written
 
     def _plan(self, stage: Stage, target: Target) -> Mode:
-        """Whether the stage may process only the rows its input appended since its last commit, and why."""
+        """Whether the stage may process only the rows its input appended since its last commit, and why. A
+        full refresh the user asked for comes first: it is why the stage runs in full, whatever else holds."""
+        if self.full_refresh and self.full_refresh.reaches(target.target_id, self._lake_ancestry(stage)):
+            return Mode("full", f"a full refresh was asked for by {self.full_refresh.asked_by}")
         source = self.snapshot.targets.get(stage.input_id)
         rules = self.rules(stage)
         if target.layer != "silver":
