@@ -272,6 +272,34 @@ def test_a_run_killed_mid_write_leaves_every_table_at_its_previous_snapshot(meda
     assert len({(r["_source_file"], r["_source_line"]) for r in bronze_rows}) == len(bronze_rows)
 
 
+def test_rejects_whose_quarantine_write_failed_after_bronze_committed_are_quarantined_by_the_next_run(
+    medallion, raw_data, spark
+):
+    # A quarantine table someone made with the wrong type for `raw`: bronze commits, the rejects' write fails.
+    lake = LakeTables(spark, str(medallion.lake))
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bronze")
+    spark.sql("CREATE TABLE lake.bronze.user_events_quarantine (raw INT) USING iceberg")
+    assert medallion.run("user_events_etl").status == "failed"
+    [failed] = medallion.stage_audit("bronze_ingest")
+    assert failed["status"] == "failed" and "raw" in failed["error"]
+    good = raw_data.event_lines - raw_data.malformed_events
+    assert len(lake_rows(medallion.lake, "bronze.user_events")) == good
+    [batch] = medallion.store.pending_batches("user_events_raw")  # committed to bronze, rejects owed
+    # The operator drops the bad table; the next run quarantines the committed batch's rejects, once.
+    spark.sql("DROP TABLE lake.bronze.user_events_quarantine")
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
+    [_, bronze] = medallion.stage_audit("bronze_ingest")
+    assert bronze["rows_read"] == 0
+    assert bronze["details"]["quarantine_completed"] == {batch: raw_data.malformed_events}
+    assert medallion.store.pending_batches("user_events_raw") == []
+    assert len(lake_rows(medallion.lake, "bronze.user_events")) == good
+    quarantined = lake_rows(medallion.lake, "bronze.user_events_quarantine")
+    assert len(quarantined) == raw_data.malformed_events
+    assert len({(r["_source_file"], r["_source_line"]) for r in quarantined}) == raw_data.malformed_events
+    assert lake.exists(TableRef("lake", "silver", "user_events"))
+
+
 TWO_WRITERS = """
 import sys
 from dagster import AssetKey, instance_for_test, materialize

@@ -331,6 +331,17 @@ class CatalogStore:
         with self.engine.connect() as connection:
             return sorted(connection.execute(query).scalars())
 
+    def batch_objects(self, source_id: str, batch_id: str) -> list[tuple[str, str, int]]:
+        """The objects (url, etag, size) bookmarked by batch `batch_id` of a source, by url."""
+        rows = ingestion_bookmarks.c
+        query = (
+            select(rows.object_key, rows.etag, rows.size_bytes)
+            .where(rows.source_id == source_id, rows.batch_id == batch_id)
+            .order_by(rows.object_key)
+        )
+        with self.engine.connect() as connection:
+            return [(url, etag, size) for url, etag, size in connection.execute(query).all()]
+
     def settle_batch(self, source_id: str, batch_id: str, snapshot_id: int | None) -> None:
         """A pending batch's end: committed as lake snapshot `snapshot_id`, or (None) never committed, when
         its objects are forgotten so the next run ingests them."""

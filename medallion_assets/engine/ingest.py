@@ -202,17 +202,18 @@ def _write_rejected(
     lake: LakeTables,
     source: Source,
     objects: list[ObjectInfo],
-    expected: int,
+    expected: int | None,
     shaped: int,
     ingested_at: Column,
     quarantine: tuple[TableRef, str],
-) -> None:
+) -> int:
     """Append the batch's rejected records to the quarantine table, read a second time from the objects
-    that hold them, the executors handing over only the records they left to Spark. Keeping every record of
-    the batch for its few rejects (a cache) would cost more than the whole parse. When none of the `expected`
-    rejects was `shaped` like an object, the executors hand over only the lines that are not, which needs no
-    parse. The rejects are counted as they are written: a count other than the first read's (an object
-    changed meanwhile) fails the stage, naming both counts."""
+    that hold them, the executors handing over only the records they left to Spark, and return their count.
+    Keeping every record of the batch for its few rejects (a cache) would cost more than the whole parse.
+    When none of the `expected` rejects was `shaped` like an object, the executors hand over only the lines
+    that are not, which needs no parse. The rejects are counted as they are written: a count other than the
+    first read's (an object changed meanwhile) fails the stage, naming both counts; with no first read
+    (`expected` None) the count is what it is."""
     keep = raw_reader.KEEP_UNPARSED if shaped or not _parsed_by_arrow(source) else raw_reader.KEEP_UNSHAPED
     records = _parse(source, _read_records(lake.spark, source, objects, keep))
     written = Observation()
@@ -227,12 +228,26 @@ def _write_rejected(
     table, batch_id = quarantine
     lake.ensure(table, rows.schema, None)
     lake.append(table, rows, batch_id)
-    if written.get["rows"] != expected:
+    count: int = written.get["rows"]
+    if expected is not None and count != expected:
         raise RuntimeError(
             f"source {source.source_id} changed while it was ingested: {expected} records were rejected on "
-            f"the first read of its objects and {written.get['rows']} on the second; the quarantine holds "
-            "the second read's"
+            f"the first read of its objects and {count} on the second; the quarantine holds the second read's"
         )
+    return count
+
+
+def complete_quarantine(
+    lake: LakeTables, source: Source, objects: list[ObjectInfo], quarantine: tuple[TableRef, str]
+) -> int:
+    """The quarantine of a batch whose bronze snapshot was committed and whose rejects were not (the run
+    stopped, or the quarantine's write failed, in between): its objects are read again for their rejects,
+    which are appended under the batch's id; returns how many. Nothing is appended when they hold none."""
+    table, batch_id = quarantine
+    if not objects or lake.batch_snapshots(table, [batch_id]):
+        return 0
+    ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None))
+    return _write_rejected(lake, source, objects, None, 1, ingested_at, quarantine)
 
 
 def _unreadable_object(source: Source, error: Exception) -> CorruptSourceObject | None:

@@ -29,7 +29,7 @@ from medallion_assets.catalog.models import Rule, Source, Stage, Target, history
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.engine import changes, staging_writer
-from medallion_assets.engine.ingest import bronze_schema, ingest
+from medallion_assets.engine.ingest import bronze_schema, complete_quarantine, ingest
 from medallion_assets.engine.refresh import FullRefresh
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.transform import conform, counted, deduplicate, row_by_row, run_sql
@@ -45,7 +45,7 @@ from medallion_assets.errors import StageHalted
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
-from medallion_assets.storage.objects import configured_endpoint, list_objects
+from medallion_assets.storage.objects import ObjectInfo, configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import LoadResult, StagedParquet, Warehouse
 
 # Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
@@ -192,7 +192,7 @@ class StageRunner:
         committed (its snapshot carries the batch id): so a crash at any point ingests nothing twice and loses
         nothing."""
         table = table_of(target)
-        self._settle_pending(source, table)
+        completed = self._settle_pending(source, table)
         objects = list_objects(source.s3_path, source.source_id)
         processed = self.store.processed_objects(source.source_id)
         new = [o for o in objects if processed.get(o.url) != o.etag]
@@ -203,11 +203,15 @@ class StageRunner:
         self.store.record_bookmarks(source.source_id, marks, batch_id, state="pending")
         try:
             result = ingest(self.lake, source, new, (table, target.lake_table), batch_id)
-        finally:
-            # Settled as the table says, even when ingestion failed after bronze's commit (in the quarantine's
-            # write): a committed batch is bookmarked, so it is never ingested twice.
-            snapshot_id = self.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
-            self.store.settle_batch(source.source_id, batch_id, snapshot_id)
+        except Exception:
+            # A batch bronze never committed is forgotten, and its objects ingested again next time. One that
+            # failed after bronze's commit (in the quarantine's write) stays pending: the next run completes
+            # its quarantine before settling it, so its rejects are not lost and its rows not ingested twice.
+            if new and not self.lake.batch_snapshots(table, [batch_id]):
+                self.store.settle_batch(source.source_id, batch_id, None)
+            raise
+        snapshot_id = self.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
+        self.store.settle_batch(source.source_id, batch_id, snapshot_id)
         if snapshot_id is not None:
             self._record_commit(stage, snapshot_id, "append", {})
         # Rows are known once parsed: they count against the source now and hold back its next batch.
@@ -222,17 +226,36 @@ class StageRunner:
                 "source": source.source_id,
                 "objects_new": len(new),
                 "objects_seen": len(objects),
+                # Rejects of an earlier run's committed batch, quarantined by this one (see _settle_pending).
+                **({"quarantine_completed": completed} if completed else {}),
             },
             read=[source.source_id],
         )
 
-    def _settle_pending(self, source: Source, table: TableRef) -> None:
-        """Batches an earlier run began and never settled: committed ones are bookmarked with their snapshot,
-        the others forgotten, so their objects are ingested again."""
+    def _settle_pending(self, source: Source, table: TableRef) -> dict[str, int]:
+        """Batches an earlier run began and never settled: committed ones get their quarantine completed and
+        are bookmarked with their snapshot, the others are forgotten, so their objects are ingested again.
+        Returns the rows quarantined now, by batch, for those that had rejects."""
         pending = self.store.pending_batches(source.source_id)
         committed = self.lake.batch_snapshots(table, pending)
+        completed = {}
         for batch_id in pending:
+            if batch_id in committed:
+                objects = [
+                    ObjectInfo(url, size, etag)
+                    for url, etag, size in self.store.batch_objects(source.source_id, batch_id)
+                ]
+                try:
+                    completed[batch_id] = complete_quarantine(
+                        self.lake, source, objects, (table.quarantine(), batch_id)
+                    )
+                except Exception as error:
+                    raise RuntimeError(
+                        f"batch {batch_id} of source {source.source_id} is in {table} (snapshot "
+                        f"{committed[batch_id]}) but its rejected records could not be quarantined: {error}"
+                    ) from error
             self.store.settle_batch(source.source_id, batch_id, committed.get(batch_id))
+        return {batch_id: rows for batch_id, rows in completed.items() if rows}
 
     def _record_commit(self, stage: Stage, snapshot_id: int, operation: str, inputs: dict[str, int]) -> None:
         target = self.snapshot.targets[stage.target_id]
