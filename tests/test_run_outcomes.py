@@ -3,7 +3,11 @@ a share of rows quarantined above the default data-quality bar as success with w
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import boto3
+import pytest
 
 from medallion_assets.control.alerts import classify
 from medallion_assets.engine.ingest import REJECTION_REASON
@@ -58,3 +62,33 @@ def test_a_run_that_quarantined_two_percent_succeeds_with_warnings(medallion, ra
         f"dq_rate: {rate:.2%} of {raw_data.event_lines + extra} rows passed, "
         f"{raw_data.malformed_events + extra} rejected (at least 99.00% required)"
     )
+
+
+EARLY_STOP = """
+import sys
+from medallion_assets.engine.spark import spark_session
+conf = {"spark.master": "local[1]"}
+if len(sys.argv) > 1:
+    conf["spark.python.daemon.module"] = sys.argv[1]
+spark = spark_session(conf, "early-stop")
+frame = spark.range(0, 5_000_000, numPartitions=1)
+for _ in range(2):  # Spark closes the Python worker's socket once it has the first row it asked for
+    print(frame.mapInArrow(lambda batches: batches, frame.schema).limit(1).collect())
+spark.stop()
+"""
+
+
+@pytest.mark.integration  # Spark in a fresh interpreter, whose stderr is the user's screen
+def test_python_tasks_spark_stops_reading_early_print_no_traceback():
+    def run(*daemon_module: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", EARLY_STOP, *daemon_module], capture_output=True, text=True, timeout=600
+        )
+
+    ours = run()
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.splitlines() == ["[Row(id=0)]", "[Row(id=0)]"]
+    assert "Traceback" not in ours.stderr and "BrokenPipeError" not in ours.stderr
+    # PySpark's own daemon, on the same job, prints the worker's broken pipe as an error.
+    theirs = run("pyspark.daemon")
+    assert theirs.returncode == 0 and theirs.stderr.count("BrokenPipeError: [Errno 32] Broken pipe") == 2

@@ -69,6 +69,8 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     if config.spark_remote():
         return {**SESSION_CONF, **(conf or {})}
     driver = {"spark.master": config.spark_master(), "spark.jars": lake_jars(), **DRIVER_CONF}
+    if is_single_machine():  # its Python workers are this interpreter's, which has Medallion
+        driver["spark.python.daemon.module"] = "medallion_assets.engine.python_daemon"
     return {**driver, **SESSION_CONF, **(conf or {})}
 
 

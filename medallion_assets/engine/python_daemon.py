@@ -1,0 +1,36 @@
+"""PySpark's Python worker daemon (`spark.python.daemon.module`), without one false alarm.
+
+When Spark has what it needs from a task before the task's Python worker has sent everything (a `limit`, an
+`isEmpty`), it closes the worker's socket. The worker's last flush then fails with BrokenPipeError, and
+PySpark's daemon prints it as a traceback on the driver's stderr, although nothing failed: the task has
+finished. This daemon ends such a worker exactly as PySpark's does (exit status 1, Spark forks another), minus
+the traceback; any other error is PySpark's to report, as before. PySpark has no setting for it: with
+`spark.python.daemon.killWorkerOnFlushFailure` off, the daemon still prints the error, and the worker may
+hang on a half-written stream.
+
+Used where Spark runs in this process (`local[...]`, engine/spark.py): a cluster's executors run PySpark's own
+daemon, and need no Medallion installed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pyspark import daemon
+
+_pyspark_worker = daemon.worker
+
+
+def _worker(sock: socket.socket, authenticated: bool) -> int:
+    try:
+        result: int = _pyspark_worker(sock, authenticated)  # type: ignore[no-untyped-call]
+        return result
+    except BrokenPipeError:
+        os._exit(1)  # what PySpark's daemon does with a worker's error, after printing it
+
+
+daemon.worker = _worker
+
+if __name__ == "__main__":
+    daemon.manager()  # type: ignore[no-untyped-call]
