@@ -73,6 +73,8 @@ class AssetReport:
     rows_read: int | None = None
     rows_quarantined: int | None = None
     quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
+    mode: str | None = None  # silver and gold: how the dataset was built, full or incremental
+    why: str | None = None  # why in that mode
 
 
 @dataclass
@@ -370,8 +372,14 @@ def _reports(
             cast(dict[str, int], metadata["quarantine_reasons"].value)
             if "quarantine_reasons" in metadata
             else {},
+            _text(metadata, "mode"),
+            _text(metadata, "why"),
         )
     return reports
+
+
+def _text(metadata: Mapping[str, MetadataValue], name: str) -> str | None:
+    return str(metadata[name].value) if name in metadata else None
 
 
 def _count(metadata: Mapping[str, MetadataValue], name: str) -> int | None:

@@ -11,6 +11,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine.stages import gold_groups, gold_mode_description
+from medallion_assets.engine.transform import NotGroupwise, group_columns
+from medallion_assets.storage.lake import history
+from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 from tests.test_incremental import DATASETS, Lakehouse, random_batches
 
@@ -87,3 +91,130 @@ def test_gold_built_group_by_group_equals_a_full_recompute_and_the_warehouse_equ
             )
             assert house.rows(name, "gold") == house.rows(f"{name}_full", "gold"), (name, number, batches)
         assert house.warehouse_rows("analytics.by_value") == house.rows("by_value", "gold"), (number, batches)
+
+
+def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p"), (1, "b", "3", "I", "x", "q")])
+    house.build("scd1")
+    assert house.build("by_value", "gold").details["why"] == "first build: no earlier commit of this stage"
+    # Key (2, a) moves from group (2, y) to group (2, x): the first vanishes, the second appears.
+    house.append([(2, "a", "4", "U", "x", "p")])
+    house.build("scd1")
+    changed = house.build("by_value", "gold")
+    assert changed.details["why"].startswith(
+        "recomputes the groups (k1, v) that silver's changes after snapshot"
+    )
+    assert (changed.details["groups_recomputed"], changed.rows_written) == (2, 1)
+    # One row upserted, one group deleted, in one load; group (1, x) is not touched.
+    assert (changed.load.rows_loaded, changed.load.rows_in_table) == (2, 2)
+    expected = [(1, "x", 2, 3, "p"), (2, "x", 1, 4, "p")]
+    assert house.rows("by_value", "gold") == house.warehouse_rows("analytics.by_value") == expected
+    unchanged = house.build("by_value", "gold")
+    assert unchanged.details["mode"] == "incremental" and unchanged.details["why"].endswith("touched: none")
+    assert house.rows("by_value", "gold") == expected
+
+
+def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p")])
+    house.build("scd1")
+    house.build("by_label", "gold")
+    before = house.lake.current_snapshot(TableRef("lake", "silver", "scd1"))
+    house.append([(1, "a", "3", "D", None, None)])
+    house.build("scd1")
+    assert house.build("by_label", "gold").details["mode"] == "incremental"
+    assert house.rows("by_label", "gold") == [("p", 1, 2)]
+    # Silver rolled back: the version gold read is no longer in its line.
+    history.set_current(house.lake.lake_root, TableRef("lake", "silver", "scd1"), before)
+    rebuilt = house.build("by_label", "gold")
+    assert rebuilt.details["mode"] == "full" and "not an ancestor" in rebuilt.details["why"]
+    assert house.rows("by_label", "gold") == [("p", 2, 3)]
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "gold_by_label")
+    sql = (
+        "SELECT w AS label, COUNT(*) AS events, SUM(k1) AS total, MAX(seq) AS top FROM silver_scd1 GROUP BY w"
+    )
+    house.snapshot.add("stages", stage.model_copy(update={"transform_sql": sql}))
+    redefined = house.build("by_label", "gold")
+    assert redefined.details["mode"] == "full"
+    assert redefined.details["why"].startswith("the stage's definition changed (")
+    assert house.rows("by_label", "gold") == [("p", 2, 3, 2)]
+
+
+COLUMNS_OF_SILVER = ["k1", "k2", "seq", "v", "w"]
+
+
+@pytest.mark.parametrize(
+    "sql, groups",
+    [
+        ("SELECT k1, v AS value, COUNT(*) AS n FROM s GROUP BY k1, v", {"k1": "k1", "value": "v"}),
+        (
+            "SELECT v AS value, k1, SUM(seq) AS total FROM s WHERE seq > 0 GROUP BY 1, 2 HAVING SUM(seq) > 1",
+            {"value": "v", "k1": "k1"},
+        ),
+        # A name that is no input column is an output's alias, as Spark resolves it.
+        ("SELECT w AS label, COUNT(DISTINCT k2) AS n FROM s GROUP BY label", {"label": "w"}),
+        ("SELECT x.k1, MAX(x.seq) AS top FROM s AS x GROUP BY x.k1 ORDER BY top", {"k1": "k1"}),
+    ],
+)
+def test_an_aggregation_by_plain_columns_names_its_groups(sql, groups):
+    assert group_columns(sql, "spark", "s", COLUMNS_OF_SILVER) == groups
+
+
+@pytest.mark.parametrize(
+    "sql, why",
+    [
+        ("SELECT k1, v FROM s", "its SQL has no GROUP BY"),
+        (
+            "SELECT CAST(seq AS STRING) AS day, COUNT(*) AS n FROM s GROUP BY 1",
+            "its GROUP BY key CAST(seq AS STRING) is not a plain column of its input",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s GROUP BY ROLLUP (k1)",
+            "its GROUP BY key ROLLUP (k1) is not a plain column of its input",
+        ),
+        ("SELECT COUNT(*) AS n FROM s GROUP BY k1", "its GROUP BY key k1 is not an output column"),
+        (
+            "SELECT s.k1, COUNT(*) AS n FROM s JOIN s AS t ON s.k2 = t.k2 GROUP BY s.k1",
+            "its SQL is not one SELECT over its input alone",
+        ),
+        (
+            "SELECT k1, SUM(COUNT(*)) OVER () AS n FROM s GROUP BY k1",
+            "its SQL holds WINDOW, which reads across groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s GROUP BY k1 LIMIT 3",
+            "its SQL holds LIMIT, which reads across groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s WHERE seq > (SELECT MAX(seq) FROM s) GROUP BY k1",
+            "its SQL is not one SELECT over its input alone",
+        ),
+        (
+            "SELECT DISTINCT k1, COUNT(*) AS n FROM s GROUP BY k1",
+            "its SQL selects DISTINCT rows across groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s WHERE seq > UNIX_DATE(CURRENT_DATE) GROUP BY k1",
+            "its SQL calls CURRENT_DATE, whose value changes from run to run",
+        ),
+    ],
+)
+def test_anything_else_is_recomputed_whole_and_says_why(sql, why):
+    with pytest.raises(NotGroupwise) as refused:
+        group_columns(sql, "spark", "s", COLUMNS_OF_SILVER)
+    assert str(refused.value) == why
+
+
+def test_gold_whose_keys_are_not_its_group_columns_is_recomputed_whole(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "gold_by_value")
+    target = house.snapshot.targets["gold_by_value"].model_copy(update={"keys": ["k1"]})
+    with pytest.raises(NotGroupwise, match=r"its keys \(k1\) are not its GROUP BY columns \(k1, v\)"):
+        gold_groups(stage, target, house.snapshot, COLUMNS_OF_SILVER)
+    assert gold_mode_description(stage, target, house.snapshot).startswith(
+        "Recomputed whole on every run: its keys"
+    )
+    assert gold_mode_description(stage, house.snapshot.targets["gold_by_value"], house.snapshot).startswith(
+        "Incremental: recomputes only the groups (k1, v) that silver's changes touch"
+    )

@@ -266,6 +266,8 @@ def _run(pipeline_id: str, as_json: bool) -> str:
                 f"quarantined={asset.rows_quarantined}  {checks}"
                 + (f"  ({asset.reason})" if asset.reason else "")
             )
+            if asset.mode:
+                echo(f"    {asset.mode}: {asset.why}")
             if asset.quarantine_reasons:
                 causes = "; ".join(f"{count} × {cause}" for cause, count in asset.quarantine_reasons.items())
                 echo(f"    quarantined for: {causes}")

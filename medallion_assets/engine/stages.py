@@ -443,32 +443,19 @@ class StageRunner:
         return Mode("incremental", f"reads the rows bronze appended after snapshot {since}", since)
 
     def _plan_groups(self, stage: Stage, target: Target) -> Mode:
-        """Whether a gold stage may recompute only the groups its silver input's changes touched: its SQL
-        aggregates one silver table by plain columns of it (`group_columns`), and its keys, if any, are those
-        columns, so that a group's rows are found by them in the table and in the warehouse."""
-        source = self.snapshot.targets.get(stage.input_id)
+        """Whether a gold stage may recompute only the groups its silver input's changes touched
+        (`gold_groups`), from its last commit on, and why."""
         if config.spark_remote():
             # Not yet tried through Spark Connect, whose client refuses some plans silver's merge makes.
             return Mode(
                 "full", "through Spark Connect, recomputing groups is not supported yet (PySpark 4.1)"
             )
-        if stage.inputs or source is None or source.layer != "silver":
-            return Mode("full", "the stage does not read exactly one silver table")
-        if not stage.transform_sql:
-            return Mode("full", "it has no SQL aggregation: a copy of its input")
+        source = self.snapshot.targets.get(stage.input_id)
         try:
-            groups = group_columns(
-                stage.transform_sql, stage.sql_dialect, stage.input_id, self._columns_of(source)
-            )
+            groups = gold_groups(stage, target, self.snapshot, self._columns_of(source) if source else [])
         except NotGroupwise as not_groupwise:
             return Mode("full", str(not_groupwise))
-        if target.cdc is not None:
-            return Mode("full", "a change feed's target is rebuilt from its events")
-        if target.keys and {k.lower() for k in target.keys} != {g.lower() for g in groups}:
-            return Mode(
-                "full",
-                f"its keys ({', '.join(target.keys)}) are not its GROUP BY columns ({', '.join(groups)})",
-            )
+        assert source is not None, "gold_groups found one silver input"
         resumed = self._resumed(stage, target)
         if resumed.since is None:
             return resumed
@@ -816,6 +803,41 @@ class StageRunner:
             evolve=self.adjustments.evolve_warehouse_schema,
             delete_flag=delete_flag,
         )
+
+
+def gold_groups(
+    stage: Stage, target: Target, snapshot: CatalogSnapshot, input_columns: list[str]
+) -> dict[str, str]:
+    """The groups a gold stage can be recomputed by, from its definition alone: output column → silver column
+    (see `group_columns`). Raises NotGroupwise, saying why, unless it aggregates exactly one silver table by
+    plain columns of it, and its keys, if any, are those columns, by which a group's rows are found in the
+    table and in the warehouse."""
+    source = snapshot.targets.get(stage.input_id)
+    if stage.inputs or source is None or source.layer != "silver":
+        raise NotGroupwise("the stage does not read exactly one silver table")
+    if not stage.transform_sql:
+        raise NotGroupwise("it has no SQL aggregation: a copy of its input")
+    if target.cdc is not None:
+        raise NotGroupwise("a change feed's target is rebuilt from its events")
+    groups = group_columns(stage.transform_sql, stage.sql_dialect, stage.input_id, input_columns)
+    if target.keys and {k.lower() for k in target.keys} != {g.lower() for g in groups}:
+        raise NotGroupwise(
+            f"its keys ({', '.join(target.keys)}) are not its GROUP BY columns ({', '.join(groups)})"
+        )
+    return groups
+
+
+def gold_mode_description(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
+    """How a gold stage builds its dataset, as far as its definition says (the asset's description)."""
+    source = snapshot.targets.get(stage.input_id)
+    try:
+        groups = gold_groups(stage, target, snapshot, list(source.columns or ()) if source else [])
+    except NotGroupwise as not_groupwise:
+        return f"Recomputed whole on every run: {not_groupwise}."
+    return (
+        f"Incremental: recomputes only the groups ({', '.join(groups)}) that silver's changes touch "
+        "(whole on a first build, after a definition change or a rollback)."
+    )
 
 
 def changes_of_groups(table: DataFrame, groups: DataFrame, keys: list[str]) -> DataFrame:
