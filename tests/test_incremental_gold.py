@@ -4,6 +4,7 @@ recompute, and the warehouse equals gold, after every run."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from medallion_assets.engine.stages import gold_groups, gold_mode_description
 from medallion_assets.engine.transform import NotGroupwise, group_columns
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.objects import write_bytes
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 from tests.test_incremental import DATASETS, Lakehouse, random_batches
 
@@ -218,3 +220,68 @@ def test_gold_whose_keys_are_not_its_group_columns_is_recomputed_whole(spark, tm
     assert gold_mode_description(stage, house.snapshot.targets["gold_by_value"], house.snapshot).startswith(
         "Incremental: recomputes only the groups (k1, v) that silver's changes touch"
     )
+
+
+# A gold stage of the seed's user_events_etl that aggregates silver by a plain column: incremental.
+BY_USER = {
+    "targets": [
+        Target(
+            target_id="gold_events_by_user",
+            layer="gold",
+            kind="warehouse",
+            location="analytics.events_by_user",
+            keys=["user_id"],
+            load_mode="merge",
+        )
+    ],
+    "stages": [
+        Stage(
+            pipeline_id="user_events_etl",
+            stage_order=4,
+            stage_name="gold_by_user",
+            input_id="silver_user_events",
+            target_id="gold_events_by_user",
+            transform_sql="SELECT user_id, COUNT(*) AS events, MAX(event_type) AS last_type "
+            "FROM silver_user_events GROUP BY user_id",
+        )
+    ],
+}
+
+
+def test_a_dagster_run_recomputes_the_users_a_new_batch_touched_and_the_warehouse_follows(medallion):
+    medallion.store.upsert(BY_USER)
+    first = medallion.run("user_events_etl")
+    assert first.status == "success"
+    modes = {asset.key: (asset.mode, asset.why) for asset in first.assets}
+    assert modes["gold/events_by_user"] == ("full", "first build: no earlier commit of this stage")
+    assert modes["gold/daily_user_events"] == (
+        "full",
+        "its GROUP BY key CAST(event_ts AS DATE) is not a plain column of its input",
+    )
+    # A new object of three events, for two users already known and one new user.
+    events = [("late1", "u000001", "view"), ("late2", "u000001", "click"), ("late3", "u999999", "signup")]
+    lines = [
+        json.dumps(
+            {"event_id": e, "user_id": u, "event_type": t, "event_ts": "2026-11-01T10:00:00Z", "value": 1.0}
+        )
+        for e, u, t in events
+    ]
+    write_bytes("s3://medallion-raw/user_events/part-late.jsonl", "\n".join(lines).encode())
+    second = medallion.run("user_events_etl")
+    assert second.status == "success", [(a.key, a.reason) for a in second.assets]
+    gold = next(asset for asset in second.assets if asset.key == "gold/events_by_user")
+    assert gold.mode == "incremental" and gold.why.startswith("recomputes the groups (user_id)")
+    [_, audit] = medallion.stage_audit("gold_by_user")
+    assert (audit["details"]["groups_recomputed"], audit["details"]["rows_merged"]) == (2, 2)
+    silver = medallion.rows("silver.user_events")
+    expected = sorted(
+        (
+            user,
+            sum(1 for r in silver if r["user_id"] == user),
+            max(r["event_type"] for r in silver if r["user_id"] == user),
+        )
+        for user in {r["user_id"] for r in silver}
+    )
+    lake = sorted(tuple(row.values()) for row in medallion.rows("gold.events_by_user"))
+    warehouse = sorted(tuple(row.values()) for row in medallion.gold("analytics.events_by_user"))
+    assert lake == warehouse == expected

@@ -109,14 +109,13 @@ class Shaped:
 @dataclass(frozen=True)
 class Replacement:
     """What an incremental run puts in its table: `rows` replace every row whose `key_columns` are one of
-    `keys`' (a key without a row in `rows` loses its rows). `rows_read`: the input rows read for them, or None
-    to count `rows`."""
+    `keys`' (a key without a row in `rows` loses its rows), made from `rows_read` input rows."""
 
     rows: DataFrame
     keys: DataFrame
     key_columns: list[str]
     rejects: list[tuple[DataFrame, Observation]]
-    rows_read: int | None
+    rows_read: int
 
 
 @dataclass(frozen=True)
@@ -624,11 +623,20 @@ class StageRunner:
             stage,
             target,
             plan,
-            Replacement(shaped.frame.drop(*INGESTION_COLUMNS), keys, list(plan.groups), shaped.rejects, None),
+            Replacement(
+                shaped.frame.drop(*INGESTION_COLUMNS),
+                keys,
+                list(plan.groups),
+                shaped.rejects,
+                of_groups.count(),
+            ),
             {silver: end},
             rows_in=None,
         )
         touched.unpersist()
+        # What the SQL made of the groups' rows: those written and those quarantined (counted, not observed:
+        # see `_replace_keys`).
+        outcome.details["rows_in"] = outcome.rows_written + outcome.rows_quarantined
         outcome.details["groups_recomputed"] = groups
         outcome.changed_groups = keys
         return outcome, written
@@ -664,9 +672,8 @@ class StageRunner:
         staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in columns])
         rule_outcomes = self._judge_merge(stage, target, rows, staged)
         rows.unpersist()
-        rows_read = replacement.rows_read if replacement.rows_read is not None else written
         outcome = StageOutcome(
-            rows_read,
+            replacement.rows_read,
             written,
             quarantined,
             rule_outcomes,
