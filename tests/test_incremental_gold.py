@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.catalog.models import Stage, Target, ValidationRuleSet
 from medallion_assets.engine.stages import gold_groups, gold_mode_description
 from medallion_assets.engine.transform import NotGroupwise, group_columns
 from medallion_assets.storage.lake import history
@@ -97,6 +97,12 @@ def test_gold_built_group_by_group_equals_a_full_recompute_and_the_warehouse_equ
 
 def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(spark, tmp_path, warehouse):
     house = GoldHouse(spark, tmp_path, warehouse)
+    # A row count is the table's, not the run's: the run below writes one row of a table of two.
+    house.snapshot.add(
+        "validation_rules", ValidationRuleSet(rule_set_id="two", check_def=[{"type": "row_count", "min": 2}])
+    )
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "gold_by_value")
+    house.snapshot.add("stages", stage.model_copy(update={"validation_set_id": "two"}))
     house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p"), (1, "b", "3", "I", "x", "q")])
     house.build("scd1")
     assert house.build("by_value", "gold").details["why"] == "first build: no earlier commit of this stage"
@@ -108,6 +114,7 @@ def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(sp
         "recomputes the groups (k1, v) that silver's changes after snapshot"
     )
     assert (changed.details["groups_recomputed"], changed.rows_written) == (2, 1)
+    assert [(o.rule.type, o.passed) for o in changed.rule_outcomes] == [("row_count", True)]
     # One row upserted, one group deleted, in one load; group (1, x) is not touched.
     assert (changed.load.rows_loaded, changed.load.rows_in_table) == (2, 2)
     expected = [(1, "x", 2, 3, "p"), (2, "x", 1, 4, "p")]
@@ -217,6 +224,11 @@ def test_gold_whose_keys_are_not_its_group_columns_is_recomputed_whole(spark, tm
     assert gold_mode_description(stage, target, house.snapshot).startswith(
         "Recomputed whole on every run: its keys"
     )
+    declared = house.snapshot.targets["gold_by_value"].model_copy(
+        update={"columns": {"k1": "int", "events": "bigint"}}
+    )
+    with pytest.raises(NotGroupwise, match=r"its GROUP BY columns \(v\) are not declared columns"):
+        gold_groups(stage, declared, house.snapshot, COLUMNS_OF_SILVER)
     assert gold_mode_description(stage, house.snapshot.targets["gold_by_value"], house.snapshot).startswith(
         "Incremental: recomputes only the groups (k1, v) that silver's changes touch"
     )

@@ -742,10 +742,15 @@ class StageRunner:
     def _judge_merge(
         self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame
     ) -> list[RuleOutcome]:
-        """The stage's rules on this run's rows, and those that need the whole table on the staged branch."""
+        """The stage's rules on this run's rows, and those that need the whole table on the staged branch: a
+        row count is the dataset's, not the run's."""
         rules = self.rules(stage)
         unique_on = [] if target.scd_type == 2 else target.keys
-        whole = {i for i, rule in enumerate(rules) if reads_written_data(rule, unique_on)}
+        whole = {
+            i
+            for i, rule in enumerate(rules)
+            if rule.type == "row_count" or reads_written_data(rule, unique_on)
+        }
         on_rows = evaluate_rules(rows, [rule for i, rule in enumerate(rules) if i not in whole])
         on_table = evaluate_rules(staged, [rule for i, rule in enumerate(rules) if i in whole])
         ordered = iter(on_rows), iter(on_table)
@@ -827,6 +832,10 @@ def gold_groups(
     if target.cdc is not None:
         raise NotGroupwise("a change feed's target is rebuilt from its events")
     groups = group_columns(stage.transform_sql, stage.sql_dialect, stage.input_id, input_columns)
+    declared = {column.lower() for column in target.columns or ()}
+    undeclared = [group for group in groups if declared and group.lower() not in declared]
+    if undeclared:
+        raise NotGroupwise(f"its GROUP BY columns ({', '.join(undeclared)}) are not declared columns")
     if target.keys and {k.lower() for k in target.keys} != {g.lower() for g in groups}:
         raise NotGroupwise(
             f"its keys ({', '.join(target.keys)}) are not its GROUP BY columns ({', '.join(groups)})"
