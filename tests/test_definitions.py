@@ -79,7 +79,11 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == [
         "a@b.io"
     ]
-    assert spec.description == "Events and distinct users per day"
+    # Gold says how it is built: its day is an expression of a column, so its groups are not silver's.
+    assert spec.description == (
+        "Events and distinct users per day\n\nRecomputed whole on every run: its GROUP BY key "
+        "CAST(event_ts AS DATE) is not a plain column of its input."
+    )
 
 
 def test_a_pipeline_added_to_the_catalog_appears_after_reload(catalog_url, tmp_path):

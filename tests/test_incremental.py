@@ -22,6 +22,7 @@ from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.warehouse import Warehouse
 
 FEED = Source(
     source_id="feed_raw",
@@ -43,8 +44,14 @@ class Lakehouse:
     """A catalog, a lake and a bronze change feed; silver datasets `<name>` built incrementally after each
     batch and `<name>_full` built once, at the end, from all of bronze."""
 
-    def __init__(self, spark: SparkSession, root: Path, datasets: dict[str, dict[str, Any]] = DATASETS):
-        self.spark, self.root, self.batches = spark, root, 0
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: Path,
+        datasets: dict[str, dict[str, Any]] = DATASETS,
+        warehouse: Warehouse | None = None,
+    ):
+        self.spark, self.root, self.batches, self.warehouse = spark, root, 0, warehouse
         self.store = CatalogStore(f"sqlite:///{root}/catalog.db")
         self.store.migrate()
         self.snapshot = CatalogSnapshot()
@@ -90,20 +97,21 @@ class Lakehouse:
             self.bronze, self.spark.createDataFrame(rows, bronze_schema(FEED)), f"b{self.batches}"
         )
 
-    def build(self, name: str) -> StageOutcome:
-        stage = next(s for s in self.snapshot.stages() if s.target_id == f"silver_{name}")
+    def build(self, name: str, layer: str = "silver") -> StageOutcome:
+        stage = next(s for s in self.snapshot.stages() if s.target_id == f"{layer}_{name}")
         runner = StageRunner(
             self.spark,
             self.snapshot,
             self.store,
             str(self.root / "lake"),
+            self.warehouse,
             throttle=CatalogThrottles(self.store),
             recovery=CatalogRoutes(self.store, self.snapshot),
         )
         return runner.run_stage(stage)
 
-    def rows(self, name: str) -> list[tuple]:
-        table = TableRef("lake", "silver", name)
+    def rows(self, name: str, layer: str = "silver") -> list[tuple]:
+        table = TableRef("lake", layer, name)
         return sorted((tuple(r) for r in self.lake.read(table).collect()), key=repr)
 
     def quarantine(self, name: str) -> list[tuple]:

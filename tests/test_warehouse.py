@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from medallion_assets.naming import InvalidIdentifier
 from medallion_assets.storage.warehouse import (
+    DELETE_FLAG,
     LoadResult,
     WarehouseError,
     column_definitions,
@@ -78,6 +79,40 @@ def test_merge_updates_matching_keys_and_inserts_the_others(warehouse, table, ke
     result = warehouse.load(table, batch((2, "DE", 20.0), (3, "JP", 3.0)), "merge", keys)
     assert result == LoadResult(table, 2, 3)
     assert content(warehouse, table) == [(1, "FR", 1.0), (2, "DE", 20.0), (3, "JP", 3.0)]
+
+
+# A merge's batch with the delete flag: gold's changed groups, recomputed rows and groups that vanished.
+FLAGGED = SCHEMA.append(pa.field(DELETE_FLAG, pa.bool_()))
+
+
+@pytest.mark.parametrize("as_stream", [False, True])
+def test_a_merge_with_a_delete_flag_upserts_and_deletes_in_one_load(warehouse, table, as_stream):
+    warehouse.load(table, batch((1, "FR", 1.0), (2, "DE", 2.0), (4, "US", 4.0)), "merge", ["id"])
+    changes = batch((2, "DE", 20.0, False), (3, "JP", 3.0, False), (1, None, None, True), schema=FLAGGED)
+    data = pa.RecordBatchReader.from_batches(FLAGGED, changes.to_batches()) if as_stream else changes
+    result = warehouse.load(table, data, "merge", ["id"], delete_flag=DELETE_FLAG)
+    assert result == LoadResult(table, 3, 3)
+    assert content(warehouse, table) == [(2, "DE", 20.0), (3, "JP", 3.0), (4, "US", 4.0)]
+    # The flag stays out of the table; a deleted key not present deletes nothing.
+    assert DELETE_FLAG not in warehouse.query(f"SELECT * FROM {table}")[0]
+    warehouse.load(
+        table, batch((9, None, None, True), schema=FLAGGED), "merge", ["id"], delete_flag=DELETE_FLAG
+    )
+    assert len(content(warehouse, table)) == 3
+
+
+@pytest.mark.parametrize(
+    "mode, flagged, message",
+    [
+        ("replace", FLAGGED, "needs mode 'merge'"),
+        ("merge", pa.schema([pa.field(DELETE_FLAG, pa.bool_()), *SCHEMA]), "must be the batch's last column"),
+        ("merge", SCHEMA.append(pa.field(DELETE_FLAG, pa.string())), "a boolean"),
+    ],
+)
+def test_a_misplaced_delete_flag_is_refused_before_any_sql(warehouse, schema, mode, flagged, message):
+    with pytest.raises(ValueError, match=message):
+        warehouse.load(f"{schema}.daily", flagged.empty_table(), mode, ["id"], delete_flag=DELETE_FLAG)
+    assert warehouse.query(f"SELECT * FROM information_schema.schemata WHERE schema_name = '{schema}'") == []
 
 
 @pytest.mark.parametrize("mode", ["replace", "merge"])
@@ -267,6 +302,28 @@ def test_redshift_statements_parse_as_redshift_sql(mode, kinds):
     assert [column.name for column in copy.this.expressions] == SCHEMA.names
     assert copy.args["files"][0].this == s3_uri
     assert copy.args["credentials"].args["iam_role"].this == ROLE
+
+
+def test_redshift_statements_of_a_merge_with_a_delete_flag_parse_and_run_on_postgres(pg_url, pg_schema):
+    table, s3_uri = f"{pg_schema}.daily", "s3://bucket/staging/x.parquet"
+    columns = column_definitions(SCHEMA, "redshift")
+    merge = redshift_load_statements(table, columns, ["id"], "merge", s3_uri, ROLE)
+    flagged = redshift_load_statements(table, columns, ["id"], "merge", s3_uri, ROLE, delete_flag=DELETE_FLAG)
+    parsed = [sqlglot.parse_one(sql, read="redshift") for sql in flagged]
+    assert [type(expression) for expression in parsed] == [
+        *[exp.Create] * 3,
+        exp.Alter,
+        exp.Copy,
+        exp.Delete,
+        exp.Insert,
+        exp.Drop,
+    ]
+    copy = next(expression for expression in parsed if isinstance(expression, exp.Copy))
+    assert [column.name for column in copy.this.expressions] == [*SCHEMA.names, DELETE_FLAG]
+    run_on_postgres(pg_url, merge, batch((1, "FR", 1.0), (2, "DE", 2.0)))
+    run_on_postgres(pg_url, flagged, batch((2, "DE", 20.0, False), (1, None, None, True), schema=FLAGGED))
+    with warehouse_from_url(pg_url) as postgres:
+        assert content(postgres, table) == [(2, "DE", 20.0)]
 
 
 def run_on_postgres(pg_url: str, statements: list[str], data: pa.Table) -> None:

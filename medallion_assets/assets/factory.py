@@ -44,7 +44,7 @@ from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disable
 from medallion_assets.control.remedies import Fault
 from medallion_assets.control.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.refresh import RefreshRefused, requested_full_refresh
-from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner
+from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner, gold_mode_description
 from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import SqlNotAnalyzable, StageHalted
@@ -148,6 +148,16 @@ def _materialize_result(
     )
 
 
+def _description(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
+    """The dataset's description, and for gold how it is built: by changed groups or whole, and why."""
+    described = target.description or stage.stage_name
+    return (
+        f"{described}\n\n{gold_mode_description(stage, target, snapshot)}"
+        if target.layer == "gold"
+        else described
+    )
+
+
 def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_root: str) -> AssetSpec:
     """The stage's dataset as Dagster shows it: key, deps, group, kinds, owners, code version and metadata."""
     metadata: dict[str, Any] = {
@@ -171,7 +181,7 @@ def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_ro
         kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "iceberg"},
         owners=dagster_owners(target.owner or snapshot.pipelines[stage.pipeline_id].owner),
         code_version=code_version(stage, target, snapshot),
-        description=target.description or stage.stage_name,
+        description=_description(stage, target, snapshot),
         metadata=metadata,
         freshness_policy=freshness_policy(snapshot, stage),
         # A halted stage yields no materialization (its step fails with the reason); Dagster skips what

@@ -276,11 +276,11 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
                 f"quarantined={asset.rows_quarantined}  {checks}"
                 + (f"  ({asset.reason})" if asset.reason else "")
             )
+            if asset.mode:
+                echo(f"    {asset.mode}: {asset.why}")
             if asset.quarantine_reasons:
                 causes = "; ".join(f"{count} × {cause}" for cause, count in asset.quarantine_reasons.items())
                 echo(f"    quarantined for: {causes}")
-            if asset.mode:
-                echo(f"    {asset.mode}: {asset.why}")
     return report.status
 
 
@@ -303,7 +303,7 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
 def run(pipeline_id: str, as_json: bool, full_refresh: bool, start: str | None) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
 
-    Silver runs incrementally where it can, gold is recomputed; the report says each stage's mode and why.
+    Silver and gold run incrementally where they can; the report says each stage's mode and why.
     --full-refresh rebuilds them whole (the run tag medallion/full_refresh, which the UI's launchpad can set
     too, carries it to the stages).
 

@@ -37,6 +37,12 @@ def rows_of_keys(frame: DataFrame, keys_frame: DataFrame, keys: list[str]) -> Da
     return frame.join(wanted, same_keys(frame, wanted, keys), "left_semi")
 
 
+def keys_without_rows(keys_frame: DataFrame, frame: DataFrame, keys: list[str]) -> DataFrame:
+    """The keys of `keys_frame` (distinct) that no row of `frame` has."""
+    wanted = keys_frame.select(*[F.col(f"`{k}`") for k in keys]).distinct()
+    return wanted.join(frame, same_keys(wanted, frame, keys), "left_anti")
+
+
 def newer_wins(
     existing: DataFrame, incoming: DataFrame, keys: list[str], keep_latest_by: str | None
 ) -> DataFrame:

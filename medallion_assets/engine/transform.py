@@ -75,22 +75,32 @@ def not_analyzable(error: AnalysisException, what: str) -> SqlNotAnalyzable:
     return SqlNotAnalyzable(f"Spark cannot analyze {what}: {error.getMessage().strip().splitlines()[0]}")
 
 
-# What makes a query's row depend on other rows, or on more than one input.
-_NOT_ROW_BY_ROW: tuple[type[exp.Expr], ...] = (
+# What makes a query's rows depend on rows of other groups, or on more than one input.
+_ACROSS_GROUPS: tuple[type[exp.Expr], ...] = (
     exp.Join,
-    exp.Group,
-    exp.Having,
-    exp.Distinct,
     exp.Limit,
     exp.Window,
-    exp.AggFunc,
     exp.Subquery,
     exp.With,
     exp.Lateral,
     exp.Explode,
     exp.Unnest,
     exp.Qualify,
-    exp.Order,
+)
+# What makes a query's row depend on other rows, or on more than one input.
+_NOT_ROW_BY_ROW = (*_ACROSS_GROUPS, exp.Group, exp.Having, exp.Distinct, exp.AggFunc, exp.Order)
+# What gives another answer each time it runs: a group recomputed now would not match the others, kept.
+_VOLATILE: tuple[type[exp.Expr], ...] = (
+    exp.CurrentDate,
+    exp.CurrentTimestamp,
+    exp.CurrentTimestampLTZ,
+    exp.CurrentDatetime,
+    exp.CurrentTime,
+    exp.Localtimestamp,
+    exp.Localtime,
+    exp.Rand,
+    exp.Randn,
+    exp.Uuid,
 )
 
 
@@ -102,6 +112,68 @@ def row_by_row(sql: str, dialect: str, inputs: Collection[str]) -> bool:
     if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Table))) != 1:
         return False
     return not any(isinstance(node, _NOT_ROW_BY_ROW) for node in query.walk())
+
+
+class NotGroupwise(ValueError):
+    """A query whose groups cannot be recomputed one by one; the message says why."""
+
+
+def group_columns(sql: str, dialect: str, input_id: str, input_columns: Collection[str]) -> dict[str, str]:
+    """Of an aggregation over one input (`SELECT …, agg(…) FROM input [WHERE …] GROUP BY … [HAVING …]`)
+    whose GROUP BY keys are plain columns of the input, each projected as an output column: output column →
+    the input column it is. A group's output rows then come from that group's input rows alone, so the
+    groups a change touches can be recomputed from their rows and the other groups kept.
+
+    Raises NotGroupwise, saying why, for anything else: no GROUP BY, ROLLUP/CUBE/GROUPING SETS, a key that is
+    an expression or not an output column, a join, window, subquery, CTE, LIMIT, DISTINCT row, set operation,
+    or a function whose value changes from run to run (`current_date`, `rand`)."""
+    query = checked_query(sql, dialect, [input_id])
+    if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Table))) != 1:
+        raise NotGroupwise("its SQL is not one SELECT over its input alone")
+    group = query.args.get("group")
+    if group is None or not group.expressions:
+        raise NotGroupwise("its SQL has no GROUP BY")
+    if query.args.get("distinct"):
+        raise NotGroupwise("its SQL selects DISTINCT rows across groups")
+    for node in query.walk():
+        if isinstance(node, _ACROSS_GROUPS):
+            raise NotGroupwise(f"its SQL holds {node.key.upper()}, which reads across groups")
+        if isinstance(node, _VOLATILE):
+            raise NotGroupwise(f"its SQL calls {node.sql(dialect)}, whose value changes from run to run")
+    columns = {name.lower() for name in input_columns}
+    outputs = {projection.alias_or_name.lower(): projection.unalias() for projection in query.selects}
+    keys: dict[str, str] = {}
+    for key in group.expressions:
+        resolved = _resolved_key(key, query.selects, columns, outputs)
+        if not isinstance(resolved, exp.Column) or resolved.name.lower() not in columns:
+            raise NotGroupwise(f"its GROUP BY key {resolved.sql(dialect)} is not a plain column of its input")
+        column = resolved.name.lower()
+        output = next(
+            (
+                projection.alias_or_name
+                for projection in query.selects
+                if isinstance(projection.unalias(), exp.Column)
+                and projection.unalias().name.lower() == column
+            ),
+            None,
+        )
+        if output is None:
+            raise NotGroupwise(f"its GROUP BY key {column} is not an output column")
+        keys[output] = column
+    return keys
+
+
+def _resolved_key(
+    key: exp.Expr, selects: list[exp.Expr], columns: set[str], outputs: Mapping[str, exp.Expr]
+) -> exp.Expr:
+    """What a GROUP BY key groups by, resolved as Spark does: an ordinal is the output at that position, a
+    name an input column before an output's alias."""
+    if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
+        position = int(key.this)
+        return selects[position - 1].unalias() if 0 < position <= len(selects) else key
+    if isinstance(key, exp.Column) and key.name.lower() not in columns:
+        return outputs.get(key.name.lower(), key)
+    return key
 
 
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
 from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
 from medallion_assets.storage.lake.layout import TableRef
@@ -88,16 +89,7 @@ def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
         snapshot = snapshots.get(entry.snapshot_id)
         if snapshot is None:  # expired
             continue
-        summary = snapshot.summary
-        history.append(
-            SnapshotInfo(
-                snapshot.snapshot_id,
-                snapshot.parent_snapshot_id,
-                datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
-                summary.operation.value if summary else "",
-                {k: str(v) for k, v in (summary.additional_properties if summary else {}).items()},
-            )
-        )
+        history.append(_snapshot_info(snapshot))
     return TableInfo(
         table,
         loaded.location(),
@@ -117,15 +109,13 @@ def dropped_columns(lake_root: str, table: TableRef, names: list[str]) -> list[s
     return [name for name in names if name in earlier]
 
 
-def snapshot_parents(lake_root: str, table: TableRef) -> dict[int, tuple[int | None, str]]:
-    """Every snapshot the table still has: its parent and its operation (append, overwrite, …)."""
+def snapshots_by_id(lake_root: str, table: TableRef) -> dict[int, SnapshotInfo]:
+    """Every snapshot the table still has, by id: its parent, its operation (append, overwrite, …) and its
+    summary."""
     loaded = load_table(lake_root, table)
     if loaded is None:
         return {}
-    return {
-        s.snapshot_id: (s.parent_snapshot_id, s.summary.operation.value if s.summary else "")
-        for s in loaded.metadata.snapshots
-    }
+    return {s.snapshot_id: _snapshot_info(s) for s in loaded.metadata.snapshots}
 
 
 def snapshot_total_rows(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
@@ -135,3 +125,14 @@ def snapshot_total_rows(lake_root: str, table: TableRef, snapshot_id: int) -> in
     summary = snapshot.summary if snapshot else None
     total = summary.additional_properties.get("total-records") if summary else None
     return int(total) if total is not None else None
+
+
+def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
+    summary = snapshot.summary
+    return SnapshotInfo(
+        snapshot.snapshot_id,
+        snapshot.parent_snapshot_id,
+        datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
+        summary.operation.value if summary else "",
+        {k: str(v) for k, v in (summary.additional_properties if summary else {}).items()},
+    )

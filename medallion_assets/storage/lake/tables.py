@@ -17,6 +17,9 @@ Everything goes through Spark SQL and the DataFrame API that Spark Connect suppo
 from __future__ import annotations
 
 import re
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException, IllegalArgumentException
@@ -40,25 +43,28 @@ from medallion_assets.storage.lake.layout import (
     sort_clause,
 )
 from medallion_assets.storage.lake.metadata import (
+    SnapshotInfo,
     batch_snapshots,
     current_snapshot_id,
     dropped_columns,
     parent_snapshot_id,
-    snapshot_parents,
     snapshot_total_rows,
+    snapshots_by_id,
 )
 
 BATCH_PROPERTY = "medallion.batch-id"
 RUN_PROPERTY = "medallion.run-id"
 # How long a branch a run staged and did not publish (its checks failed) is kept for inspection.
 STAGED_BRANCH_RETENTION_DAYS = 7
-# Properties every lake table has: a table's version is written whole (copy-on-write) unless the catalog says
-# otherwise, and a full recompute may add columns.
 # How the JDBC, Glue and REST clients say that their catalog's server cannot be reached.
 _UNREACHABLE = re.compile(
     r"Connection refused|Failed to connect[^\n]*|UnknownHostException[^\n]*"
     r"|Unable to execute HTTP request[^\n]*|connect timed out|No route to host"
 )
+# The columns Iceberg's changelog view adds to a table's own.
+_CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
+# Properties every lake table has: a table's version is written whole (copy-on-write) unless the catalog says
+# otherwise, and a full recompute may add columns.
 _DEFAULT_PROPERTIES = {"format-version": "2", "write.spark.accept-any-schema": "true"}
 
 
@@ -136,24 +142,56 @@ class LakeTables:
         """Why the rows added after snapshot `start` up to `end` cannot be read as appends alone, or None when
         they can: `start` must still be in the table's history, an ancestor of `end`, and every snapshot
         after it an append (a rewrite, a delete or a rollback makes the history not append-only)."""
+
+        def not_an_append(snapshot: SnapshotInfo) -> str | None:
+            if snapshot.operation == "append":
+                return None
+            return f"snapshot {snapshot.snapshot_id} is a {snapshot.operation}, not an append"
+
+        return self._history_between(table, start, end, not_an_append)
+
+    def changed_between(self, table: TableRef, start: int, end: int | None) -> str | None:
+        """Why the rows changed after snapshot `start` up to `end` cannot be read from Iceberg's changelog
+        (`changelog`), or None when they can: `start` must still be in the table's history and an ancestor of
+        `end`, and no snapshot from `start` on may hold delete files (a merge-on-read table), which Iceberg's
+        changelog scan does not read."""
+
+        def holds_delete_files(snapshot: SnapshotInfo) -> str | None:
+            if int(snapshot.summary.get("total-delete-files", "0")) == 0:
+                return None
+            return (
+                f"snapshot {snapshot.snapshot_id} holds delete files, which Iceberg's changelog cannot read"
+            )
+
+        return self._history_between(table, start, end, holds_delete_files, including_start=True)
+
+    def _history_between(
+        self,
+        table: TableRef,
+        start: int,
+        end: int | None,
+        refusal: Callable[[SnapshotInfo], str | None],
+        including_start: bool = False,
+    ) -> str | None:
+        """Why the snapshots after `start` up to `end` cannot be read as a line of changes: `start` expired
+        or not an ancestor of `end` (a rollback), or the first `refusal` of one of them (of `start` too with
+        `including_start`); None when they can."""
         if end is None:
             return "the table has no current snapshot"
-        if start == end:
-            return None
-        snapshots = snapshot_parents(self.lake_root, table)
-        if start not in snapshots:
+        snapshots = snapshots_by_id(self.lake_root, table)
+        if start != end and start not in snapshots:
             return f"snapshot {start} last read is no longer in the table's history (expired)"
         current: int | None = end
         while current is not None and current != start:
             if current not in snapshots:
                 return f"the history between snapshots {start} and {end} is expired"
-            parent, operation = snapshots[current]
-            if operation != "append":
-                return f"snapshot {current} is a {operation}, not an append"
-            current = None if parent is None else int(parent)
+            refused = refusal(snapshots[current])
+            if refused:
+                return refused
+            current = snapshots[current].parent_id
         if current is None:
             return f"snapshot {start} last read is not an ancestor of the current one (a rollback)"
-        return None
+        return refusal(snapshots[start]) if including_start and start in snapshots else None
 
     def read_appended(self, table: TableRef, start: int, end: int | None) -> DataFrame:
         """The rows appended after snapshot `start` up to `end` (Iceberg's incremental read), which
@@ -166,6 +204,23 @@ class LakeTables:
             .option("end-snapshot-id", str(int(end)))
             .load(str(table))
         )
+
+    @contextmanager
+    def changelog(self, table: TableRef, start: int, end: int) -> Iterator[DataFrame]:
+        """The rows the table's commits after snapshot `start` up to `end` changed, both their images: each
+        deleted row as it was and each inserted row as it is (Iceberg's `create_changelog_view`, which leaves
+        out the rows a copy-on-write commit only carried over). `changed_between` says whether it can be read.
+        The frame reads a view that is dropped on leaving: act on it inside."""
+        view = "medallion_changes_" + uuid.uuid4().hex
+        self.spark.sql(
+            f"CALL `{table.catalog}`.system.create_changelog_view(table => '{table.in_catalog}', "
+            f"options => map('start-snapshot-id', '{int(start)}', 'end-snapshot-id', '{int(end)}'), "
+            f"changelog_view => '{view}')"
+        )
+        try:
+            yield self.spark.table(view).drop(*_CHANGELOG_COLUMNS)
+        finally:
+            self.spark.catalog.dropTempView(view)
 
     def ensure(self, table: TableRef, schema: StructType, layout: LakeTable | None) -> None:
         """Create the table (and its namespace) when it does not exist, laid out as the catalog says; add the

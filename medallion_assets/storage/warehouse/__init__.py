@@ -1,8 +1,9 @@
 """Warehouse loaders, one transaction per load: gold tables into DuckDB (the default), PostgreSQL or Redshift.
 
 Every loader offers the same two modes. ``replace`` makes the table's content exactly the batch; ``merge``
-replaces the rows whose keys match a batch row and inserts the others. Either way, loading the same batch
-twice leaves no duplicates, and a load that fails leaves the table as it was.
+replaces the rows whose keys match a batch row and inserts the others, and with a ``delete_flag`` column
+deletes the rows of the keys it flags (gold's changed groups: upserts and deletes in one load). Either way,
+loading the same batch twice leaves no duplicates, and a load that fails leaves the table as it was.
 
 A batch is a ``pyarrow.Table`` or a stream of ``pyarrow.RecordBatch`` (a ``RecordBatchReader``, or any
 iterable of batches sharing one schema), which is copied batch by batch into the same single transaction, so a
@@ -44,6 +45,7 @@ from medallion_assets.storage.warehouse.errors import (
 )
 from medallion_assets.storage.warehouse.s3_staging import staged_parquet
 from medallion_assets.storage.warehouse.sql import (
+    DELETE_FLAG,
     Dialect,
     LoadPlan,
     Mode,
@@ -54,6 +56,7 @@ from medallion_assets.storage.warehouse.sql import (
 from medallion_assets.storage.warehouse.urls import SCHEMES, warehouse_from_url
 
 __all__ = [
+    "DELETE_FLAG",
     "SCHEMES",
     "Batch",
     "BreakingSchemaChange",

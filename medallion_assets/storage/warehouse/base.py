@@ -62,7 +62,14 @@ class Warehouse(ABC):
     _where: str
 
     def load(
-        self, table: str, data: Batch, mode: Mode, keys: Sequence[str] = (), *, evolve: bool = False
+        self,
+        table: str,
+        data: Batch,
+        mode: Mode,
+        keys: Sequence[str] = (),
+        *,
+        evolve: bool = False,
+        delete_flag: str | None = None,
     ) -> LoadResult:
         """Load ``data`` into ``table`` ("schema.table" or "table"), creating schema and table if missing.
 
@@ -73,6 +80,9 @@ class Warehouse(ABC):
         match a row of ``data`` and inserts the others. Columns the table lacks raise SchemaDrift, unless
         ``evolve`` adds them (nullable); a changed type or a missing NOT NULL column raises
         BreakingSchemaChange.
+        With ``delete_flag`` (a merge only), the batch's last column is that boolean, which is no column of
+        the table: a row flagged true deletes the table's row of its keys and is not inserted, so one load
+        applies upserts and deletes together.
 
         Raises InvalidIdentifier or ValueError when the names or the batch are unusable, before touching the
         warehouse for a table; keys that repeat across a stream are found in the staging table (ValueError
@@ -89,12 +99,14 @@ class Warehouse(ABC):
         stream = BatchStream(table, data)
         staging = [staging_table(table).rsplit(".", 1)[-1]] if mode == "merge" else []
         self._check_lengths(table, *stream.schema.names, *staging)
-        check_batch(table, stream.schema, mode, keys)
+        check_batch(table, stream.schema, mode, keys, delete_flag)
         if mode == "merge" and stream.in_memory:
             # The whole batch is at hand: its keys are checked before any SQL runs.
             check_keys(table, keys, *arrow_key_counts(stream.data, keys))
         with self._reported(f"loading {table}", undone="load"):
-            rows_in_table = self._load(table, stream, mode, keys if mode == "merge" else (), evolve)
+            rows_in_table = self._load(
+                table, stream, mode, keys if mode == "merge" else (), evolve, delete_flag
+            )
         return LoadResult(table, stream.rows, rows_in_table)
 
     def query(self, sql: str) -> list[dict[str, Any]]:
@@ -147,17 +159,27 @@ class Warehouse(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._where!r})"
 
-    def _load(self, table: str, stream: BatchStream, mode: Mode, keys: tuple[str, ...], evolve: bool) -> int:
+    def _load(
+        self,
+        table: str,
+        stream: BatchStream,
+        mode: Mode,
+        keys: tuple[str, ...],
+        evolve: bool,
+        delete_flag: str | None,
+    ) -> int:
         """Run the checked load in one transaction; return the rows in the table after it."""
-        columns = column_definitions(stream.schema, self.dialect)
+        # The table's columns: the batch's, but the delete flag (its last), which only the staging table has.
+        schema = stream.schema.remove(len(stream.schema) - 1) if delete_flag else stream.schema
+        columns = column_definitions(schema, self.dialect)
         with self._copy_source(table, stream) as source, self._transaction() as cursor:
             existing = _fetch(cursor, columns_sql(table))
-            added = columns_to_add(table, existing, stream.schema, self.dialect, evolve)
+            added = columns_to_add(table, existing, schema, self.dialect, evolve)
             if mode == "merge" and _fetch(cursor, table_exists_sql(staging_table(table))):
                 raise LeftoverStagingTable(table)
             # A stream's keys were never all in memory at once: they are checked once staged.
             plan = load_statements(
-                table, columns, keys, mode, source, self.dialect, added, not stream.in_memory
+                table, columns, keys, mode, source, self.dialect, added, not stream.in_memory, delete_flag
             )
             for sql in plan.prepare:
                 cursor.execute(sql)

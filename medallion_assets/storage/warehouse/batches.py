@@ -74,8 +74,11 @@ class BatchStream:
             yield batch
 
 
-def check_batch(table: str, schema: pa.Schema, mode: Mode, keys: Sequence[str]) -> None:
-    """Refuse, before any SQL runs, a load whose names are no plain identifiers or whose keys no columns."""
+def check_batch(
+    table: str, schema: pa.Schema, mode: Mode, keys: Sequence[str], delete_flag: str | None = None
+) -> None:
+    """Refuse, before any SQL runs, a load whose names are no plain identifiers, whose keys no columns, or
+    whose delete flag is not the last column of a merge, a boolean."""
     split_qualified(table)
     if mode not in ("replace", "merge"):
         raise ValueError(f"load into {table}: mode must be 'replace' or 'merge', not {mode!r}")
@@ -85,12 +88,18 @@ def check_batch(table: str, schema: pa.Schema, mode: Mode, keys: Sequence[str]) 
     for key in keys:
         check_identifier(key, f"key of {table}")
     if mode == "replace":
+        if delete_flag is not None:
+            raise ValueError(f"load into {table}: a delete flag needs mode 'merge', which deletes by keys")
         return
     if not keys:
         raise ValueError(f"merge into {table} needs keys: the columns that identify a row")
     missing = [key for key in keys if key not in names]
     if missing:
         raise ValueError(f"merge into {table}: keys {missing} are not columns of the batch ({names})")
+    if delete_flag is not None and (names[-1] != delete_flag or not pa.types.is_boolean(schema.types[-1])):
+        raise ValueError(
+            f"merge into {table}: the delete flag {delete_flag} must be the batch's last column, a boolean"
+        )
 
 
 def check_keys(table: str, keys: Sequence[str], rows: int, distinct_keys: int, *non_null: int) -> None:

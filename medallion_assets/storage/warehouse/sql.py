@@ -20,6 +20,9 @@ from medallion_assets.naming import (
 )
 
 Mode = Literal["replace", "merge"]
+# The boolean column a merge's batch may carry to delete rows by their keys: a row flagged true deletes the
+# table's row of its keys and is not inserted (a gold group that vanished).
+DELETE_FLAG = "_medallion_deleted"
 Dialect = Literal["duckdb", "postgres", "redshift"]
 
 
@@ -56,8 +59,11 @@ def add_column_statements(table: str, added: Mapping[str, str]) -> list[str]:
     return [f"ALTER TABLE {target} ADD COLUMN {quote_identifier(name)} {sql}" for name, sql in added.items()]
 
 
-def upsert_statements(table: str, stage: str, names: Sequence[str], keys: Sequence[str]) -> list[str]:
-    """Move every row of ``stage`` into ``table`` after deleting the rows with the same ``keys``.
+def upsert_statements(
+    table: str, stage: str, names: Sequence[str], keys: Sequence[str], delete_flag: str | None = None
+) -> list[str]:
+    """Move every row of ``stage`` into ``table`` after deleting the rows with the same ``keys``; with
+    ``delete_flag``, a staged row flagged true only deletes.
 
     DELETE ... USING then INSERT, rather than MERGE, because PostgreSQL, Redshift and DuckDB all run it.
     """
@@ -66,9 +72,10 @@ def upsert_statements(table: str, stage: str, names: Sequence[str], keys: Sequen
     match = " AND ".join(
         f"{target}.{quote_identifier(key)} = {source}.{quote_identifier(key)}" for key in keys
     )
+    kept = f" WHERE NOT {quote_identifier(delete_flag)}" if delete_flag else ""
     return [
         f"DELETE FROM {target} USING {source} WHERE {match}",
-        f"INSERT INTO {target} ({quoted}) SELECT {quoted} FROM {source}",
+        f"INSERT INTO {target} ({quoted}) SELECT {quoted} FROM {source}{kept}",
     ]
 
 
@@ -114,15 +121,18 @@ def load_statements(
     dialect: Dialect,
     added: Mapping[str, str] | None = None,
     check_keys: bool = False,
+    delete_flag: str | None = None,
 ) -> LoadPlan:
     """The statements of one load. ``copy_source`` follows ``COPY ... FROM`` (DuckDB: the batch's view name).
 
     ``replace`` empties the table and copies the batch straight into it. ``merge`` copies it into the
     staging table, then upserts from it. ``added`` columns are added to the table first (``columns_to_add``);
-    ``check_keys`` counts the staged keys before the upsert.
+    ``check_keys`` counts the staged keys before the upsert. ``delete_flag`` (merge only) names the batch's
+    boolean column, last, not one of ``columns``, whose true rows delete their keys' rows instead.
     """
     target = quote_qualified(table)
-    quoted = ", ".join(map(quote_identifier, columns))
+    copied = [*columns, delete_flag] if delete_flag else list(columns)
+    quoted = ", ".join(map(quote_identifier, copied))
     prepare = [*create_statements(table, columns), *add_column_statements(table, added or {})]
     destination = table if mode == "replace" else staging_table(table)
     if dialect == "duckdb":
@@ -140,11 +150,12 @@ def load_statements(
     stage = quote_qualified(destination)
     # DuckDB has no CREATE TABLE ... (LIKE ...); an empty copy of the target has its columns and types too.
     like = f"AS SELECT * FROM {target} LIMIT 0" if dialect == "duckdb" else f"(LIKE {target})"
+    flag = [f"ALTER TABLE {stage} ADD COLUMN {quote_identifier(delete_flag)} BOOLEAN"] if delete_flag else []
     return LoadPlan(
-        (*prepare, f"CREATE TABLE {stage} {like}"),
+        (*prepare, f"CREATE TABLE {stage} {like}", *flag),
         copy,
         key_check_sql(destination, keys) if check_keys else None,
-        (*upsert_statements(table, destination, list(columns), keys), f"DROP TABLE {stage}"),
+        (*upsert_statements(table, destination, list(columns), keys, delete_flag), f"DROP TABLE {stage}"),
     )
 
 
@@ -163,10 +174,11 @@ def redshift_load_statements(
     iam_role: str,
     added: Mapping[str, str] | None = None,
     check_keys: bool = False,
+    delete_flag: str | None = None,
 ) -> LoadPlan:
     """The statements of one Redshift load of the parquet staged at ``s3_uri``."""
     source = redshift_copy_source(s3_uri, iam_role)
-    return load_statements(table, columns, keys, mode, source, "redshift", added, check_keys)
+    return load_statements(table, columns, keys, mode, source, "redshift", added, check_keys, delete_flag)
 
 
 def _located(table: str) -> str:

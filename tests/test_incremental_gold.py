@@ -1,0 +1,301 @@
+"""Incremental gold: an aggregation over one silver table recomputes only the groups silver's changes touched,
+merges them into its table and applies exactly them to the warehouse. Built batch by batch, gold equals a full
+recompute, and the warehouse equals gold, after every run."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion_assets.catalog.models import Stage, Target, ValidationRuleSet
+from medallion_assets.engine.stages import gold_groups, gold_mode_description
+from medallion_assets.engine.transform import NotGroupwise, group_columns
+from medallion_assets.storage.lake import history
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.objects import write_bytes
+from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
+from tests.test_incremental import DATASETS, Lakehouse, random_batches
+
+# Aggregations over silver_scd1 (a type 1 dimension of the random change feed: updates, deletes, late and
+# duplicate events), each grouped by plain columns; `<name>_full` is the same query behind a CTE, which the
+# plan cannot split into groups, so it is always recomputed whole.
+GOLD = {
+    # Loaded into the warehouse by merge on its group keys; HAVING and the filter make groups vanish.
+    "by_value": (
+        "SELECT k1, v, COUNT(*) AS events, MAX(seq) AS last_seq, MIN(w) AS first_w FROM {input} "
+        "WHERE v IS NOT NULL GROUP BY k1, v HAVING MIN(k2) = 'a'",
+        {"kind": "warehouse", "location": "analytics.by_value", "keys": ["k1", "v"], "load_mode": "merge"},
+    ),
+    # A null group (w is often null), grouped by ordinal, in the lake only.
+    "by_label": (
+        "SELECT w AS label, COUNT(*) AS events, SUM(k1) AS total FROM {input} GROUP BY 1",
+        {},
+    ),
+}
+
+
+class GoldHouse(Lakehouse):
+    """The lakehouse of test_incremental with silver_scd1 and the gold aggregations above over it."""
+
+    def __init__(self, spark: SparkSession, root: Path, warehouse: Warehouse):
+        super().__init__(spark, root, {"scd1": DATASETS["scd1"]}, warehouse)
+        for order, (name, (sql, fields)) in enumerate(GOLD.items(), start=10):
+            self.define_gold(order, name, sql.format(input="silver_scd1"), fields)
+            full_sql = "WITH whole AS (SELECT * FROM silver_scd1) " + sql.format(input="whole")
+            self.define_gold(order + 100, f"{name}_full", full_sql, {})
+
+    def define_gold(self, order: int, name: str, sql: str, fields: dict) -> None:
+        self.snapshot.add("targets", Target(target_id=f"gold_{name}", layer="gold", **fields))
+        stage = Stage(
+            pipeline_id="feed",
+            stage_order=order,
+            stage_name=f"aggregate_{name}",
+            input_id="silver_scd1",
+            target_id=f"gold_{name}",
+            transform_sql=sql,
+        )
+        self.snapshot.add("stages", stage)
+
+    def warehouse_rows(self, table: str) -> list[tuple]:
+        assert self.warehouse is not None
+        return sorted(
+            (tuple(row.values()) for row in self.warehouse.query(f"SELECT * FROM {table}")), key=repr
+        )
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    with warehouse_from_url(f"duckdb:///{tmp_path}/warehouse.duckdb") as opened:
+        yield opened
+
+
+# Each seed is 3 to 5 batches, each built through silver, both gold stages and their full twins: 20 to 60 s a
+# seed on two shared cores.
+@pytest.mark.parametrize("seed", range(2))
+def test_gold_built_group_by_group_equals_a_full_recompute_and_the_warehouse_equals_gold(
+    spark, tmp_path, warehouse, seed
+):
+    rng = random.Random(seed)
+    house = GoldHouse(spark, tmp_path, warehouse)
+    batches = random_batches(rng)
+    for number, batch in enumerate(batches):
+        house.append(batch)
+        house.build("scd1")
+        for name in GOLD:
+            outcome = house.build(name, "gold")
+            assert outcome.details["mode"] == ("full" if number == 0 else "incremental"), outcome.details
+            full = house.build(f"{name}_full", "gold")
+            assert (full.details["mode"], full.details["why"]) == (
+                "full",
+                "its SQL is not one SELECT over its input alone",
+            )
+            assert house.rows(name, "gold") == house.rows(f"{name}_full", "gold"), (name, number, batches)
+        assert house.warehouse_rows("analytics.by_value") == house.rows("by_value", "gold"), (number, batches)
+
+
+def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    # A row count is the table's, not the run's: the run below writes one row of a table of two.
+    house.snapshot.add(
+        "validation_rules", ValidationRuleSet(rule_set_id="two", check_def=[{"type": "row_count", "min": 2}])
+    )
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "gold_by_value")
+    house.snapshot.add("stages", stage.model_copy(update={"validation_set_id": "two"}))
+    house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p"), (1, "b", "3", "I", "x", "q")])
+    house.build("scd1")
+    assert house.build("by_value", "gold").details["why"] == "first build: no earlier commit of this stage"
+    # Key (2, a) moves from group (2, y) to group (2, x): the first vanishes, the second appears.
+    house.append([(2, "a", "4", "U", "x", "p")])
+    house.build("scd1")
+    changed = house.build("by_value", "gold")
+    assert changed.details["why"].startswith(
+        "recomputes the groups (k1, v) that silver's changes after snapshot"
+    )
+    assert (changed.details["groups_recomputed"], changed.rows_written) == (2, 1)
+    assert [(o.rule.type, o.passed) for o in changed.rule_outcomes] == [("row_count", True)]
+    # One row upserted, one group deleted, in one load; group (1, x) is not touched.
+    assert (changed.load.rows_loaded, changed.load.rows_in_table) == (2, 2)
+    expected = [(1, "x", 2, 3, "p"), (2, "x", 1, 4, "p")]
+    assert house.rows("by_value", "gold") == house.warehouse_rows("analytics.by_value") == expected
+    unchanged = house.build("by_value", "gold")
+    assert unchanged.details["mode"] == "incremental" and unchanged.details["why"].endswith("touched: none")
+    assert house.rows("by_value", "gold") == expected
+
+
+def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p")])
+    house.build("scd1")
+    house.build("by_label", "gold")
+    before = house.lake.current_snapshot(TableRef("lake", "silver", "scd1"))
+    house.append([(1, "a", "3", "D", None, None)])
+    house.build("scd1")
+    assert house.build("by_label", "gold").details["mode"] == "incremental"
+    assert house.rows("by_label", "gold") == [("p", 1, 2)]
+    # Silver rolled back: the version gold read is no longer in its line.
+    history.set_current(house.lake.lake_root, TableRef("lake", "silver", "scd1"), before)
+    rebuilt = house.build("by_label", "gold")
+    assert rebuilt.details["mode"] == "full" and "not an ancestor" in rebuilt.details["why"]
+    assert house.rows("by_label", "gold") == [("p", 2, 3)]
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "gold_by_label")
+    sql = (
+        "SELECT w AS label, COUNT(*) AS events, SUM(k1) AS total, MAX(seq) AS top FROM silver_scd1 GROUP BY w"
+    )
+    house.snapshot.add("stages", stage.model_copy(update={"transform_sql": sql}))
+    redefined = house.build("by_label", "gold")
+    assert redefined.details["mode"] == "full"
+    assert redefined.details["why"].startswith("the stage's definition changed (")
+    assert house.rows("by_label", "gold") == [("p", 2, 3, 2)]
+
+
+COLUMNS_OF_SILVER = ["k1", "k2", "seq", "v", "w"]
+
+
+@pytest.mark.parametrize(
+    "sql, groups",
+    [
+        ("SELECT k1, v AS value, COUNT(*) AS n FROM s GROUP BY k1, v", {"k1": "k1", "value": "v"}),
+        (
+            "SELECT v AS value, k1, SUM(seq) AS total FROM s WHERE seq > 0 GROUP BY 1, 2 HAVING SUM(seq) > 1",
+            {"value": "v", "k1": "k1"},
+        ),
+        # A name that is no input column is an output's alias, as Spark resolves it.
+        ("SELECT w AS label, COUNT(DISTINCT k2) AS n FROM s GROUP BY label", {"label": "w"}),
+        ("SELECT x.k1, MAX(x.seq) AS top FROM s AS x GROUP BY x.k1 ORDER BY top", {"k1": "k1"}),
+    ],
+)
+def test_an_aggregation_by_plain_columns_names_its_groups(sql, groups):
+    assert group_columns(sql, "spark", "s", COLUMNS_OF_SILVER) == groups
+
+
+@pytest.mark.parametrize(
+    "sql, why",
+    [
+        ("SELECT k1, v FROM s", "its SQL has no GROUP BY"),
+        (
+            "SELECT CAST(seq AS STRING) AS day, COUNT(*) AS n FROM s GROUP BY 1",
+            "its GROUP BY key CAST(seq AS STRING) is not a plain column of its input",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s GROUP BY ROLLUP (k1)",
+            "its GROUP BY key ROLLUP (k1) is not a plain column of its input",
+        ),
+        ("SELECT COUNT(*) AS n FROM s GROUP BY k1", "its GROUP BY key k1 is not an output column"),
+        (
+            "SELECT s.k1, COUNT(*) AS n FROM s JOIN s AS t ON s.k2 = t.k2 GROUP BY s.k1",
+            "its SQL is not one SELECT over its input alone",
+        ),
+        (
+            "SELECT k1, SUM(COUNT(*)) OVER () AS n FROM s GROUP BY k1",
+            "its SQL holds WINDOW, which reads across groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s GROUP BY k1 LIMIT 3",
+            "its SQL holds LIMIT, which reads across groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s WHERE seq > (SELECT MAX(seq) FROM s) GROUP BY k1",
+            "its SQL is not one SELECT over its input alone",
+        ),
+        (
+            "SELECT DISTINCT k1, COUNT(*) AS n FROM s GROUP BY k1",
+            "its SQL selects DISTINCT rows across groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s WHERE seq > UNIX_DATE(CURRENT_DATE) GROUP BY k1",
+            "its SQL calls CURRENT_DATE, whose value changes from run to run",
+        ),
+    ],
+)
+def test_anything_else_is_recomputed_whole_and_says_why(sql, why):
+    with pytest.raises(NotGroupwise) as refused:
+        group_columns(sql, "spark", "s", COLUMNS_OF_SILVER)
+    assert str(refused.value) == why
+
+
+def test_gold_whose_keys_are_not_its_group_columns_is_recomputed_whole(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "gold_by_value")
+    target = house.snapshot.targets["gold_by_value"].model_copy(update={"keys": ["k1"]})
+    with pytest.raises(NotGroupwise, match=r"its keys \(k1\) are not its GROUP BY columns \(k1, v\)"):
+        gold_groups(stage, target, house.snapshot, COLUMNS_OF_SILVER)
+    assert gold_mode_description(stage, target, house.snapshot).startswith(
+        "Recomputed whole on every run: its keys"
+    )
+    declared = house.snapshot.targets["gold_by_value"].model_copy(
+        update={"columns": {"k1": "int", "events": "bigint"}}
+    )
+    with pytest.raises(NotGroupwise, match=r"its GROUP BY columns \(v\) are not declared columns"):
+        gold_groups(stage, declared, house.snapshot, COLUMNS_OF_SILVER)
+    assert gold_mode_description(stage, house.snapshot.targets["gold_by_value"], house.snapshot).startswith(
+        "Incremental: recomputes only the groups (k1, v) that silver's changes touch"
+    )
+
+
+# A gold stage of the seed's user_events_etl that aggregates silver by a plain column: incremental.
+BY_USER = {
+    "targets": [
+        Target(
+            target_id="gold_events_by_user",
+            layer="gold",
+            kind="warehouse",
+            location="analytics.events_by_user",
+            keys=["user_id"],
+            load_mode="merge",
+        )
+    ],
+    "stages": [
+        Stage(
+            pipeline_id="user_events_etl",
+            stage_order=4,
+            stage_name="gold_by_user",
+            input_id="silver_user_events",
+            target_id="gold_events_by_user",
+            transform_sql="SELECT user_id, COUNT(*) AS events, MAX(event_type) AS last_type "
+            "FROM silver_user_events GROUP BY user_id",
+        )
+    ],
+}
+
+
+def test_a_dagster_run_recomputes_the_users_a_new_batch_touched_and_the_warehouse_follows(medallion):
+    medallion.store.upsert(BY_USER)
+    first = medallion.run("user_events_etl")
+    assert first.status == "success"
+    modes = {asset.key: (asset.mode, asset.why) for asset in first.assets}
+    assert modes["gold/events_by_user"] == ("full", "first build: no earlier commit of this stage")
+    assert modes["gold/daily_user_events"] == (
+        "full",
+        "its GROUP BY key CAST(event_ts AS DATE) is not a plain column of its input",
+    )
+    # A new object of three events, for two users already known and one new user.
+    events = [("late1", "u000001", "view"), ("late2", "u000001", "click"), ("late3", "u999999", "signup")]
+    lines = [
+        json.dumps(
+            {"event_id": e, "user_id": u, "event_type": t, "event_ts": "2026-11-01T10:00:00Z", "value": 1.0}
+        )
+        for e, u, t in events
+    ]
+    write_bytes("s3://medallion-raw/user_events/part-late.jsonl", "\n".join(lines).encode())
+    second = medallion.run("user_events_etl")
+    assert second.status == "success", [(a.key, a.reason) for a in second.assets]
+    gold = next(asset for asset in second.assets if asset.key == "gold/events_by_user")
+    assert gold.mode == "incremental" and gold.why.startswith("recomputes the groups (user_id)")
+    [_, audit] = medallion.stage_audit("gold_by_user")
+    assert (audit["details"]["groups_recomputed"], audit["details"]["rows_merged"]) == (2, 2)
+    silver = medallion.rows("silver.user_events")
+    expected = sorted(
+        (
+            user,
+            sum(1 for r in silver if r["user_id"] == user),
+            max(r["event_type"] for r in silver if r["user_id"] == user),
+        )
+        for user in {r["user_id"] for r in silver}
+    )
+    lake = sorted(tuple(row.values()) for row in medallion.rows("gold.events_by_user"))
+    warehouse = sorted(tuple(row.values()) for row in medallion.gold("analytics.events_by_user"))
+    assert lake == warehouse == expected
