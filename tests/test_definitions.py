@@ -79,10 +79,11 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == [
         "a@b.io"
     ]
-    # Gold says how it is built: its day is an expression of a column, so its groups are not silver's.
+    # Gold says how it is built: by the days silver's changes touch, its key an expression of a column.
     assert spec.description == (
-        "Events and distinct users per day\n\nRecomputed whole on every run: its GROUP BY key "
-        "CAST(event_ts AS DATE) is not a plain column of its input."
+        "Events and distinct users per day\n\nIncremental: recomputes only the groups "
+        "(event_date = CAST(event_ts AS DATE)) that silver's changes touch (whole on a first build, after a "
+        "definition change or a rollback)."
     )
 
 

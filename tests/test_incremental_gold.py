@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import Stage, Target, ValidationRuleSet
 from medallion_assets.engine.stages import gold_groups, gold_mode_description
-from medallion_assets.engine.transform import NotGroupwise, group_columns
+from medallion_assets.engine.transform import NotGroupwise, group_keys
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.objects import write_bytes
@@ -21,8 +21,8 @@ from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 from tests.test_incremental import DATASETS, Lakehouse, random_batches
 
 # Aggregations over silver_scd1 (a type 1 dimension of the random change feed: updates, deletes, late and
-# duplicate events), each grouped by plain columns; `<name>_full` is the same query behind a CTE, which the
-# plan cannot split into groups, so it is always recomputed whole.
+# duplicate events), grouped by plain columns or an expression of them; `<name>_full` is the same query behind
+# a CTE, which the plan cannot split into groups, so it is always recomputed whole.
 GOLD = {
     # Loaded into the warehouse by merge on its group keys; HAVING and the filter make groups vanish.
     "by_value": (
@@ -30,9 +30,10 @@ GOLD = {
         "WHERE v IS NOT NULL GROUP BY k1, v HAVING MIN(k2) = 'a'",
         {"kind": "warehouse", "location": "analytics.by_value", "keys": ["k1", "v"], "load_mode": "merge"},
     ),
-    # A null group (w is often null), grouped by ordinal, in the lake only.
+    # Grouped by an expression, by ordinal, in the lake only: q and null (w is often null) make one null
+    # group, so a row whose w changes may move between groups or stay in the null one.
     "by_label": (
-        "SELECT w AS label, COUNT(*) AS events, SUM(k1) AS total FROM {input} GROUP BY 1",
+        "SELECT NULLIF(w, 'q') AS label, COUNT(*) AS events, SUM(k1) AS total FROM {input} GROUP BY 1",
         {},
     ),
 }
@@ -136,6 +137,13 @@ def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver
     house.build("scd1")
     assert house.build("by_label", "gold").details["mode"] == "incremental"
     assert house.rows("by_label", "gold") == [("p", 1, 2)]
+    # A row moved into the null group (q is null): the group of p loses it.
+    house.append([(2, "a", "4", "U", "y", "q")])
+    house.build("scd1")
+    moved = house.build("by_label", "gold")
+    assert (moved.details["mode"], moved.details["groups_recomputed"]) == ("incremental", 2)
+    assert moved.details["why"].startswith("recomputes the groups (label = NULLIF(w, 'q')) that silver's")
+    assert house.rows("by_label", "gold") == [(None, 1, 2)]
     # Silver rolled back: the version gold read is no longer in its line.
     history.set_current(house.lake.lake_root, TableRef("lake", "silver", "scd1"), before)
     rebuilt = house.build("by_label", "gold")
@@ -159,6 +167,16 @@ COLUMNS_OF_SILVER = ["k1", "k2", "seq", "v", "w"]
     "sql, groups",
     [
         ("SELECT k1, v AS value, COUNT(*) AS n FROM s GROUP BY k1, v", {"k1": "k1", "value": "v"}),
+        # An expression of input columns, named by the output that selects it, in any spelling.
+        (
+            "SELECT CAST(seq AS STRING) AS day, k1, COUNT(*) AS n FROM s AS x "
+            "GROUP BY cast(X.Seq as string), 2",
+            {"day": "CAST(seq AS STRING)", "k1": "k1"},
+        ),
+        (
+            "SELECT CONCAT(v, '-', w) AS vw, COUNT(*) AS n FROM s GROUP BY vw",
+            {"vw": "CONCAT(v, '-', w)"},
+        ),
         (
             "SELECT v AS value, k1, SUM(seq) AS total FROM s WHERE seq > 0 GROUP BY 1, 2 HAVING SUM(seq) > 1",
             {"value": "v", "k1": "k1"},
@@ -168,8 +186,15 @@ COLUMNS_OF_SILVER = ["k1", "k2", "seq", "v", "w"]
         ("SELECT x.k1, MAX(x.seq) AS top FROM s AS x GROUP BY x.k1 ORDER BY top", {"k1": "k1"}),
     ],
 )
-def test_an_aggregation_by_plain_columns_names_its_groups(sql, groups):
-    assert group_columns(sql, "spark", "s", COLUMNS_OF_SILVER) == groups
+def test_an_aggregation_by_columns_or_expressions_of_them_names_its_groups(sql, groups):
+    keys = group_keys(sql, "spark", "s", COLUMNS_OF_SILVER)
+    assert {output: key.sql("spark") for output, key in keys.items()} == groups
+
+
+def test_a_redshift_key_expression_is_read_in_its_dialect():
+    sql = "SELECT event_ts::DATE AS event_date, COUNT(*) AS n FROM s GROUP BY 1"
+    [(output, key)] = group_keys(sql, "redshift", "s", ["event_ts"]).items()
+    assert (output, key.sql("spark")) == ("event_date", "CAST(event_ts AS DATE)")
 
 
 @pytest.mark.parametrize(
@@ -177,12 +202,29 @@ def test_an_aggregation_by_plain_columns_names_its_groups(sql, groups):
     [
         ("SELECT k1, v FROM s", "its SQL has no GROUP BY"),
         (
-            "SELECT CAST(seq AS STRING) AS day, COUNT(*) AS n FROM s GROUP BY 1",
-            "its GROUP BY key CAST(seq AS STRING) is not a plain column of its input",
+            "SELECT COUNT(*) AS n FROM s GROUP BY CAST(seq AS STRING)",
+            "its GROUP BY key CAST(seq AS STRING) is not an output column",
+        ),
+        (
+            "SELECT k1 + seq AS total, COUNT(*) AS n FROM s GROUP BY k1 + seq + 0",
+            "its GROUP BY key k1 + seq + 0 is not an output column",
         ),
         (
             "SELECT k1, COUNT(*) AS n FROM s GROUP BY ROLLUP (k1)",
-            "its GROUP BY key ROLLUP (k1) is not a plain column of its input",
+            "its GROUP BY key ROLLUP (k1) makes grouping sets, whose rows span groups",
+        ),
+        (
+            "SELECT k1, COUNT(*) AS n FROM s GROUP BY k1 WITH CUBE",
+            "its GROUP BY makes grouping sets, whose rows span groups",
+        ),
+        ("SELECT k1, COUNT(*) AS n FROM s GROUP BY 2", "its GROUP BY key COUNT(*) holds an aggregate"),
+        (
+            "SELECT my_bucket(k1) AS bucket, COUNT(*) AS n FROM s GROUP BY 1",
+            "its GROUP BY key MY_BUCKET(k1) calls my_bucket, not known to be deterministic",
+        ),
+        (
+            "SELECT CONCAT(k2, 'x') AS k2, COUNT(*) AS n FROM s GROUP BY CONCAT(k9, 'x')",
+            "its GROUP BY key CONCAT(k9, 'x') names k9, which is not a column of its input",
         ),
         ("SELECT COUNT(*) AS n FROM s GROUP BY k1", "its GROUP BY key k1 is not an output column"),
         (
@@ -213,7 +255,7 @@ def test_an_aggregation_by_plain_columns_names_its_groups(sql, groups):
 )
 def test_anything_else_is_recomputed_whole_and_says_why(sql, why):
     with pytest.raises(NotGroupwise) as refused:
-        group_columns(sql, "spark", "s", COLUMNS_OF_SILVER)
+        group_keys(sql, "spark", "s", COLUMNS_OF_SILVER)
     assert str(refused.value) == why
 
 

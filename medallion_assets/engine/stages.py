@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
+from sqlglot import exp
 
 from medallion_assets import config
 from medallion_assets.catalog.models import Rule, Source, Stage, Target, history_rules
@@ -37,9 +38,12 @@ from medallion_assets.engine.transform import (
     conform,
     counted,
     deduplicate,
-    group_columns,
+    describe_groups,
+    group_key_column,
+    group_keys,
     row_by_row,
     run_sql,
+    with_group_keys,
 )
 from medallion_assets.engine.validation import (
     RuleOutcome,
@@ -123,13 +127,13 @@ class Replacement:
 class Mode:
     """How a silver or gold stage builds its dataset this run, and why: `full` (recomputed from its inputs'
     current versions) or `incremental`: silver from the rows its bronze input appended after snapshot
-    `since`, gold by recomputing the groups (`groups`: output column → input column) that its silver input's
-    changes after snapshot `since` touched."""
+    `since`, gold by recomputing the groups (`groups`: output column → its key's expression over the input's
+    columns) that its silver input's changes after snapshot `since` touched."""
 
     mode: str
     why: str
     since: int | None = None
-    groups: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, exp.Expr] = field(default_factory=dict)
 
 
 @dataclass
@@ -490,7 +494,8 @@ class StageRunner:
         refused = self.lake.changed_between(silver, since, self.lake.current_snapshot(silver))
         if refused:
             return Mode("full", refused)
-        touched = f"the groups ({', '.join(groups)}) that silver's changes after snapshot {since} touched"
+        described = describe_groups(groups, stage.sql_dialect)
+        touched = f"the groups ({described}) that silver's changes after snapshot {since} touched"
         return Mode("incremental", "recomputes " + touched, since, groups)
 
     def _columns_of(self, dataset: Target) -> list[str]:
@@ -616,9 +621,11 @@ class StageRunner:
     def _recompute_groups(self, stage: Stage, target: Target, plan: Mode) -> tuple[StageOutcome, DataFrame]:
         """Bring a gold table up to date by recomputing the groups its silver input's changes since
         `plan.since` touched: the group-key values of every row the changes deleted or inserted (Iceberg's
-        changelog: both images), recomputed from the silver rows of those groups alone. On the run's branch
-        the groups' rows are replaced by the recomputed ones, so a group that vanished is deleted; checked
-        there, then published. The touched groups stay on the outcome for the warehouse load."""
+        changelog: both images; each key's expression evaluated on them), recomputed from the silver rows of
+        those groups alone (the rows whose keys' values are a touched group's, a null matching a null). On
+        the run's branch the groups' rows are replaced by the recomputed ones, so a group that vanished is
+        deleted; checked there, then published. The touched groups stay on the outcome for the warehouse
+        load."""
         assert plan.since is not None
         silver = stage.input_id
         silver_table = table_of(self.snapshot.targets[silver])
@@ -626,14 +633,23 @@ class StageRunner:
         assert end is not None, "the plan found silver's current snapshot"
         if end == plan.since:
             return self._nothing_new(stage, target, plan, end)
+        helpers = [group_key_column(output) for output in plan.groups]
         with self.lake.changelog(silver_table, plan.since, end) as changed:
             # Cached and counted here: the changelog is read once, and its view does not outlive this block.
-            touched = changed.select(*[F.col(f"`{c}`") for c in plan.groups.values()]).distinct().cache()
+            touched = (
+                with_group_keys(self.spark, changed, silver, plan.groups, stage.sql_dialect)
+                .select(*[F.col(f"`{helper}`") for helper in helpers])
+                .distinct()
+                .cache()
+            )
             groups = touched.count()
         if not groups:
             touched.unpersist()
             return self._nothing_new(stage, target, plan, end)
-        of_groups = changes.rows_of_keys(self.read_dataset(silver, end), touched, list(plan.groups.values()))
+        rows = with_group_keys(
+            self.spark, self.read_dataset(silver, end), silver, plan.groups, stage.sql_dialect
+        )
+        of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers)
         shaped = self._shape(stage, target, {silver: of_groups})
         table = table_of(target)
         # The groups' keys named and typed as the gold table's columns, so that their rows are found there;
@@ -641,10 +657,10 @@ class StageRunner:
         types = {f.name.lower(): f.dataType for f in self.lake.read(table).schema.fields}
         keys = touched.select(
             *[
-                F.col(f"`{column}`").cast(types[output.lower()]).alias(output)
+                F.col(f"`{helper}`").cast(types[output.lower()]).alias(output)
                 if output.lower() in types
-                else F.col(f"`{column}`").alias(output)
-                for output, column in plan.groups.items()
+                else F.col(f"`{helper}`").alias(output)
+                for output, helper in zip(plan.groups, helpers, strict=True)
             ]
         ).cache()
         outcome, written = self._replace_keys(
@@ -847,11 +863,12 @@ class StageRunner:
 
 def gold_groups(
     stage: Stage, target: Target, snapshot: CatalogSnapshot, input_columns: list[str]
-) -> dict[str, str]:
-    """The groups a gold stage can be recomputed by, from its definition alone: output column → silver column
-    (see `group_columns`). Raises NotGroupwise, saying why, unless it aggregates exactly one silver table by
-    plain columns of it, and its keys, if any, are those columns, by which a group's rows are found in the
-    table and in the warehouse."""
+) -> dict[str, exp.Expr]:
+    """The groups a gold stage can be recomputed by, from its definition alone: output column → its key's
+    expression over silver's columns (see `group_keys`). Raises NotGroupwise, saying why, unless it aggregates
+    exactly one silver table by columns of it or deterministic expressions of them, each an output column, and
+    its keys, if any, are those output columns, by which a group's rows are found in the table and in the
+    warehouse."""
     source = snapshot.targets.get(stage.input_id)
     if stage.inputs or source is None or source.layer != "silver":
         raise NotGroupwise("the stage does not read exactly one silver table")
@@ -859,7 +876,7 @@ def gold_groups(
         raise NotGroupwise("it has no SQL aggregation: a copy of its input")
     if target.cdc is not None:
         raise NotGroupwise("a change feed's target is rebuilt from its events")
-    groups = group_columns(stage.transform_sql, stage.sql_dialect, stage.input_id, input_columns)
+    groups = group_keys(stage.transform_sql, stage.sql_dialect, stage.input_id, input_columns)
     declared = {column.lower() for column in target.columns or ()}
     undeclared = [group for group in groups if declared and group.lower() not in declared]
     if undeclared:
@@ -878,8 +895,9 @@ def gold_mode_description(stage: Stage, target: Target, snapshot: CatalogSnapsho
         groups = gold_groups(stage, target, snapshot, list(source.columns or ()) if source else [])
     except NotGroupwise as not_groupwise:
         return f"Recomputed whole on every run: {not_groupwise}."
+    described = describe_groups(groups, stage.sql_dialect)
     return (
-        f"Incremental: recomputes only the groups ({', '.join(groups)}) that silver's changes touch "
+        f"Incremental: recomputes only the groups ({described}) that silver's changes touch "
         "(whole on a first build, after a definition change or a rollback)."
     )
 

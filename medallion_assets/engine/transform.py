@@ -12,6 +12,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from medallion_assets.dialects import redshift_semantics
 from medallion_assets.errors import SqlNotAnalyzable
@@ -118,15 +119,22 @@ class NotGroupwise(ValueError):
     """A query whose groups cannot be recomputed one by one; the message says why."""
 
 
-def group_columns(sql: str, dialect: str, input_id: str, input_columns: Collection[str]) -> dict[str, str]:
-    """Of an aggregation over one input (`SELECT …, agg(…) FROM input [WHERE …] GROUP BY … [HAVING …]`)
-    whose GROUP BY keys are plain columns of the input, each projected as an output column: output column →
-    the input column it is. A group's output rows then come from that group's input rows alone, so the
-    groups a change touches can be recomputed from their rows and the other groups kept.
+# Grouping sets make rows of several groupings at once, each spanning the groups of the finer ones.
+_GROUPING_SETS: tuple[type[exp.Expr], ...] = (exp.Rollup, exp.Cube, exp.GroupingSets)
 
-    Raises NotGroupwise, saying why, for anything else: no GROUP BY, ROLLUP/CUBE/GROUPING SETS, a key that is
-    an expression or not an output column, a join, window, subquery, CTE, LIMIT, DISTINCT row, set operation,
-    or a function whose value changes from run to run (`current_date`, `rand`)."""
+
+def group_keys(sql: str, dialect: str, input_id: str, input_columns: Collection[str]) -> dict[str, exp.Expr]:
+    """Of an aggregation over one input (`SELECT …, agg(…) FROM input [WHERE …] GROUP BY … [HAVING …]`)
+    whose GROUP BY keys are each a plain column of the input or a deterministic expression of its columns
+    (`CAST(event_ts AS DATE)`), each projected as an output column: output column → the key's expression, its
+    columns unqualified. A group's output rows then come from that group's input rows alone (the rows whose
+    keys' values are the group's), so the groups a change touches can be recomputed from their rows and the
+    other groups kept.
+
+    Raises NotGroupwise, saying why, for anything else: no GROUP BY, ROLLUP/CUBE/GROUPING SETS, a key that
+    holds an aggregate, names something other than an input column or is not an output column; a join,
+    window, subquery, CTE, LIMIT, DISTINCT row, set operation; a function whose value changes from run to run
+    (`current_date`, `rand`), or one sqlglot does not know, which may."""
     query = checked_query(sql, dialect, [input_id])
     if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Table))) != 1:
         raise NotGroupwise("its SQL is not one SELECT over its input alone")
@@ -135,6 +143,8 @@ def group_columns(sql: str, dialect: str, input_id: str, input_columns: Collecti
         raise NotGroupwise("its SQL has no GROUP BY")
     if query.args.get("distinct"):
         raise NotGroupwise("its SQL selects DISTINCT rows across groups")
+    if any(group.args.get(kind) for kind in ("rollup", "cube", "grouping_sets", "totals")):
+        raise NotGroupwise("its GROUP BY makes grouping sets, whose rows span groups")
     for node in query.walk():
         if isinstance(node, _ACROSS_GROUPS):
             raise NotGroupwise(f"its SQL holds {node.key.upper()}, which reads across groups")
@@ -142,25 +152,83 @@ def group_columns(sql: str, dialect: str, input_id: str, input_columns: Collecti
             raise NotGroupwise(f"its SQL calls {node.sql(dialect)}, whose value changes from run to run")
     columns = {name.lower() for name in input_columns}
     outputs = {projection.alias_or_name.lower(): projection.unalias() for projection in query.selects}
-    keys: dict[str, str] = {}
+    keys: dict[str, exp.Expr] = {}
     for key in group.expressions:
-        resolved = _resolved_key(key, query.selects, columns, outputs)
-        if not isinstance(resolved, exp.Column) or resolved.name.lower() not in columns:
-            raise NotGroupwise(f"its GROUP BY key {resolved.sql(dialect)} is not a plain column of its input")
-        column = resolved.name.lower()
+        resolved = _unqualified(_resolved_key(key, query.selects, columns, outputs), dialect)
+        _check_key(resolved, columns, dialect)
+        # The output whose value is the key's: a group's row is found by it in the table and the warehouse.
         output = next(
             (
                 projection.alias_or_name
                 for projection in query.selects
-                if isinstance(projection.unalias(), exp.Column)
-                and projection.unalias().name.lower() == column
+                if _unqualified(projection.unalias(), dialect) == resolved
             ),
             None,
         )
         if output is None:
-            raise NotGroupwise(f"its GROUP BY key {column} is not an output column")
-        keys[output] = column
+            raise NotGroupwise(f"its GROUP BY key {resolved.sql(dialect)} is not an output column")
+        keys[output] = resolved
     return keys
+
+
+def _check_key(key: exp.Expr, columns: set[str], dialect: str) -> None:
+    """Raises NotGroupwise unless the GROUP BY key is a scalar value of one input row: a grouping set, an
+    aggregate, a name other than an input column's, or a function sqlglot does not know (a user-defined one,
+    which may not be deterministic) is not."""
+    text = key.sql(dialect)
+    if isinstance(key, _GROUPING_SETS):
+        raise NotGroupwise(f"its GROUP BY key {text} makes grouping sets, whose rows span groups")
+    for node in key.walk():
+        if isinstance(node, exp.AggFunc):
+            raise NotGroupwise(f"its GROUP BY key {text} holds an aggregate")
+        if isinstance(node, exp.Anonymous):
+            raise NotGroupwise(f"its GROUP BY key {text} calls {node.name}, not known to be deterministic")
+        if isinstance(node, exp.Column) and node.name.lower() not in columns:
+            raise NotGroupwise(
+                f"its GROUP BY key {text} names {node.name}, which is not a column of its input"
+            )
+
+
+def _unqualified(expression: exp.Expr, dialect: str) -> exp.Expr:
+    """A copy of the expression of one input's columns without their table qualifier (`x.k1` is `k1`), its
+    names normalized as the dialect resolves them, so two spellings of one key compare equal."""
+    stripped = expression.copy().transform(
+        lambda node: exp.column(node.this) if isinstance(node, exp.Column) and node.table else node
+    )
+    return normalize_identifiers(stripped, dialect=dialect)
+
+
+def describe_groups(groups: Mapping[str, exp.Expr], dialect: str) -> str:
+    """The group keys as a user reads them: an output that is the input column of its name by that name, any
+    other by its expression (`event_date = CAST(event_ts AS DATE)`)."""
+    return ", ".join(
+        output
+        if isinstance(key, exp.Column) and key.name.lower() == output.lower()
+        else f"{output} = {key.sql(dialect)}"
+        for output, key in groups.items()
+    )
+
+
+def group_key_column(output: str) -> str:
+    """The helper column a group key's value is computed in; its name holds a space, which no catalog
+    column's name (an identifier) can."""
+    return f"group key {output}"
+
+
+def with_group_keys(
+    spark: SparkSession, rows: DataFrame, input_id: str, groups: Mapping[str, exp.Expr], dialect: str
+) -> DataFrame:
+    """Rows of the stage's input with each group key's value alongside, in its `group_key_column`: the key's
+    expression run as the stage's SQL runs it (generated by sqlglot in the stage's dialect, then transpiled to
+    Spark SQL with that dialect's semantics), so a row's group is the one the full query puts it in."""
+    query = exp.select(
+        exp.Star(),
+        *[
+            exp.alias_(key.copy(), exp.to_identifier(group_key_column(output), quoted=True))
+            for output, key in groups.items()
+        ],
+    ).from_(exp.Table(this=exp.to_identifier(input_id, quoted=True)))
+    return run_sql(spark, {input_id: rows}, query.sql(dialect=dialect, identify=True), dialect)
 
 
 def _resolved_key(
