@@ -278,7 +278,8 @@ def test_gold_whose_keys_are_not_its_group_columns_is_recomputed_whole(spark, tm
     )
 
 
-# A gold stage of the seed's user_events_etl that aggregates silver by a plain column: incremental.
+# A gold stage of the seed's user_events_etl that aggregates silver by a plain column: incremental, as is the
+# seed's own daily aggregate, by the day of its events (an expression).
 BY_USER = {
     "targets": [
         Target(
@@ -304,16 +305,13 @@ BY_USER = {
 }
 
 
-def test_a_dagster_run_recomputes_the_users_a_new_batch_touched_and_the_warehouse_follows(medallion):
+def test_a_dagster_run_recomputes_the_users_and_days_a_new_batch_touched_and_the_warehouse_follows(medallion):
     medallion.store.upsert(BY_USER)
     first = medallion.run("user_events_etl")
     assert first.status == "success"
     modes = {asset.key: (asset.mode, asset.why) for asset in first.assets}
     assert modes["gold/events_by_user"] == ("full", "first build: no earlier commit of this stage")
-    assert modes["gold/daily_user_events"] == (
-        "full",
-        "its GROUP BY key CAST(event_ts AS DATE) is not a plain column of its input",
-    )
+    assert modes["gold/daily_user_events"] == ("full", "first build: no earlier commit of this stage")
     # A new object of three events, for two users already known and one new user.
     events = [("late1", "u000001", "view"), ("late2", "u000001", "click"), ("late3", "u999999", "signup")]
     lines = [
@@ -325,11 +323,31 @@ def test_a_dagster_run_recomputes_the_users_a_new_batch_touched_and_the_warehous
     write_bytes("s3://medallion-raw/user_events/part-late.jsonl", "\n".join(lines).encode())
     second = medallion.run("user_events_etl")
     assert second.status == "success", [(a.key, a.reason) for a in second.assets]
-    gold = next(asset for asset in second.assets if asset.key == "gold/events_by_user")
-    assert gold.mode == "incremental" and gold.why.startswith("recomputes the groups (user_id)")
+    modes = {asset.key: (asset.mode, asset.why) for asset in second.assets}
+    assert modes["gold/events_by_user"][0] == "incremental"
+    assert modes["gold/events_by_user"][1].startswith("recomputes the groups (user_id)")
+    assert modes["gold/daily_user_events"][0] == "incremental"
+    assert modes["gold/daily_user_events"][1].startswith(
+        "recomputes the groups (event_date = CAST(event_ts AS DATE)) that silver's changes after snapshot"
+    )
     [_, audit] = medallion.stage_audit("gold_by_user")
     assert (audit["details"]["groups_recomputed"], audit["details"]["rows_merged"]) == (2, 2)
+    [_, daily_audit] = medallion.stage_audit("gold_daily_aggregate")
+    assert (daily_audit["details"]["mode"], daily_audit["details"]["groups_recomputed"]) == ("incremental", 1)
     silver = medallion.rows("silver.user_events")
+    # Every day as a full recompute makes it, in the lake and in the warehouse (which it replaces whole).
+    days = {r["event_ts"].date() for r in silver}
+    daily = sorted(
+        (
+            day,
+            sum(1 for r in silver if r["event_ts"].date() == day),
+            len({r["user_id"] for r in silver if r["event_ts"].date() == day}),
+        )
+        for day in days
+    )
+    daily_lake = sorted(tuple(row.values()) for row in medallion.rows("gold.daily_user_events"))
+    daily_warehouse = sorted(tuple(row.values()) for row in medallion.gold("analytics.daily_user_events"))
+    assert daily_lake == daily_warehouse == daily
     expected = sorted(
         (
             user,
