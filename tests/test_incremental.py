@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from medallion_assets.assets.monitoring import rows_judged, rows_rejected
 from medallion_assets.catalog.models import Source, Stage, Target, ValidationRuleSet, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -194,6 +195,25 @@ def test_a_late_older_copy_never_overwrites_a_newer_row(spark, tmp_path):
     assert (outcome.details["mode"], outcome.rows_written) == ("incremental", 1)
     assert outcome.details["rows_in_dataset"] == 2
     assert house.rows("latest") == [(1, "a", 5, "U", "new", None), (2, "a", 1, "I", "x", None)]
+
+
+def test_an_incremental_build_with_sql_counts_the_rows_its_sql_made_of_the_new_rows(spark, tmp_path):
+    house = Lakehouse(spark, tmp_path, {"latest": DATASETS["latest"]})
+    stage = next(s for s in house.snapshot.stages() if s.target_id == "silver_latest")
+    sql = "SELECT * FROM bronze_feed WHERE op <> 'D'"
+    house.snapshot.add("stages", stage.model_copy(update={"transform_sql": sql}))
+    house.append([(1, "a", "1", "I", "x", "p")])
+    house.build("latest")
+    # Three new rows; the SQL makes two of them, of which one has a sequence that does not cast.
+    house.append(
+        [(1, "a", "2", "U", "y", "p"), (2, "a", "late", "I", "x", None), (2, "b", "3", "D", None, None)]
+    )
+    outcome = house.build("latest")
+    assert outcome.details["mode"] == "incremental"
+    counts = (outcome.rows_read, outcome.details["rows_in"], outcome.rows_written, outcome.rows_quarantined)
+    assert counts == (3, 2, 1, 1)
+    # What the data-quality check judges: the rows the SQL made, of which the quarantined one was rejected.
+    assert (rows_judged(outcome), rows_rejected(outcome)) == (2, 1)
 
 
 def test_the_mode_and_why_full_when_the_definition_or_bronze_history_changes(spark, tmp_path):

@@ -615,7 +615,7 @@ class StageRunner:
             plan,
             Replacement(rows, keys, target.keys, shaped.rejects, rows_read),
             {bronze: end},
-            rows_in=rows_read if not stage.transform_sql else None,
+            rows_in=self._rows_made(stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
         )
 
     def _recompute_groups(self, stage: Stage, target: Target, plan: Mode) -> tuple[StageOutcome, DataFrame]:
@@ -649,7 +649,8 @@ class StageRunner:
         rows = with_group_keys(
             self.spark, self.read_dataset(silver, end), silver, plan.groups, stage.sql_dialect
         )
-        of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers)
+        # Cached: read by the count of rows read, by the count of what the SQL makes of them, and by the SQL.
+        of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers).cache()
         shaped = self._shape(stage, target, {silver: of_groups})
         table = table_of(target)
         # The groups' keys named and typed as the gold table's columns, so that their rows are found there;
@@ -675,15 +676,19 @@ class StageRunner:
                 of_groups.count(),
             ),
             {silver: end},
-            rows_in=None,
+            rows_in=self._rows_made(stage, {silver: of_groups}),
         )
         touched.unpersist()
-        # What the SQL made of the groups' rows: those written and those quarantined (counted, not observed:
-        # see `_replace_keys`).
-        outcome.details["rows_in"] = outcome.rows_written + outcome.rows_quarantined
+        of_groups.unpersist()
         outcome.details["groups_recomputed"] = groups
         outcome.changed_groups = keys
         return outcome, written
+
+    def _rows_made(self, stage: Stage, inputs: dict[str, DataFrame]) -> int:
+        """The rows the stage's SQL makes of an incremental run's `inputs` (few), counted: the observation
+        `_shape` makes of them is lost when Spark plans an empty result away (see `_replace_keys`)."""
+        assert stage.transform_sql, "only a stage with SQL makes rows other than those it reads"
+        return run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect).count()
 
     def _replace_keys(
         self,
@@ -692,11 +697,12 @@ class StageRunner:
         plan: Mode,
         replacement: Replacement,
         input_snapshots: dict[str, int],
-        rows_in: int | None,
+        rows_in: int,
     ) -> tuple[StageOutcome, DataFrame]:
         """Replace the rows of `replacement.keys` in the table by its rows on the run's branch, judge the
-        rules there, and publish unless a blocking one failed. Returns the outcome and the version written
-        (published, or the staged branch)."""
+        rules there, and publish unless a blocking one failed. `rows_in` are the rows the casts and rules
+        judged: what the SQL, if any, made of the input rows read. Returns the outcome and the version
+        written (published, or the staged branch)."""
         table = table_of(target)
         existing = self.lake.read(table).columns
         # This run's rows are few: counted and judged directly, not observed during the write. An observation
