@@ -17,6 +17,7 @@ from dagster import AssetKey, instance_for_test, materialize
 
 from medallion_assets.catalog.models import LakeTable, ValidationRuleSet
 from medallion_assets.definitions import build_definitions
+from medallion_assets.engine.refresh import EVERY_DATASET, FULL_REFRESH_TAG
 from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.loading import validate_files
 from medallion_assets.runner import run_pipeline
@@ -270,6 +271,43 @@ def test_a_run_killed_mid_write_leaves_every_table_at_its_previous_snapshot(meda
     bronze_rows = lake_rows(medallion.lake, "bronze.user_events")
     assert len(bronze_rows) == rows_before["bronze.user_events"] + day2.event_lines - day2.malformed_events
     assert len({(r["_source_file"], r["_source_line"]) for r in bronze_rows}) == len(bronze_rows)
+
+
+def test_a_run_killed_mid_merge_changes_nothing_and_the_rerun_merges_the_batch_once(
+    medallion, raw_data, tmp_path
+):
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
+    before = lake_snapshots(medallion.lake, "silver.user_events")
+    rows_before = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
+    write_sample_data(f"{RAW}/day2", rows=3000, lines_per_file=1000, seed=11)
+    medallion.move_source("user_events_raw", f"{RAW}/day2/user_events/")
+    worker = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, medallion.store.url, str(medallion.lake), medallion.warehouse_url],
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not any(name.startswith("run_") for name in table_info(str(medallion.lake), SILVER).branches):
+        assert worker.poll() is None, (
+            "the run ended before it was killed"
+        )  # silver merges on its run's branch
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    assert lake_snapshots(medallion.lake, "silver.user_events") == before
+    assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == rows_before
+    # The rerun merges the new batch once: silver equals what a full refresh then rebuilds from bronze.
+    report = medallion.run("user_events_etl")
+    assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
+    assert medallion.stage_audit("silver_clean")[-1]["details"]["mode"] == "incremental"
+    merged = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
+    assert len({row["event_id"] for row in merged}) == len(merged) > len(rows_before)
+    assert medallion.run("user_events_etl", tags={FULL_REFRESH_TAG: EVERY_DATASET}).status == "success"
+    assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == merged
 
 
 def test_rejects_whose_quarantine_write_failed_after_bronze_committed_are_quarantined_by_the_next_run(
