@@ -76,18 +76,23 @@ class Lakehouse:
         self.lake.ensure(self.bronze, schema, None)
 
     def define(self, order: int, name: str, fields: dict[str, Any], rules: str | None = None) -> None:
+        target = Target(target_id=f"silver_{name}", layer="silver", columns=COLUMNS, **fields)
+        self.add_stage(target, order, f"build_{name}", "bronze_feed", validation_set_id=rules)
+
+    def add_stage(self, target: Target, order: int, stage_name: str, input_id: str, **stage: Any) -> None:
+        """`target`, made by stage `stage_name` of pipeline feed from `input_id`."""
+        self.snapshot.add("targets", target)
         self.snapshot.add(
-            "targets", Target(target_id=f"silver_{name}", layer="silver", columns=COLUMNS, **fields)
+            "stages",
+            Stage(
+                pipeline_id="feed",
+                stage_order=order,
+                stage_name=stage_name,
+                input_id=input_id,
+                target_id=target.target_id,
+                **stage,
+            ),
         )
-        stage = Stage(
-            pipeline_id="feed",
-            stage_order=order,
-            stage_name=f"build_{name}",
-            input_id="bronze_feed",
-            target_id=f"silver_{name}",
-            validation_set_id=rules,
-        )
-        self.snapshot.add("stages", stage)
 
     def append(self, events: list[tuple]) -> None:
         """One bronze batch: (k1, k2, seq, op, v, w) events, ingested a minute after the previous batch."""

@@ -50,16 +50,8 @@ class GoldHouse(Lakehouse):
             self.define_gold(order + 100, f"{name}_full", full_sql, {})
 
     def define_gold(self, order: int, name: str, sql: str, fields: dict) -> None:
-        self.snapshot.add("targets", Target(target_id=f"gold_{name}", layer="gold", **fields))
-        stage = Stage(
-            pipeline_id="feed",
-            stage_order=order,
-            stage_name=f"aggregate_{name}",
-            input_id="silver_scd1",
-            target_id=f"gold_{name}",
-            transform_sql=sql,
-        )
-        self.snapshot.add("stages", stage)
+        target = Target(target_id=f"gold_{name}", layer="gold", **fields)
+        self.add_stage(target, order, f"aggregate_{name}", "silver_scd1", transform_sql=sql)
 
     def warehouse_rows(self, table: str) -> list[tuple]:
         assert self.warehouse is not None

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -228,6 +229,24 @@ with instance_for_test() as instance:
 """
 
 
+def _kill_run_when(medallion: Medallion, tmp_path: Path, reached: Callable[[], bool]) -> None:
+    """Run the pipeline in a run worker of its own and SIGKILL it (its process group) once `reached()`."""
+    worker = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, medallion.store.url, str(medallion.lake), medallion.warehouse_url],
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not reached():
+        assert worker.poll() is None, "the run ended before it was killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+
+
 def _pending_batches(catalog_file: Path) -> int:
     with sqlite3.connect(catalog_file) as connection:
         return connection.execute(
@@ -243,21 +262,9 @@ def test_a_run_killed_mid_write_leaves_every_table_at_its_previous_snapshot(meda
     rows_before = {table: len(lake_rows(medallion.lake, table)) for table in tables}
     day2 = write_sample_data(f"{RAW}/day2", rows=3000, lines_per_file=1000, seed=11)
     medallion.move_source("user_events_raw", f"{RAW}/day2/user_events/")
-    worker = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUN, medallion.store.url, str(medallion.lake), medallion.warehouse_url],
-        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     catalog_file = Path(medallion.store.url.removeprefix("sqlite:///"))
-    deadline = time.monotonic() + 300
-    while _pending_batches(catalog_file) == 0:  # the bronze batch is being written
-        assert worker.poll() is None, "the run ended before it was killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    os.killpg(worker.pid, signal.SIGKILL)
-    worker.wait()
+    # Killed while the bronze batch is being written.
+    _kill_run_when(medallion, tmp_path, lambda: _pending_batches(catalog_file) > 0)
     for table in tables:
         history = lake_snapshots(medallion.lake, table)
         # Readable, at the previous snapshot: bronze may hold the batch if its commit came just before.
@@ -282,22 +289,11 @@ def test_a_run_killed_mid_merge_changes_nothing_and_the_rerun_merges_the_batch_o
     rows_before = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
     write_sample_data(f"{RAW}/day2", rows=3000, lines_per_file=1000, seed=11)
     medallion.move_source("user_events_raw", f"{RAW}/day2/user_events/")
-    worker = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUN, medallion.store.url, str(medallion.lake), medallion.warehouse_url],
-        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 300
-    while not any(name.startswith("run_") for name in table_info(str(medallion.lake), SILVER).branches):
-        assert worker.poll() is None, (
-            "the run ended before it was killed"
-        )  # silver merges on its run's branch
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    os.killpg(worker.pid, signal.SIGKILL)
-    worker.wait()
+
+    def merging() -> bool:  # silver merges on its run's branch
+        return any(name.startswith("run_") for name in table_info(str(medallion.lake), SILVER).branches)
+
+    _kill_run_when(medallion, tmp_path, merging)
     assert lake_snapshots(medallion.lake, "silver.user_events") == before
     assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == rows_before
     # The rerun merges the new batch once: silver equals what a full refresh then rebuilds from bronze.

@@ -464,13 +464,10 @@ class StageRunner:
             r.action in ("drop", "quarantine") and row_violation(r) is not None for r in rules
         ):
             return Mode("full", "rules drop rows after deduplication: a later batch could bring back a key")
-        resumed = self._resumed(stage, target)
+        resumed = self._resumed(stage, target, source, self.lake.appended_between)
         if resumed.since is None:
             return resumed
-        since, bronze = resumed.since, table_of(source)
-        refused = self.lake.appended_between(bronze, since, self.lake.current_snapshot(bronze))
-        if refused:
-            return Mode("full", refused)
+        since = resumed.since
         return Mode("incremental", f"reads the rows bronze appended after snapshot {since}", since)
 
     def _plan_groups(self, stage: Stage, target: Target) -> Mode:
@@ -487,13 +484,10 @@ class StageRunner:
         except NotGroupwise as not_groupwise:
             return Mode("full", str(not_groupwise))
         assert source is not None, "gold_groups found one silver input"
-        resumed = self._resumed(stage, target)
+        resumed = self._resumed(stage, target, source, self.lake.changed_between)
         if resumed.since is None:
             return resumed
-        since, silver = resumed.since, table_of(source)
-        refused = self.lake.changed_between(silver, since, self.lake.current_snapshot(silver))
-        if refused:
-            return Mode("full", refused)
+        since = resumed.since
         described = describe_groups(groups, stage.sql_dialect)
         touched = f"the groups ({described}) that silver's changes after snapshot {since} touched"
         return Mode("incremental", "recomputes " + touched, since, groups)
@@ -505,9 +499,16 @@ class StageRunner:
         table = table_of(dataset)
         return self.lake.read(table).columns if self.lake.exists(table) else []
 
-    def _resumed(self, stage: Stage, target: Target) -> Mode:
+    def _resumed(
+        self,
+        stage: Stage,
+        target: Target,
+        source: Target,
+        readable: Callable[[TableRef, int, int | None], str | None],
+    ) -> Mode:
         """Whether the stage can go on from its last commit, as every incremental plan needs: its inputs
-        available, the same definition, its table untouched since, and the input snapshot it read known.
+        available, the same definition, its table untouched since, the input snapshot it read known, and what
+        `source` changed since then `readable` (the lake's check of what the plan reads: why not, or None).
         Returns `since` (that snapshot) when it can, else the full mode and why."""
         if self.recovery.flagged(self._lake_ancestry(stage)):
             return Mode("full", "an input is unavailable and rebuilt from its own inputs")
@@ -525,6 +526,10 @@ class StageRunner:
         since = (last.get("inputs") or {}).get(stage.input_id)
         if since is None:
             return Mode("full", "the last commit does not say which input snapshot it read")
+        input_table = table_of(source)
+        refused = readable(input_table, int(since), self.lake.current_snapshot(input_table))
+        if refused:
+            return Mode("full", refused)
         return Mode("incremental", "", int(since))
 
     def _merge_new_rows(
