@@ -235,6 +235,18 @@ class ValidityColumns(BaseModel):
     is_current: Identifier = "__is_current"
 
 
+class Incremental(BaseModel):
+    """How a keyed silver target's merges find the rows that new input may replace."""
+
+    model_config = ConfigDict(extra="forbid")
+    by: Identifier = Field(
+        description=(
+            "a date or timestamp column whose day all rows of a key share (an event's time): a merge "
+            "searches only the days its new rows fall on, which a table partitioned by days(by) prunes to"
+        )
+    )
+
+
 class LakeTable(BaseModel):
     """Where and how a lake target is kept as a table: `<catalog>.<namespace>.<name>`, by default
     `lake.<layer>.<dataset>`, and its layout. Partition and sort entries and property values are checked
@@ -304,6 +316,13 @@ class Target(Row):
         default=None,
         description="type 2: names of the validity columns (__valid_from, __valid_to, __is_current)",
     )
+    incremental: Incremental | Literal["full"] | None = Field(
+        default=None,
+        description=(
+            "full: recompute the dataset whole on every run; {by: COLUMN} (keyed silver): merges search only "
+            "the days of `by` their new rows fall on; by default, what the definition allows"
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -334,7 +353,23 @@ class Target(Row):
         if undeclared:
             raise ValueError(f"column_descriptions name undeclared column(s): {', '.join(undeclared)}")
         self._check_changes()
+        self._check_incremental()
         return self
+
+    def _check_incremental(self) -> None:
+        """A merge window needs a keyed silver merge and a day to search by."""
+        if not isinstance(self.incremental, Incremental):
+            return
+        by = self.incremental.by
+        if self.layer != "silver" or not self.keys or self.cdc is not None:
+            raise ValueError("incremental.by is for keyed silver targets without cdc (their merges)")
+        if self.columns:
+            if by not in self.columns:
+                raise ValueError(f"incremental.by names undeclared column {by!r}")
+            if self.columns[by].lower() not in ("date", "timestamp", "timestamp_ntz"):
+                raise ValueError(
+                    f"incremental.by column {by!r} is {self.columns[by]}, not a date or timestamp"
+                )
 
     def _check_changes(self) -> None:
         """CDC and SCD fields make sense together."""

@@ -11,11 +11,14 @@ the row's content, so the order, and every result, is the same whatever order th
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import date, timedelta
 from functools import reduce
 from operator import and_, or_
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, DateType, TimestampNTZType, TimestampType
 
 from medallion_assets.catalog.models import Target, ValidityColumns
 from medallion_assets.naming import INGESTION_COLUMNS
@@ -41,6 +44,48 @@ def keys_without_rows(keys_frame: DataFrame, frame: DataFrame, keys: list[str]) 
     """The keys of `keys_frame` (distinct) that no row of `frame` has."""
     wanted = keys_frame.select(*[F.col(f"`{k}`") for k in keys]).distinct()
     return wanted.join(frame, same_keys(wanted, frame, keys), "left_anti")
+
+
+# Past this many ranges of days, one range from the first day to the last is searched instead: a condition
+# stays short, and a scan still skips the files and partitions outside it.
+_MOST_RANGES = 64
+_DAY_LITERALS: dict[type[DataType], str] = {
+    DateType: "DATE",
+    TimestampType: "TIMESTAMP",
+    TimestampNTZType: "TIMESTAMP_NTZ",
+}
+
+
+def on_days(column: str, column_type: DataType, days: Collection[date | None]) -> str | None:
+    """A SQL condition on a date or timestamp `column`: its value falls on one of `days` (the session time
+    zone's days, as `CAST(column AS DATE)` computes them), or is null when `days` holds None. None when the
+    column is of another type.
+
+    Written as ranges of the column itself, not as its day: Spark hands a range on a column to the table's
+    scan, which skips the partitions (`days(column)`) and files outside it; a function of the column it
+    cannot."""
+    literal = _DAY_LITERALS.get(type(column_type))
+    present = sorted({day for day in days if day is not None})
+    if literal is None:
+        return None
+    ranges: list[list[date]] = []
+    for day in present:
+        if ranges and ranges[-1][1] == day:
+            ranges[-1][1] = day + timedelta(days=1)
+        else:
+            ranges.append([day, day + timedelta(days=1)])
+    if len(ranges) > _MOST_RANGES:
+        ranges = [[ranges[0][0], ranges[-1][1]]]
+    quoted = f"`{column.replace('`', '``')}`"
+    terms = [f"({quoted} >= {literal} '{start}' AND {quoted} < {literal} '{end}')" for start, end in ranges]
+    if None in days:
+        terms.append(f"{quoted} IS NULL")
+    return " OR ".join(terms) if terms else "FALSE"
+
+
+def days_of(frame: DataFrame, column: str) -> list[date | None]:
+    """The days (session time zone) `frame`'s values of a date or timestamp `column` fall on."""
+    return [row[0] for row in frame.select(F.to_date(F.col(f"`{column}`"))).distinct().collect()]
 
 
 def newer_wins(

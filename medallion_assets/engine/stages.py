@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from medallion_assets import config
-from medallion_assets.catalog.models import Rule, Source, Stage, Target, history_rules
+from medallion_assets.catalog.models import Incremental, Rule, Source, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.engine import changes, staging_writer
@@ -37,6 +37,7 @@ from medallion_assets.engine.transform import (
     NotGroupwise,
     conform,
     counted,
+    day_column,
     deduplicate,
     describe_groups,
     group_key_column,
@@ -59,6 +60,9 @@ from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import ObjectInfo, configured_endpoint, list_objects
 from medallion_assets.storage.warehouse import DELETE_FLAG, LoadResult, StagedParquet, Warehouse
+
+# Why a stage runs in full when its target says so.
+ASKED_FULL = "its catalog row asks for a full recompute on every run (incremental: full)"
 
 # Rows per Arrow batch when a load streams partition by partition (after healing asked for smaller batches).
 _ROWS_PER_BATCH = 50_000
@@ -114,13 +118,15 @@ class Shaped:
 @dataclass(frozen=True)
 class Replacement:
     """What an incremental run puts in its table: `rows` replace every row whose `key_columns` are one of
-    `keys`' (a key without a row in `rows` loses its rows), made from `rows_read` input rows."""
+    `keys`' (a key without a row in `rows` loses its rows), made from `rows_read` input rows. `within`, a SQL
+    condition, holds of every row those keys have in the table (None: they may be anywhere)."""
 
     rows: DataFrame
     keys: DataFrame
     key_columns: list[str]
     rejects: list[tuple[DataFrame, Observation]]
     rows_read: int
+    within: str | None = None
 
 
 @dataclass(frozen=True)
@@ -446,6 +452,8 @@ class StageRunner:
         full refresh the user asked for comes first: it is why the stage runs in full, whatever else holds."""
         if self.full_refresh and self.full_refresh.reaches(target.target_id, self._lake_ancestry(stage)):
             return Mode("full", f"a full refresh was asked for by {self.full_refresh.asked_by}")
+        if target.incremental == "full":
+            return Mode("full", ASKED_FULL)
         if target.layer == "gold":
             return self._plan_groups(stage, target)
         source = self.snapshot.targets.get(stage.input_id)
@@ -592,6 +600,7 @@ class StageRunner:
         bronze, table = stage.input_id, table_of(target)
         current = self.lake.current_snapshot(table)
         existing = self.lake.read(table, snapshot_id=current)
+        within = None
         if target.cdc is not None:
             events = changes.flag_events(increment, target)
             if target.cdc.apply_as_truncates and changes.truncates(events).limit(1).count():
@@ -606,8 +615,11 @@ class StageRunner:
             rows = changes.apply_changes(of_keys, target)
         else:
             incoming = increment.drop(*INGESTION_COLUMNS)
+            within = self._merge_window(target, incoming)
             rows = changes.newer_wins(
-                changes.rows_of_keys(existing, incoming, target.keys),
+                changes.rows_of_keys(
+                    existing if within is None else existing.where(within), incoming, target.keys
+                ),
                 incoming,
                 target.keys,
                 target.keep_latest_by,
@@ -618,10 +630,20 @@ class StageRunner:
             stage,
             target,
             plan,
-            Replacement(rows, keys, target.keys, shaped.rejects, rows_read),
+            Replacement(rows, keys, target.keys, shaped.rejects, rows_read, within),
             {bronze: end},
             rows_in=self._rows_made(stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
         )
+
+    @staticmethod
+    def _merge_window(target: Target, incoming: DataFrame) -> str | None:
+        """Where a merge of `incoming` searches the table for its keys' rows: the days of the target's
+        `incremental.by` that the incoming rows fall on, since a key's rows all share that day (None: the
+        whole table)."""
+        if not isinstance(target.incremental, Incremental):
+            return None
+        by = target.incremental.by
+        return changes.on_days(by, incoming.schema[by].dataType, changes.days_of(incoming, by))
 
     def _recompute_groups(self, stage: Stage, target: Target, plan: Mode) -> tuple[StageOutcome, DataFrame]:
         """Bring a gold table up to date by recomputing the groups its silver input's changes since
@@ -651,8 +673,13 @@ class StageRunner:
         if not groups:
             touched.unpersist()
             return self._nothing_new(stage, target, plan, end)
+        within = self._groups_window(plan.groups, touched, self.read_dataset(silver, end))
         rows = with_group_keys(
-            self.spark, self.read_dataset(silver, end), silver, plan.groups, stage.sql_dialect
+            self.spark,
+            self.read_dataset(silver, end).where(within or "TRUE"),
+            silver,
+            plan.groups,
+            stage.sql_dialect,
         )
         # Cached: read by the count of rows read, by the count of what the SQL makes of them, and by the SQL.
         of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers).cache()
@@ -689,6 +716,24 @@ class StageRunner:
         outcome.changed_groups = keys
         return outcome, written
 
+    @staticmethod
+    def _groups_window(groups: dict[str, exp.Expr], touched: DataFrame, silver: DataFrame) -> str | None:
+        """Where the rows of the `touched` groups lie in silver, as far as their keys say: each key that is a
+        date or timestamp column, or the day of one, bounds its column to the touched groups' days, which
+        the scan prunes to (None: anywhere)."""
+        types = {f.name.lower(): f.dataType for f in silver.schema.fields}
+        windows = []
+        for output, key in groups.items():
+            column = day_column(key)
+            if column is None or column.lower() not in types:
+                continue
+            window = changes.on_days(
+                column, types[column.lower()], changes.days_of(touched, group_key_column(output))
+            )
+            if window is not None:
+                windows.append(f"({window})")
+        return " AND ".join(windows) or None
+
     def _rows_made(self, stage: Stage, inputs: dict[str, DataFrame]) -> int:
         """The rows the stage's SQL makes of an incremental run's `inputs` (few), counted: the observation
         `_shape` makes of them is lost when Spark plans an empty result away (see `_replace_keys`)."""
@@ -722,6 +767,7 @@ class StageRunner:
             rows.select(*[f"`{c}`" for c in columns]),
             replacement.key_columns,
             self.run_id,
+            within=replacement.within,
         )
         quarantined = self._append_rejected(table.quarantine(), replacement.rejects)
         staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in columns])
@@ -901,6 +947,8 @@ def gold_groups(
 
 def gold_mode_description(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
     """How a gold stage builds its dataset, as far as its definition says (the asset's description)."""
+    if target.incremental == "full":
+        return f"Recomputed whole on every run: {ASKED_FULL}."
     source = snapshot.targets.get(stage.input_id)
     try:
         groups = gold_groups(stage, target, snapshot, list(source.columns or ()) if source else [])

@@ -291,10 +291,17 @@ class LakeTables:
         return branch
 
     def stage_replacing(
-        self, table: TableRef, keys: DataFrame, rows: DataFrame, key_columns: list[str], run_id: str
+        self,
+        table: TableRef,
+        keys: DataFrame,
+        rows: DataFrame,
+        key_columns: list[str],
+        run_id: str,
+        within: str | None = None,
     ) -> str:
         """On the run's branch, replace the rows of the keys in `keys` by `rows` (a merge on the keys,
         compared column by column, nulls equal): the table's other rows are untouched. Returns the branch.
+        `within`, a SQL condition every row of those keys meets, limits the files the delete reads.
 
         Written as a delete of the keys' rows and an append of their new rows, both on the branch, which
         `publish` makes one change of `main`. Not `MERGE INTO`: Iceberg 1.11 on Spark 4.1 cannot resolve a
@@ -308,8 +315,9 @@ class LakeTables:
         view = "medallion_replaced_keys_" + branch
         keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
         on = " AND ".join(f"t.`{k}` <=> k.`{k}`" for k in key_columns)
+        where = f"({within}) AND " if within else ""
         self.spark.sql(
-            f"DELETE FROM {table.branch(branch)} t WHERE EXISTS (SELECT 1 FROM `{view}` k WHERE {on})"
+            f"DELETE FROM {table.branch(branch)} t WHERE {where}EXISTS (SELECT 1 FROM `{view}` k WHERE {on})"
         )
         self.spark.catalog.dropTempView(view)
         (
