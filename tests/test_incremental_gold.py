@@ -119,6 +119,34 @@ def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(sp
     unchanged = house.build("by_value", "gold")
     assert unchanged.details["mode"] == "incremental" and unchanged.details["why"].endswith("touched: none")
     assert house.rows("by_value", "gold") == expected
+    # The warehouse holds that version already: nothing is loaded.
+    assert unchanged.load is None
+    assert unchanged.details["warehouse_load"] == (
+        f"none: the warehouse holds snapshot {changed.snapshot_id} already"
+    )
+
+
+def test_after_a_failed_load_the_next_run_loads_gold_whole(spark, tmp_path, warehouse):
+    house = GoldHouse(spark, tmp_path, warehouse)
+    house.append([(1, "a", "1", "I", "x", "p"), (2, "a", "2", "I", "y", "p")])
+    house.build("scd1")
+    house.build("by_value", "gold")
+    # Gold publishes group (2, x) and loses (2, y), but the load fails: the warehouse still has (2, y).
+    house.append([(2, "a", "3", "U", "x", "p")])
+    house.build("scd1")
+    house.warehouse = None
+    with pytest.raises(RuntimeError, match="no warehouse is configured"):
+        house.build("by_value", "gold")
+    house.warehouse = warehouse
+    assert house.warehouse_rows("analytics.by_value") == [(1, "x", 1, 1, "p"), (2, "y", 1, 2, "p")]
+    # The next run touches group (1, x) only; the warehouse still gets the version before it whole.
+    house.append([(1, "a", "4", "U", "x", "q")])
+    house.build("scd1")
+    resent = house.build("by_value", "gold")
+    assert resent.details["groups_recomputed"] == 1
+    assert resent.load.rows_loaded == 3  # two rows upserted, group (2, y) deleted
+    assert house.warehouse_rows("analytics.by_value") == house.rows("by_value", "gold")
+    assert house.rows("by_value", "gold") == [(1, "x", 1, 4, "q"), (2, "x", 1, 3, "p")]
 
 
 def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver(spark, tmp_path, warehouse):

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampType
 
-from medallion_assets.catalog.models import Target
+from medallion_assets.catalog.models import Target, ValidationRuleSet
 from medallion_assets.engine.changes import on_days
 from medallion_assets.engine.stages import ASKED_FULL
 from medallion_assets.storage.lake.layout import TableRef
@@ -112,6 +112,33 @@ def test_an_incremental_run_reads_no_file_of_a_day_its_batch_does_not_touch(spar
     assert silver.count() == 7
     gold = house.lake.read(TableRef("lake", "gold", "daily")).where(F.col("day") == date(2026, 3, 2))
     assert [(r.day, r.events) for r in gold.collect()] == [(date(2026, 3, 2), 7)]
+
+
+def test_an_empty_batch_runs_silver_and_gold_from_metadata_alone(spark, tmp_path):
+    house = DailyHouse(spark, tmp_path)
+    for dataset, column in [("silver_events", "k1"), ("gold_daily", "day")]:
+        rules = [{"type": "not_null", "column": column}, {"type": "row_count", "min": 3}]
+        house.snapshot.add("validation_rules", ValidationRuleSet(rule_set_id=dataset, check_def=rules))
+        stage = next(s for s in house.snapshot.stages() if s.target_id == dataset)
+        house.snapshot.add("stages", stage.model_copy(update={"validation_set_id": dataset}))
+    rng = random.Random(2)
+    house.append([event(key, key % 3, rng) for key in range(9)])
+    house.build("events")
+    house.build("daily", "gold")
+    # Every data file of silver and gold is gone: a run that read one would fail.
+    data_files = [*(tmp_path / "lake/silver/events/data").rglob("*.parquet")]
+    data_files += [*(tmp_path / "lake/gold/daily/data").rglob("*.parquet")]
+    assert data_files
+    for data_file in data_files:
+        data_file.unlink()
+    house.append([])
+    for name, layer in [("events", "silver"), ("daily", "gold")]:
+        outcome = house.build(name, layer)
+        assert outcome.details["mode"] == "incremental" and outcome.details["why"].endswith(": none")
+        assert [(o.rule.type, o.passed, o.observed) for o in outcome.rule_outcomes] == [
+            ("not_null", True, {"null_count": 0, "row_count": 0}),  # of this run's rows: none
+            ("row_count", True, {"row_count": 9 if layer == "silver" else 3}),
+        ], name
 
 
 DAYS = [date(2026, 1, 1) + timedelta(days=n) for n in range(0, 400, 3)]

@@ -83,9 +83,13 @@ def on_days(column: str, column_type: DataType, days: Collection[date | None]) -
     return " OR ".join(terms) if terms else "FALSE"
 
 
-def days_of(frame: DataFrame, column: str) -> list[date | None]:
-    """The days (session time zone) `frame`'s values of a date or timestamp `column` fall on."""
-    return [row[0] for row in frame.select(F.to_date(F.col(f"`{column}`"))).distinct().collect()]
+def window_of(values: DataFrame, of: str, column: str, column_type: DataType) -> str | None:
+    """`on_days` of the days `values`' column `of` falls on (computed only when `column_type` is a date or
+    timestamp: None otherwise)."""
+    if type(column_type) not in _DAY_LITERALS:
+        return None
+    days = [row[0] for row in values.select(F.to_date(F.col(f"`{of}`"))).distinct().collect()]
+    return on_days(column, column_type, days)
 
 
 def newer_wins(

@@ -37,6 +37,8 @@ class Ledger(Protocol):
 
     def record_audit(self, **entry: Any) -> None: ...
 
+    def warehouse_snapshot(self, dataset: str) -> int | None: ...
+
 
 class Throttle(Protocol):
     """Rate limits of source and target systems: each call waits until the amounts may pass."""

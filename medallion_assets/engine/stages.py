@@ -83,8 +83,10 @@ class StageOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     duration_sec: float = 0.0
     read: list[str] = field(default_factory=list)  # the datasets actually read, after any re-route
-    # Of a gold stage that recomputed only some groups: their keys (gold's columns), whose rows it replaced.
+    # Of a gold stage that recomputed only some groups: their keys (gold's columns), whose rows it replaced in
+    # the version `groups_replaced_in`.
     changed_groups: DataFrame | None = None
+    groups_replaced_in: int | None = None
 
     def blocking_failures(self) -> list[RuleOutcome]:
         return [o for o in self.rule_outcomes if not o.passed and o.rule.severity == "error"]
@@ -190,6 +192,8 @@ class StageRunner:
     def run_stage(self, stage: Stage) -> StageOutcome:
         started = time.perf_counter()
         target = self.snapshot.targets[stage.target_id]
+        # What the warehouse holds before this run: an incremental load applies to exactly that version.
+        held = self.store.warehouse_snapshot(target.target_id) if target.kind == "warehouse" else None
         if target.layer == "bronze":
             outcome = self._ingest(stage, self.recovery.readable_source(stage), target)
             written = self.read_dataset(target.target_id, outcome.snapshot_id)
@@ -215,7 +219,7 @@ class StageRunner:
             reason = self.halt_reason(stage)
             if reason:
                 raise StageHalted(reason)
-            outcome.load = self._load(target, written, outcome.changed_groups)
+            outcome.load = self._load(stage, target, written, outcome, held)
         if outcome.changed_groups is not None:
             outcome.changed_groups.unpersist()
         outcome.duration_sec = time.perf_counter() - started
@@ -567,13 +571,14 @@ class StageRunner:
     def _nothing_new(
         self, stage: Stage, target: Target, plan: Mode, end: int
     ) -> tuple[StageOutcome, DataFrame]:
-        """Bronze appended nothing since the last commit: the table stays as it is, and its rules are judged
-        on it, so that its checks still say how it stands."""
+        """The input brought nothing new since the last commit: the table stays as it is. As in any
+        incremental run, the rules judge this run's rows (none), and those that need the whole table judge
+        it: a row count from its metadata, no data file read."""
         table = table_of(target)
         snapshot_id = self.lake.current_snapshot(table)
         current = self.lake.read(table, snapshot_id=snapshot_id)
         outcome = StageOutcome(
-            rule_outcomes=evaluate_rules(current, self.rules(stage)),
+            rule_outcomes=self._judge_merge(stage, target, current.limit(0), current),
             snapshot_id=snapshot_id,
             details={
                 "rows_in": 0,
@@ -643,7 +648,7 @@ class StageRunner:
         if not isinstance(target.incremental, Incremental):
             return None
         by = target.incremental.by
-        return changes.on_days(by, incoming.schema[by].dataType, changes.days_of(incoming, by))
+        return changes.window_of(incoming, by, by, incoming.schema[by].dataType)
 
     def _recompute_groups(self, stage: Stage, target: Target, plan: Mode) -> tuple[StageOutcome, DataFrame]:
         """Bring a gold table up to date by recomputing the groups its silver input's changes since
@@ -685,6 +690,7 @@ class StageRunner:
         of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers).cache()
         shaped = self._shape(stage, target, {silver: of_groups})
         table = table_of(target)
+        replaced_in = self.lake.current_snapshot(table)
         # The groups' keys named and typed as the gold table's columns, so that their rows are found there;
         # kept until the warehouse load (`run_stage` lets them go).
         types = {f.name.lower(): f.dataType for f in self.lake.read(table).schema.fields}
@@ -713,7 +719,7 @@ class StageRunner:
         touched.unpersist()
         of_groups.unpersist()
         outcome.details["groups_recomputed"] = groups
-        outcome.changed_groups = keys
+        outcome.changed_groups, outcome.groups_replaced_in = keys, replaced_in
         return outcome, written
 
     @staticmethod
@@ -727,9 +733,7 @@ class StageRunner:
             column = day_column(key)
             if column is None or column.lower() not in types:
                 continue
-            window = changes.on_days(
-                column, types[column.lower()], changes.days_of(touched, group_key_column(output))
-            )
+            window = changes.window_of(touched, group_key_column(output), column, types[column.lower()])
             if window is not None:
                 windows.append(f"({window})")
         return " AND ".join(windows) or None
@@ -890,10 +894,25 @@ class StageRunner:
         rows_quarantined: int = quarantined.get["rows"]
         return rows_quarantined
 
-    def _load(self, target: Target, written: DataFrame, changed_groups: DataFrame | None) -> LoadResult:
-        """Load the gold table into the warehouse: whole, or, when the stage recomputed only some groups and
-        the target merges, exactly those groups' rows (upserted) and the groups that vanished (deleted, by
-        gold's keys), in one transaction."""
+    def _load(
+        self, stage: Stage, target: Target, written: DataFrame, outcome: StageOutcome, held: int | None
+    ) -> LoadResult | None:
+        """Bring the warehouse table to the version the stage `written`, in one transaction, and record which
+        version it now holds (a `warehouse_load` audit row). Nothing when it already `held` that version. A
+        target that merges gets the rows of the groups that changed since the version it holds, upserted, and
+        the groups that vanished, deleted by gold's keys: the groups the stage recomputed when it built on
+        that version, else every group of both versions (after a failed load, or a full recompute). A
+        `replace` target, or one whose version held is unknown or expired, gets the whole table."""
+        if held is not None and held == outcome.snapshot_id:
+            outcome.details["warehouse_load"] = f"none: the warehouse holds snapshot {held} already"
+            return None
+        changed_groups = outcome.changed_groups if held == outcome.groups_replaced_in else None
+        lake_table = table_of(target)
+        if changed_groups is None and held is not None and self.lake.has_snapshot(lake_table, held):
+            # The version the warehouse holds is known: its groups that are gone since go too.
+            keys = [F.col(f"`{k}`") for k in target.keys]
+            before = self.lake.read(lake_table, snapshot_id=held).select(*keys)
+            changed_groups = before.unionByName(written.select(*keys))
         if self.warehouse is None:
             raise RuntimeError(
                 f"target {target.target_id} loads into the warehouse, but no warehouse is configured"
@@ -908,7 +927,7 @@ class StageRunner:
         staged = staged_on_executors(written, prefix) if prefix else None
         data = staged or (written.toArrow() if partitions is None else arrow_batches(written, partitions))
         data = self.throttle.stream_to_target(data, target, dataset=target.target_id)
-        return self.warehouse.load(
+        loaded = self.warehouse.load(
             table,
             data,
             target.load_mode,
@@ -916,6 +935,20 @@ class StageRunner:
             evolve=self.adjustments.evolve_warehouse_schema,
             delete_flag=delete_flag,
         )
+        self.store.record_audit(
+            pipeline_id=stage.pipeline_id,
+            stage_name=stage.stage_name,
+            dataset=target.target_id,
+            event="warehouse_load",
+            status="success",
+            rows_written=loaded.rows_loaded,
+            details={
+                "snapshot_id": str(outcome.snapshot_id),
+                "table": table,
+                "groups_only": bool(delete_flag),
+            },
+        )
+        return loaded
 
 
 def gold_groups(

@@ -348,6 +348,10 @@ class LakeTables:
         self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
         return int(result[0].updated_ref)
 
+    def has_snapshot(self, table: TableRef, snapshot_id: int) -> bool:
+        """Whether the table's history still holds `snapshot_id` (not expired), from its metadata."""
+        return snapshot_id in snapshots_by_id(self.lake_root, table)
+
     def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
         """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata, no Spark job)."""
         return snapshot_total_rows(self.lake_root, table, snapshot_id)
