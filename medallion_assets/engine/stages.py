@@ -50,6 +50,7 @@ from medallion_assets.engine.validation import (
     RuleOutcome,
     evaluate_rules,
     evaluate_rules_and_count,
+    judges_per_key,
     observe_rules,
     reads_written_data,
     row_violation,
@@ -129,6 +130,11 @@ class Replacement:
     rejects: list[tuple[DataFrame, Observation]]
     rows_read: int
     within: str | None = None
+
+    @staticmethod
+    def none(empty: DataFrame, target: Target) -> Replacement:
+        """A run that replaces nothing: no rows, no keys."""
+        return Replacement(empty, empty, target.keys, [], 0)
 
 
 @dataclass(frozen=True)
@@ -577,8 +583,9 @@ class StageRunner:
         table = table_of(target)
         snapshot_id = self.lake.current_snapshot(table)
         current = self.lake.read(table, snapshot_id=snapshot_id)
+        none = current.limit(0)
         outcome = StageOutcome(
-            rule_outcomes=self._judge_merge(stage, target, current.limit(0), current),
+            rule_outcomes=self._judge_merge(stage, target, none, current, Replacement.none(none, target)),
             snapshot_id=snapshot_id,
             details={
                 "rows_in": 0,
@@ -613,10 +620,10 @@ class StageRunner:
             keys = events.select(*[F.col(f"`{k}`") for k in target.keys]).distinct()
             # Every event of those keys, read from the same bronze version, shaped as in a full build.
             history = self._shape(stage, target, {bronze: self.read_dataset(bronze, end)}, apply=False)
-            flagged = changes.flag_events(history.frame, target)
-            of_keys = changes.rows_of_keys(flagged, keys, target.keys)
+            # Only the touched keys' events are flagged (a tie-breaker made of each whole row), not all.
+            of_keys = changes.flag_events(changes.rows_of_keys(history.frame, keys, target.keys), target)
             if target.cdc.apply_as_truncates:
-                of_keys = of_keys.unionByName(changes.truncates(flagged))
+                of_keys = of_keys.unionByName(changes.truncates(changes.flag_events(history.frame, target)))
             rows = changes.apply_changes(of_keys, target)
         else:
             incoming = increment.drop(*INGESTION_COLUMNS)
@@ -775,7 +782,7 @@ class StageRunner:
         )
         quarantined = self._append_rejected(table.quarantine(), replacement.rejects)
         staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in columns])
-        rule_outcomes = self._judge_merge(stage, target, rows, staged)
+        rule_outcomes = self._judge_merge(stage, target, rows, staged, replacement)
         rows.unpersist()
         outcome = StageOutcome(
             replacement.rows_read,
@@ -845,10 +852,12 @@ class StageRunner:
         return outcome, published.select(*[f"`{c}`" for c in observed.columns])
 
     def _judge_merge(
-        self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame
+        self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame, replaced: Replacement
     ) -> list[RuleOutcome]:
         """The stage's rules on this run's rows, and those that need the whole table on the staged branch: a
-        row count is the dataset's, not the run's."""
+        row count is the dataset's, not the run's. A rule that judges each key's rows apart (a type 2
+        history's checks, a unique rule over columns holding the keys) judges only the rows of the keys the
+        run `replaced`: the other keys' rows are as the last run left them."""
         rules = self.rules(stage)
         unique_on = [] if target.scd_type == 2 else target.keys
         whole = {
@@ -856,10 +865,18 @@ class StageRunner:
             for i, rule in enumerate(rules)
             if rule.type == "row_count" or reads_written_data(rule, unique_on)
         }
-        on_rows = evaluate_rules(rows, [rule for i, rule in enumerate(rules) if i not in whole])
-        on_table = evaluate_rules(staged, [rule for i, rule in enumerate(rules) if i in whole])
-        ordered = iter(on_rows), iter(on_table)
-        return [next(ordered[1] if i in whole else ordered[0]) for i in range(len(rules))]
+        per_key = {i for i in whole if judges_per_key(rules[i], replaced.key_columns)}
+        of_keys = changes.rows_of_keys(staged, replaced.keys, replaced.key_columns)
+        judged = {"rows": rows, "table": staged, "keys": of_keys}
+
+        def judged_on(i: int) -> str:
+            return "keys" if i in per_key else "table" if i in whole else "rows"
+
+        outcomes = {
+            part: iter(evaluate_rules(frame, [rule for i, rule in enumerate(rules) if judged_on(i) == part]))
+            for part, frame in judged.items()
+        }
+        return [next(outcomes[judged_on(i)]) for i in range(len(rules))]
 
     def _append_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Add this run's rejects to the dataset's quarantine, counted directly (see `_merge_increment`)."""

@@ -43,6 +43,13 @@ class RuleOutcome:
     message: str
 
 
+def judges_per_key(rule: Rule, keys: list[str]) -> bool:
+    """Whether the rule's verdict on a table is the sum of its verdicts on each key's rows: a type 2
+    history's checks and a unique rule, over columns that hold every key column."""
+    columns = set(rule.columns or ([rule.column] if rule.column else []))
+    return bool(keys) and rule.type in {"unique", *HISTORY_RULE_TYPES} and set(keys) <= columns
+
+
 def row_violation(rule: Rule) -> Column | None:
     """A boolean Column, true exactly where a row breaks a row-level rule; None for dataset-level rules.
 
