@@ -866,8 +866,9 @@ class StageRunner:
             if rule.type == "row_count" or reads_written_data(rule, unique_on)
         }
         per_key = {i for i in whole if judges_per_key(rules[i], replaced.key_columns)}
-        of_keys = changes.rows_of_keys(staged, replaced.keys, replaced.key_columns)
-        judged = {"rows": rows, "table": staged, "keys": of_keys}
+        judged = {"rows": rows, "table": staged}
+        if per_key:
+            judged["keys"] = changes.rows_of_keys(staged, replaced.keys, replaced.key_columns)
 
         def judged_on(i: int) -> str:
             return "keys" if i in per_key else "table" if i in whole else "rows"
