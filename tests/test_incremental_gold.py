@@ -124,6 +124,11 @@ def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(sp
     assert unchanged.details["warehouse_load"] == (
         f"none: the warehouse holds snapshot {changed.snapshot_id} already"
     )
+    # Another warehouse does not hold it: its table gets gold whole.
+    with warehouse_from_url(f"duckdb:///{tmp_path}/other.duckdb") as other:
+        house.warehouse = other
+        assert house.build("by_value", "gold").load.rows_in_table == 2
+        assert house.warehouse_rows("analytics.by_value") == expected
 
 
 def test_after_a_failed_load_the_next_run_loads_gold_whole(spark, tmp_path, warehouse):

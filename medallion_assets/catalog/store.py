@@ -381,18 +381,19 @@ class CatalogStore:
         with self.engine.begin() as connection:
             connection.execute(insert(audit_log).values(**entry))
 
-    def warehouse_snapshot(self, dataset: str) -> int | None:
-        """The lake version of `dataset` last loaded into its warehouse table (the latest `warehouse_load`
-        audit row's), if any."""
+    def warehouse_snapshot(self, dataset: str, warehouse: str) -> int | None:
+        """The lake version of `dataset` last loaded into its table in `warehouse` (as the load's
+        `warehouse_load` audit row names it), if any."""
         query = (
             select(audit_log.c.details)
             .where(audit_log.c.event == "warehouse_load", audit_log.c.dataset == dataset)
             .order_by(audit_log.c.audit_id.desc())
-            .limit(1)
         )
         with self.engine.connect() as connection:
-            details = connection.execute(query).scalar()
-        return int(details["snapshot_id"]) if details else None
+            for details in connection.execute(query).scalars():
+                if (details or {}).get("warehouse") == warehouse:
+                    return int(details["snapshot_id"])
+        return None
 
     def audit_entries(self, **where: Any) -> list[dict[str, Any]]:
         query = select(audit_log).order_by(audit_log.c.audit_id)

@@ -199,7 +199,11 @@ class StageRunner:
         started = time.perf_counter()
         target = self.snapshot.targets[stage.target_id]
         # What the warehouse holds before this run: an incremental load applies to exactly that version.
-        held = self.store.warehouse_snapshot(target.target_id) if target.kind == "warehouse" else None
+        held = (
+            self.store.warehouse_snapshot(target.target_id, repr(self.warehouse))
+            if target.kind == "warehouse" and self.warehouse is not None
+            else None
+        )
         if target.layer == "bronze":
             outcome = self._ingest(stage, self.recovery.readable_source(stage), target)
             written = self.read_dataset(target.target_id, outcome.snapshot_id)
@@ -916,7 +920,8 @@ class StageRunner:
         self, stage: Stage, target: Target, written: DataFrame, outcome: StageOutcome, held: int | None
     ) -> LoadResult | None:
         """Bring the warehouse table to the version the stage `written`, in one transaction, and record which
-        version it now holds (a `warehouse_load` audit row). Nothing when it already `held` that version. A
+        version it now holds (a `warehouse_load` audit row naming the warehouse, so that another warehouse
+        is never taken to hold it). Nothing when it already `held` that version. A
         target that merges gets the rows of the groups that changed since the version it holds, upserted, and
         the groups that vanished, deleted by gold's keys: the groups the stage recomputed when it built on
         that version, else every group of both versions (after a failed load, or a full recompute). A
@@ -926,7 +931,12 @@ class StageRunner:
             return None
         changed_groups = outcome.changed_groups if held == outcome.groups_replaced_in else None
         lake_table = table_of(target)
-        if changed_groups is None and held is not None and self.lake.has_snapshot(lake_table, held):
+        if (
+            changed_groups is None
+            and target.load_mode == "merge"
+            and held is not None
+            and self.lake.has_snapshot(lake_table, held)
+        ):
             # The version the warehouse holds is known: its groups that are gone since go too.
             keys = [F.col(f"`{k}`") for k in target.keys]
             before = self.lake.read(lake_table, snapshot_id=held).select(*keys)
@@ -963,6 +973,7 @@ class StageRunner:
             details={
                 "snapshot_id": str(outcome.snapshot_id),
                 "table": table,
+                "warehouse": repr(self.warehouse),  # its kind and place, never a password
                 "groups_only": bool(delete_flag),
             },
         )
