@@ -131,11 +131,6 @@ class Replacement:
     rows_read: int
     within: str | None = None
 
-    @staticmethod
-    def none(empty: DataFrame, target: Target) -> Replacement:
-        """A run that replaces nothing: no rows, no keys."""
-        return Replacement(empty, empty, target.keys, [], 0)
-
 
 @dataclass(frozen=True)
 class Mode:
@@ -587,9 +582,8 @@ class StageRunner:
         table = table_of(target)
         snapshot_id = self.lake.current_snapshot(table)
         current = self.lake.read(table, snapshot_id=snapshot_id)
-        none = current.limit(0)
         outcome = StageOutcome(
-            rule_outcomes=self._judge_merge(stage, target, none, current, Replacement.none(none, target)),
+            rule_outcomes=self._judge_merge(stage, target, current.limit(0), current, target.keys),
             snapshot_id=snapshot_id,
             details={
                 "rows_in": 0,
@@ -786,7 +780,7 @@ class StageRunner:
         )
         quarantined = self._append_rejected(table.quarantine(), replacement.rejects)
         staged = self.lake.read(table, branch=branch).select(*[f"`{c}`" for c in columns])
-        rule_outcomes = self._judge_merge(stage, target, rows, staged, replacement)
+        rule_outcomes = self._judge_merge(stage, target, rows, staged, replacement.key_columns)
         rows.unpersist()
         outcome = StageOutcome(
             replacement.rows_read,
@@ -856,32 +850,24 @@ class StageRunner:
         return outcome, published.select(*[f"`{c}`" for c in observed.columns])
 
     def _judge_merge(
-        self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame, replaced: Replacement
+        self, stage: Stage, target: Target, rows: DataFrame, staged: DataFrame, key_columns: list[str]
     ) -> list[RuleOutcome]:
-        """The stage's rules on this run's rows, and those that need the whole table on the staged branch: a
-        row count is the dataset's, not the run's. A rule that judges each key's rows apart (a type 2
-        history's checks, a unique rule over columns holding the keys) judges only the rows of the keys the
-        run `replaced`: the other keys' rows are as the last run left them."""
+        """The stage's rules on this run's `rows`, which are every row the table now has of the keys
+        (`key_columns`) the run replaced; those that need the whole table on the staged branch (a row count is
+        the dataset's, not the run's). A rule that judges each key's rows apart (a type 2 history's checks, a
+        unique rule over columns holding the keys) needs only the replaced keys' rows: this run's."""
         rules = self.rules(stage)
         unique_on = [] if target.scd_type == 2 else target.keys
         whole = {
             i
             for i, rule in enumerate(rules)
-            if rule.type == "row_count" or reads_written_data(rule, unique_on)
+            if (rule.type == "row_count" or reads_written_data(rule, unique_on))
+            and not judges_per_key(rule, key_columns)
         }
-        per_key = {i for i in whole if judges_per_key(rules[i], replaced.key_columns)}
-        judged = {"rows": rows, "table": staged}
-        if per_key:
-            judged["keys"] = changes.rows_of_keys(staged, replaced.keys, replaced.key_columns)
-
-        def judged_on(i: int) -> str:
-            return "keys" if i in per_key else "table" if i in whole else "rows"
-
-        outcomes = {
-            part: iter(evaluate_rules(frame, [rule for i, rule in enumerate(rules) if judged_on(i) == part]))
-            for part, frame in judged.items()
-        }
-        return [next(outcomes[judged_on(i)]) for i in range(len(rules))]
+        on_rows = evaluate_rules(rows, [rule for i, rule in enumerate(rules) if i not in whole])
+        on_table = evaluate_rules(staged, [rule for i, rule in enumerate(rules) if i in whole])
+        ordered = iter(on_rows), iter(on_table)
+        return [next(ordered[1] if i in whole else ordered[0]) for i in range(len(rules))]
 
     def _append_rejected(self, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]) -> int:
         """Add this run's rejects to the dataset's quarantine, counted directly (see `_merge_increment`)."""
