@@ -53,6 +53,8 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     assert entries == [
         ("bronze_ingest", "stage", "success", summary.event_lines),
         ("silver_clean", "stage", "success", summary.event_lines - summary.malformed_events),
+        # The load records which gold version the warehouse now holds, before the stage's own row.
+        ("gold_daily_aggregate", "warehouse_load", "success", None),
         ("gold_daily_aggregate", "stage", "success", assets["silver/user_events"]["rows"]),
     ]
 
