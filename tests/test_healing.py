@@ -306,10 +306,11 @@ def test_schema_drift_new_source_fields_flow_nullable_through_silver_into_the_wa
         "has fields not in the catalog: device (string), app_build (bigint)"
     )
     assert drift["details"]["detail"] == "declared device, app_build in user_events_raw, silver_user_events"
-    assert healing_trail(medallion, "gold_events_copy")[-4:] == [
+    assert healing_trail(medallion, "gold_events_copy")[-5:] == [
         ("stage", "failed"),
         ("healing", "retry"),
         ("retry", "scheduled"),
+        ("warehouse_load", "success"),  # the gold version the warehouse now holds
         ("stage", "success"),
     ]
     warehouse_drift = healing_entry(medallion, "warehouse_schema_drift")
@@ -533,10 +534,12 @@ def test_drill_three_faults_in_one_run_end_equal_to_a_fault_free_run(medallion, 
         ("stage", "success"),
     ]
     assert healing_trail(medallion, "gold_daily_aggregate") == [
+        ("warehouse_load", "success"),
         ("stage", "success"),
         ("stage", "failed"),
         ("healing", "retry"),
         ("retry", "scheduled"),
+        ("warehouse_load", "success"),  # the load lost mid-way is sent again, and recorded once it commits
         ("stage", "success"),
     ]
     # Nothing lost: the drift file's 60 records are all in bronze; nothing duplicated: silver is unique.
