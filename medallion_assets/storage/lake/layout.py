@@ -101,13 +101,19 @@ def table_location(lake_root: str, target: Target) -> str:
     return path_under(lake_root, table.namespace, table.name)
 
 
-def partition_clause(layout: LakeTable) -> str:
-    """`PARTITIONED BY (…)` for a checked layout, or nothing."""
+def partition_fields(layout: LakeTable) -> list[str]:
+    """Each partition entry of a checked layout as Iceberg's Spark SQL writes it, e.g. days(`event_ts`)."""
     fields = []
     for entry in layout.partition_by:
         transform, argument, column = _transform(entry)
         inner = f"{argument}, `{column}`" if argument else f"`{column}`"
         fields.append(f"`{column}`" if transform == "identity" else f"{transform}({inner})")
+    return fields
+
+
+def partition_clause(layout: LakeTable) -> str:
+    """`PARTITIONED BY (…)` for a checked layout, or nothing."""
+    fields = partition_fields(layout)
     return f" PARTITIONED BY ({', '.join(fields)})" if fields else ""
 
 

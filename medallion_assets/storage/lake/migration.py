@@ -19,7 +19,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import check_identifier
 from medallion_assets.paths import path_under
-from medallion_assets.storage.lake.layout import TableRef, table_of
+from medallion_assets.storage.lake.layout import TableRef, partition_fields, table_of
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import list_objects
 
@@ -72,7 +72,11 @@ def migrate_folder(
     frame = spark.read.option("mergeSchema", "true").parquet(*files)
     rows_before, schema = int(frame.count()), frame.schema
     created = not lake.exists(table)
-    lake.ensure(table, schema, layout)
+    # The old files are not partitioned, and add_files refuses them in a partitioned table: they are added
+    # under an unpartitioned spec, which then evolves to the catalog's (Iceberg's partition evolution: old
+    # files keep their spec, new writes follow the new one).
+    unpartitioned = (layout or LakeTable()).model_copy(update={"partition_by": []})
+    lake.ensure(table, schema, unpartitioned)
     folders = sorted({dirname(path) for path in files})
     try:
         for part in folders:
@@ -86,6 +90,8 @@ def migrate_folder(
                 f"{folder} → lake table {table}: {rows_before} row(s) in the parquet files, {rows_after} in "
                 "the table after adding them; the table was not kept"
             )
+        for partition_field in partition_fields(layout or LakeTable()):
+            spark.sql(f"ALTER TABLE {table.sql} ADD PARTITION FIELD {partition_field}")
     except BaseException:
         if created:
             spark.sql(f"DROP TABLE IF EXISTS {table.sql}")  # never PURGE: the files are the user's data
