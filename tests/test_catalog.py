@@ -275,7 +275,7 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
     [problem] = raised.value.problems
     # The file line of the SQL's fifth line, GROUP BY (((1, where the query stops parsing.
     assert (problem.line, problem.table, problem.key, problem.field) == (
-        75,
+        74,
         "stages",
         "user_events_etl.gold_daily_aggregate",
         "transform_sql",
