@@ -38,11 +38,11 @@ def test_seed_loads_idempotently(store):
     assert counts(store) == after_first
     assert first == {
         "retry_policies": 2,
-        "pipelines": 3,
-        "sources": 5,
-        "targets": 10,
-        "validation_rules": 7,
-        "stages": 10,
+        "pipelines": 2,
+        "sources": 4,
+        "targets": 7,
+        "validation_rules": 5,
+        "stages": 7,
         "healing_actions": 7,
         "profiles": 2,
         "dataset_lineage": 1,
@@ -252,12 +252,12 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     runner = CliRunner()
     assert runner.invoke(main, ["catalog", "init"]).exit_code == 0
     validated = runner.invoke(main, ["catalog", "validate", str(SEED)])
-    assert validated.exit_code == 0 and validated.stdout == "valid: 48 rows\n"
+    assert validated.exit_code == 0 and validated.stdout == "valid: 38 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
-    assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 3, sources 5, targets 10")
+    assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
     assert loaded.stdout.endswith(
-        "; 18 kill switch row(s) added (one per new pipeline, stage and source, enabled: `medallion disable` "
-        "halts it); recovery paths refreshed for 15 dataset(s)\n"
+        "; 13 kill switch row(s) added (one per new pipeline, stage and source, enabled: `medallion disable` "
+        "halts it); recovery paths refreshed for 11 dataset(s)\n"
     )
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
@@ -330,16 +330,14 @@ def test_sql_reads_a_type_2_history_with_its_validity_columns_and_without_the_co
 
 def test_pipelines_run_upstream_first(store, tmp_path):
     seed = validate_files(store.snapshot(), [SEED]).rows
-    # customer_changes_etl's gold reads orders_etl's silver_orders; the forecast reads two other pipelines.
+    # The forecast reads orders_etl's gold and weather_etl's silver.
     with_forecast = validate_files(store.snapshot(), [SEED, SEED / "revenue_forecast.v2.yaml.example"]).rows
     assert store.snapshot().replaced(seed).pipelines_upstream_first() == [
         "orders_etl",
-        "customer_changes_etl",
         "user_events_etl",
     ]
     assert store.snapshot().replaced(with_forecast).pipelines_upstream_first() == [
         "orders_etl",
-        "customer_changes_etl",
         "user_events_etl",
         "weather_etl",
         "revenue_forecast",
