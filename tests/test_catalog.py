@@ -283,51 +283,6 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
     assert problem.message.startswith("does not parse as redshift")
 
 
-HISTORY_READ_BY_GOLD = """\
-pipelines: [{pipeline_id: crm}]
-sources:
-  - {source_id: changes_raw, s3_path: "s3://crm/changes/", file_format: jsonl,
-     columns: {id: string, op: string, at: string, tier: string}}
-targets:
-  - {target_id: bronze_changes, layer: bronze}
-  - target_id: silver_history
-    layer: silver
-    columns: {id: string, op: string, at: timestamp, tier: string}
-    keys: [id]
-    cdc: {sequence_by: at, apply_as_deletes: "op = 'D'", except_columns: [op]}
-    scd_type: 2
-    validity_columns: {valid_from: since}
-  - target_id: gold_tiers
-    layer: gold
-    columns: {id: string, tier: string, since: timestamp, current: boolean}
-stages:
-  - {pipeline_id: crm, stage_order: 1, stage_name: ingest, input_id: changes_raw, target_id: bronze_changes}
-  - {pipeline_id: crm, stage_order: 2, stage_name: apply, input_id: bronze_changes, target_id: silver_history}
-  - {pipeline_id: crm, stage_order: 3, stage_name: tiers, input_id: silver_history, target_id: gold_tiers,
-     transform_sql: "SELECT id, TIER, since, __is_current AS current FROM silver_history
-                     WHERE __valid_to IS NULL"}
-"""
-
-
-def test_sql_reads_a_type_2_history_with_its_validity_columns_and_without_the_columns_kept_out(
-    store, tmp_path
-):
-    """The engine adds the validity columns (here `since`, `__valid_to`, `__is_current`), typed as the
-    sequence, and leaves `op`, declared to type the events, out of the table (cdc.except_columns)."""
-    catalog = tmp_path / "crm.yaml"
-    catalog.write_text(HISTORY_READ_BY_GOLD.replace("TIER", "tier"))
-    assert validate_files(store.snapshot(), [catalog]).rows["stages"][2].stage_name == "tiers"
-    catalog.write_text(HISTORY_READ_BY_GOLD.replace("TIER", "op AS tier"))
-    with pytest.raises(CatalogInvalid) as raised:
-        validate_files(store.snapshot(), [catalog])
-    [problem] = raised.value.problems
-    assert (problem.key, problem.message) == (
-        "crm.tiers",
-        "names column 'op', which its input does not have; it has __is_current, __valid_to, at, id, since, "
-        "tier",
-    )
-
-
 def test_pipelines_run_upstream_first(store, tmp_path):
     seed = validate_files(store.snapshot(), [SEED]).rows
     # The forecast reads orders_etl's gold and weather_etl's silver.
