@@ -283,45 +283,6 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
     assert problem.message.startswith("does not parse as redshift")
 
 
-def test_pipelines_run_upstream_first(store, tmp_path):
-    seed = validate_files(store.snapshot(), [SEED]).rows
-    # The forecast reads orders_etl's gold and weather_etl's silver.
-    with_forecast = validate_files(store.snapshot(), [SEED, SEED / "revenue_forecast.v2.yaml.example"]).rows
-    assert store.snapshot().replaced(seed).pipelines_upstream_first() == [
-        "orders_etl",
-        "user_events_etl",
-    ]
-    assert store.snapshot().replaced(with_forecast).pipelines_upstream_first() == [
-        "orders_etl",
-        "user_events_etl",
-        "weather_etl",
-        "revenue_forecast",
-    ]
-    # alpha and beta each read the other's silver (no dataset cycle): no order satisfies both, they come
-    # together after zeta, whose bronze both read.
-    feeding_each_other = tmp_path / "cycle.yaml"
-    feeding_each_other.write_text(
-        textwrap.dedent("""\
-            pipelines: [{pipeline_id: zeta}, {pipeline_id: beta}, {pipeline_id: alpha}]
-            sources: [{source_id: raw, s3_path: "s3://b/raw/", file_format: jsonl, columns: {x: string}}]
-            targets:
-              - {target_id: bronze_x, layer: bronze}
-              - {target_id: silver_a, layer: silver}
-              - {target_id: silver_b, layer: silver}
-              - {target_id: gold_a, layer: gold}
-              - {target_id: gold_b, layer: gold}
-            stages:
-              - {pipeline_id: zeta, stage_order: 1, stage_name: ingest, input_id: raw, target_id: bronze_x}
-              - {pipeline_id: alpha, stage_order: 1, stage_name: a, input_id: bronze_x, target_id: silver_a}
-              - {pipeline_id: alpha, stage_order: 2, stage_name: ga, input_id: silver_b, target_id: gold_a}
-              - {pipeline_id: beta, stage_order: 1, stage_name: b, input_id: bronze_x, target_id: silver_b}
-              - {pipeline_id: beta, stage_order: 2, stage_name: gb, input_id: silver_a, target_id: gold_b}
-        """)
-    )
-    cycle = validate_files(store.snapshot(), [feeding_each_other]).rows
-    assert store.snapshot().replaced(cycle).pipelines_upstream_first() == ["zeta", "alpha", "beta"]
-
-
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def test_every_loadable_table_moves_the_change_count_and_runtime_tables_do_not(backend, tmp_path, request):
     """`lineage serve` keeps its graph while the count stands still: a loadable table without the
