@@ -683,10 +683,11 @@ class StageRunner:
         if not groups:
             touched.unpersist()
             return self._nothing_new(stage, target, plan, end)
-        within = self._groups_window(plan.groups, touched, self.read_dataset(silver, end))
+        silver_rows = self.read_dataset(silver, end)
+        within = self._groups_window(plan.groups, touched, silver_rows)
         rows = with_group_keys(
             self.spark,
-            self.read_dataset(silver, end).where(within or "TRUE"),
+            silver_rows.where(within or "TRUE"),
             silver,
             plan.groups,
             stage.sql_dialect,
