@@ -198,7 +198,7 @@ def add_user_events(name: str) -> None:
 
 def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_frees_its_slots(deployment):
     daemon = deployment.start_daemon()
-    # The launcher sensor sees both seed pipelines' new raw data; the queued run coordinator dequeues the
+    # The launcher sensor sees the seed pipelines' new raw data; the queued run coordinator dequeues the
     # runs, each in a run worker of its own.
     first = {
         pipeline: wait_for(f"a run of {pipeline}", lambda p=pipeline: deployment.runs(p))[0].run_id

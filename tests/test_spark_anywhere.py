@@ -81,8 +81,8 @@ def assert_run_succeeds(installation: Medallion, pipeline_id: str, **spark: str)
 
 
 def assert_seed_pipelines_succeed(installation: Medallion, raw: SampleSummary, **spark: str) -> None:
-    """Both seed pipelines run to success on `raw`: gold is the reference's, and bronze read every raw line
-    and quarantined the malformed ones."""
+    """user_events_etl and orders_etl run to success on `raw`: gold is the reference's, and bronze read every
+    raw line and quarantined the malformed ones."""
     for pipeline_id in ("user_events_etl", "orders_etl"):
         assert_run_succeeds(installation, pipeline_id, **spark)
     assert installation.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
