@@ -38,11 +38,11 @@ def test_seed_loads_idempotently(store):
     assert counts(store) == after_first
     assert first == {
         "retry_policies": 2,
-        "pipelines": 2,
-        "sources": 4,
-        "targets": 7,
-        "validation_rules": 5,
-        "stages": 7,
+        "pipelines": 3,
+        "sources": 5,
+        "targets": 10,
+        "validation_rules": 7,
+        "stages": 10,
         "healing_actions": 7,
         "profiles": 2,
         "dataset_lineage": 1,
@@ -252,12 +252,12 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     runner = CliRunner()
     assert runner.invoke(main, ["catalog", "init"]).exit_code == 0
     validated = runner.invoke(main, ["catalog", "validate", str(SEED)])
-    assert validated.exit_code == 0 and validated.stdout == "valid: 38 rows\n"
+    assert validated.exit_code == 0 and validated.stdout == "valid: 48 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
-    assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 2, sources 4, targets 7")
+    assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 3, sources 5, targets 10")
     assert loaded.stdout.endswith(
-        "; 13 kill switch row(s) added (one per new pipeline, stage and source, enabled: `medallion disable` "
-        "halts it); recovery paths refreshed for 11 dataset(s)\n"
+        "; 18 kill switch row(s) added (one per new pipeline, stage and source, enabled: `medallion disable` "
+        "halts it); recovery paths refreshed for 15 dataset(s)\n"
     )
     paths = runner.invoke(main, ["paths", "gold_daily_revenue", "--json"])
     assert json.loads(paths.stdout)["paths"][0]["nodes"][-1] == "gold_daily_revenue"
@@ -281,6 +281,92 @@ def test_stage_sql_that_does_not_parse_is_reported(store, tmp_path):
         "transform_sql",
     )
     assert problem.message.startswith("does not parse as redshift")
+
+
+HISTORY_READ_BY_GOLD = """\
+pipelines: [{pipeline_id: crm}]
+sources:
+  - {source_id: changes_raw, s3_path: "s3://crm/changes/", file_format: jsonl,
+     columns: {id: string, op: string, at: string, tier: string}}
+targets:
+  - {target_id: bronze_changes, layer: bronze}
+  - target_id: silver_history
+    layer: silver
+    columns: {id: string, op: string, at: timestamp, tier: string}
+    keys: [id]
+    cdc: {sequence_by: at, apply_as_deletes: "op = 'D'", except_columns: [op]}
+    scd_type: 2
+    validity_columns: {valid_from: since}
+  - target_id: gold_tiers
+    layer: gold
+    columns: {id: string, tier: string, since: timestamp, current: boolean}
+stages:
+  - {pipeline_id: crm, stage_order: 1, stage_name: ingest, input_id: changes_raw, target_id: bronze_changes}
+  - {pipeline_id: crm, stage_order: 2, stage_name: apply, input_id: bronze_changes, target_id: silver_history}
+  - {pipeline_id: crm, stage_order: 3, stage_name: tiers, input_id: silver_history, target_id: gold_tiers,
+     transform_sql: "SELECT id, TIER, since, __is_current AS current FROM silver_history
+                     WHERE __valid_to IS NULL"}
+"""
+
+
+def test_sql_reads_a_type_2_history_with_its_validity_columns_and_without_the_columns_kept_out(
+    store, tmp_path
+):
+    """The engine adds the validity columns (here `since`, `__valid_to`, `__is_current`), typed as the
+    sequence, and leaves `op`, declared to type the events, out of the table (cdc.except_columns)."""
+    catalog = tmp_path / "crm.yaml"
+    catalog.write_text(HISTORY_READ_BY_GOLD.replace("TIER", "tier"))
+    assert validate_files(store.snapshot(), [catalog]).rows["stages"][2].stage_name == "tiers"
+    catalog.write_text(HISTORY_READ_BY_GOLD.replace("TIER", "op AS tier"))
+    with pytest.raises(CatalogInvalid) as raised:
+        validate_files(store.snapshot(), [catalog])
+    [problem] = raised.value.problems
+    assert (problem.key, problem.message) == (
+        "crm.tiers",
+        "names column 'op', which its input does not have; it has __is_current, __valid_to, at, id, since, "
+        "tier",
+    )
+
+
+def test_pipelines_run_upstream_first(store, tmp_path):
+    seed = validate_files(store.snapshot(), [SEED]).rows
+    # customer_changes_etl's gold reads orders_etl's silver_orders; the forecast reads two other pipelines.
+    with_forecast = validate_files(store.snapshot(), [SEED, SEED / "revenue_forecast.v2.yaml.example"]).rows
+    assert store.snapshot().replaced(seed).pipelines_upstream_first() == [
+        "orders_etl",
+        "customer_changes_etl",
+        "user_events_etl",
+    ]
+    assert store.snapshot().replaced(with_forecast).pipelines_upstream_first() == [
+        "orders_etl",
+        "customer_changes_etl",
+        "user_events_etl",
+        "weather_etl",
+        "revenue_forecast",
+    ]
+    # alpha and beta each read the other's silver (no dataset cycle): no order satisfies both, they come
+    # together after zeta, whose bronze both read.
+    feeding_each_other = tmp_path / "cycle.yaml"
+    feeding_each_other.write_text(
+        textwrap.dedent("""\
+            pipelines: [{pipeline_id: zeta}, {pipeline_id: beta}, {pipeline_id: alpha}]
+            sources: [{source_id: raw, s3_path: "s3://b/raw/", file_format: jsonl, columns: {x: string}}]
+            targets:
+              - {target_id: bronze_x, layer: bronze}
+              - {target_id: silver_a, layer: silver}
+              - {target_id: silver_b, layer: silver}
+              - {target_id: gold_a, layer: gold}
+              - {target_id: gold_b, layer: gold}
+            stages:
+              - {pipeline_id: zeta, stage_order: 1, stage_name: ingest, input_id: raw, target_id: bronze_x}
+              - {pipeline_id: alpha, stage_order: 1, stage_name: a, input_id: bronze_x, target_id: silver_a}
+              - {pipeline_id: alpha, stage_order: 2, stage_name: ga, input_id: silver_b, target_id: gold_a}
+              - {pipeline_id: beta, stage_order: 1, stage_name: b, input_id: bronze_x, target_id: silver_b}
+              - {pipeline_id: beta, stage_order: 2, stage_name: gb, input_id: silver_a, target_id: gold_b}
+        """)
+    )
+    cycle = validate_files(store.snapshot(), [feeding_each_other]).rows
+    assert store.snapshot().replaced(cycle).pipelines_upstream_first() == ["zeta", "alpha", "beta"]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])

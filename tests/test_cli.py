@@ -62,7 +62,7 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     assert unknown.returncode == 2
     assert (
         unknown.stderr.strip()
-        == "unknown pipeline 'no_such_pipeline'; pipelines: orders_etl, user_events_etl"
+        == "unknown pipeline 'no_such_pipeline'; pipelines: customer_changes_etl, orders_etl, user_events_etl"
     )
 
 
@@ -110,7 +110,7 @@ def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
 
     demo = shell("demo", "--rows", "1000")
     assert demo.returncode == 0, demo.stderr
-    assert "13 kill switch row(s) added (one per new pipeline, stage and source" in demo.stdout
+    assert "18 kill switch row(s) added (one per new pipeline, stage and source" in demo.stdout
     home = tmp_path / ".medallion"
     assert sorted(p.name for p in home.iterdir()) == [
         "catalog.db",

@@ -92,14 +92,16 @@ def test_cli_and_plain_sql_flips_have_the_same_effect_and_history(store):
 def test_the_readme_update_finds_rows_made_on_load_and_keeps_the_author_it_names(store):
     added = add_missing_flags(store)
     assert sorted((f.entity_type, f.entity_id) for f in added if f.entity_type != "stage") == [
+        ("pipeline", "customer_changes_etl"),
         ("pipeline", "orders_etl"),
         ("pipeline", "user_events_etl"),
+        ("source", "customer_changes_raw"),
         ("source", "customers_raw"),
         ("source", "orders_raw"),
         ("source", "orders_raw_replica"),
         ("source", "user_events_raw"),
     ]
-    assert len([f for f in added if f.entity_type == "stage"]) == 7
+    assert len([f for f in added if f.entity_type == "stage"]) == 10
     assert add_missing_flags(store) == []  # idempotent: existing rows, flipped or not, stay as they are
     with store.engine.begin() as connection:
         updated = connection.execute(
@@ -145,6 +147,9 @@ def test_a_new_row_inserted_by_sql_disables_a_source_system(store):
     snapshot, state = store.snapshot(), read_control_state(store)
     reasons = {s.stage_name: disabled_reason(snapshot, state, s) for s in snapshot.stages()}
     assert reasons == {
+        "bronze_customer_changes_ingest": "source medallion_raw disabled: S3 outage",
+        "silver_customer_history_apply": None,
+        "gold_daily_revenue_by_segment": None,
         "bronze_orders_ingest": "source medallion_raw disabled: S3 outage",
         "bronze_customers_ingest": "source medallion_raw disabled: S3 outage",
         "silver_orders_enrich": None,
@@ -158,7 +163,9 @@ def test_a_new_row_inserted_by_sql_disables_a_source_system(store):
 def test_flags_for_unknown_ids_are_refused_with_the_known_ones(store):
     with pytest.raises(UnknownEntity) as raised:
         set_flag(store, "pipeline", "user_event_etl", False, "typo")
-    assert str(raised.value) == "unknown pipeline 'user_event_etl'; known: orders_etl, user_events_etl"
+    assert str(raised.value) == (
+        "unknown pipeline 'user_event_etl'; known: customer_changes_etl, orders_etl, user_events_etl"
+    )
     assert store.table_rows("control_flags") == []
 
 
@@ -171,7 +178,10 @@ def test_cli_disable_then_run_exits_3_and_launches_nothing(tmp_path, monkeypatch
     )
     assert flipped.exit_code == 0 and "stage user_events_etl.silver_clean disabled by " in flipped.stdout
     unknown = runner.invoke(main, ["disable", "stage", "user_events_etl.nope", "--reason", "x"])
-    assert unknown.exit_code == 2 and "known: orders_etl.bronze_customers_ingest" in unknown.stderr
+    assert (
+        unknown.exit_code == 2
+        and "known: customer_changes_etl.bronze_customer_changes_ingest" in unknown.stderr
+    )
     monkeypatch.setattr(
         "medallion_assets.runner._in_process", lambda *args: pytest.fail("nothing may launch")
     )

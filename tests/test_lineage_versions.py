@@ -159,9 +159,9 @@ def test_history_of_an_unknown_dataset_offers_close_matches(catalog_url):
     load(SEED)
     unknown = CliRunner().invoke(main, ["lineage", "history", "gold_daily_revenu"])
     assert unknown.exit_code == 2
-    assert (
-        unknown.stderr
-        == "unknown dataset 'gold_daily_revenu'; did you mean: gold_daily_revenue, gold_daily_user_events?\n"
+    assert unknown.stderr == (
+        "unknown dataset 'gold_daily_revenu'; did you mean: gold_daily_revenue, gold_daily_user_events, "
+        "gold_daily_revenue_by_segment?\n"
     )
     never = CliRunner().invoke(main, ["lineage", "history", "orders_raw"])
     assert never.stdout == "no lineage versions recorded for orders_raw\n"

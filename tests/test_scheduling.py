@@ -343,13 +343,14 @@ def test_profile_cli_switches_the_default_and_one_pipeline_and_refuses_unknown_n
     ghost = cli.invoke(main, ["profile", "set", "--pipeline", "ghost", "focus"])
     assert (ghost.exit_code, ghost.stderr) == (
         2,
-        "unknown pipeline 'ghost'; pipelines: orders_etl, user_events_etl\n",
+        "unknown pipeline 'ghost'; pipelines: customer_changes_etl, orders_etl, user_events_etl\n",
     )
     assert cli.invoke(main, ["profile", "set", "focus"]).exit_code == 0
     assert cli.invoke(main, ["profile", "set", "--pipeline", "user_events_etl", "balanced"]).exit_code == 0
     shown = cli.invoke(main, ["profile", "show"]).stdout.splitlines()
     assert shown[0] == "default profile: focus"
     assert [line.split()[:3] for line in shown[3:]] == [
+        ["customer_changes_etl", "focus", "(default)"],
         ["orders_etl", "focus", "(default)"],
         ["user_events_etl", "balanced", "(override)"],
     ]
@@ -385,6 +386,6 @@ def test_catalog_validate_warns_when_focus_has_no_critical_pipeline(cli, tmp_pat
     result = cli.invoke(main, ["catalog", "validate", str(override)])
     assert result.exit_code == 0
     assert result.stderr == (
-        "warning: profile focus is in force for orders_etl, user_events_etl but no enabled "
-        "pipeline is critical: nothing is held, focus schedules like balanced\n"
+        "warning: profile focus is in force for customer_changes_etl, orders_etl, user_events_etl but no "
+        "enabled pipeline is critical: nothing is held, focus schedules like balanced\n"
     )
