@@ -1,9 +1,10 @@
 """Deterministic sample raw data with a known number of bad records of each kind.
 
-Three datasets land under one root (an ``s3://`` prefix or a local folder), as a source system would leave
-them: JSONL user events, CSV orders and a parquet customer table. The same seed always gives byte-identical
-files, and the returned summary says exactly how many defects of each kind were written, so tests and
-benchmarks can check what the pipeline kept, quarantined and deduplicated.
+Four datasets land under one root (an ``s3://`` prefix or a local folder), as a source system would leave
+them: JSONL user events, CSV orders, a parquet customer table and the customers' change events (JSONL, two
+exports). The same seed always gives byte-identical files, and the returned summary says exactly how many
+defects of each kind were written, so tests and benchmarks can check what the pipeline kept, quarantined and
+deduplicated.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import json
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import islice
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,6 +48,14 @@ _FIRST_NAMES = ("Ada", "Ben", "Chloe", "Dmitri", "Emma", "Felipe", "Grace", "Hir
 _LAST_NAMES = ("Garcia", "Kim", "Muller", "Dubois", "Smith", "Tanaka", "Silva", "Brown", "Rossi", "Novak")
 _FIRST_SIGNUP = date(2024, 1, 1)
 _SIGNUP_SPAN_DAYS = (date(2026, 10, 31) - _FIRST_SIGNUP).days
+# The customer change feed: every customer is inserted in the month before the orders' week; during the week a
+# quarter of them change segment (a new version of the customer) and a tenth change email (the same version).
+_SEGMENTS = ("standard", "plus", "premium")
+_FIRST_INSERT = datetime(2026, 10, 1, tzinfo=UTC)
+_INSERT_SPAN_SECONDS = 31 * 86_400
+_WEEK_START = datetime.fromisoformat(_DAYS[0]).replace(tzinfo=UTC)
+# The second export is taken the day after the week: its delete happens then.
+_SECOND_EXPORT = _WEEK_START + timedelta(days=_SPAN_DAYS)
 
 
 @dataclass(frozen=True)
@@ -65,15 +75,18 @@ class SampleSummary:
     wrong_field_count_orders: int
     bad_amount_orders: int
     duplicate_orders: int
+    customer_change_events: int
 
 
 def write_sample_data(
     to_url: str, rows: int, seed: int = 7, *, lines_per_file: int = LINES_PER_FILE, gzipped: bool = False
 ) -> SampleSummary:
-    """Write ``rows`` user events, ``max(rows // 5, 10)`` orders and their customers under ``to_url``.
+    """Write ``rows`` user events, ``max(rows // 5, 10)`` orders, their customers and the customers' change
+    events under ``to_url``.
 
     Layout: ``user_events/part-NNNNN.jsonl`` and ``orders/part-NNNNN.csv`` (at most ``lines_per_file``
-    data lines each; ``.jsonl.gz`` and ``.csv.gz`` when ``gzipped``) and ``customers/customers.parquet``.
+    data lines each; ``.jsonl.gz`` and ``.csv.gz`` when ``gzipped``), ``customers/customers.parquet`` and
+    ``customer_changes/part-00000.jsonl`` and ``part-00001.jsonl`` (see `_customer_changes`).
     Objects of the same name are replaced; other objects under ``to_url`` are left alone.
     """
     if rows < MIN_ROWS:
@@ -91,9 +104,15 @@ def write_sample_data(
     order_urls = _write_parts(f"{root}/orders", "csv", _ORDERS_HEADER, order_lines, lines_per_file, gzipped)
     customers_url = f"{root}/customers/customers.parquet"
     objects.write_bytes(customers_url, _customers_parquet(rng, n_customers))
+    # Drawn last, so that the datasets before keep the bytes they had before the change feed was added.
+    exports = _customer_changes(rng, n_customers)
+    change_urls = [
+        _write_lines(f"{root}/customer_changes/part-{number:05d}.jsonl", export, gzipped)
+        for number, export in enumerate(exports)
+    ]
 
     return SampleSummary(
-        objects=(*event_urls, *order_urls, customers_url),
+        objects=(*event_urls, *order_urls, customers_url, *change_urls),
         event_lines=rows,
         order_lines=n_orders,
         customer_rows=n_customers,
@@ -103,6 +122,7 @@ def write_sample_data(
         wrong_field_count_orders=len(order_defects.malformed),
         bad_amount_orders=len(order_defects.bad_value),
         duplicate_orders=len(order_defects.duplicate_of),
+        customer_change_events=sum(map(len, exports)),
     )
 
 
@@ -214,6 +234,76 @@ def _customers_parquet(rng: random.Random, n_customers: int) -> bytes:
     return buffer.getvalue()
 
 
+class _Change(NamedTuple):
+    """A change event: the customer's whole row after the change; a delete carries its key and time alone."""
+
+    changed_at: datetime
+    customer: int
+    op: str
+    segment: str | None
+    email: str | None
+
+    def line(self) -> str:
+        return json.dumps(
+            {
+                "customer_id": f"c{self.customer:05d}",
+                "op": self.op,
+                "changed_at": self.changed_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "segment": self.segment,
+                "email": self.email,
+            }
+        )
+
+
+def _customer_changes(rng: random.Random, n_customers: int) -> tuple[list[str], list[str]]:
+    """The CRM's change events of customers ``c00000``… as two exports of JSON lines. The first holds, in
+    time order, an insert of every customer and the updates of the week; the second, taken the day after, one
+    late update (in time between a customer's insert and its segment change of the week, which the first
+    export already held: a version in between) and the deletion of another customer."""
+    draw = rng.random
+
+    def in_the_week() -> datetime:
+        return _WEEK_START + timedelta(seconds=int(draw() * _SPAN_SECONDS))
+
+    inserts = [
+        _Change(
+            _FIRST_INSERT + timedelta(seconds=int(draw() * _INSERT_SPAN_SECONDS)),
+            n,
+            "I",
+            _SEGMENTS[int(draw() * len(_SEGMENTS))],
+            f"c{n:05d}@mail.example",
+        )
+        for n in range(n_customers)
+    ]
+    segment_changers = sorted(rng.sample(range(n_customers), max(n_customers // 4, 2)))
+    email_changers = sorted(rng.sample(range(n_customers), max(n_customers // 10, 1)))
+    # (when, customer, column, new value)
+    updates = [
+        (in_the_week(), n, "segment", rng.choice([s for s in _SEGMENTS if s != inserts[n].segment]))
+        for n in segment_changers
+    ] + [(in_the_week(), n, "email", f"c{n:05d}@work.example") for n in email_changers]
+    rows, events = list(inserts), list(inserts)
+    for changed_at, n, column, value in sorted(updates):
+        row = rows[n]._replace(changed_at=changed_at, op="U")
+        rows[n] = row._replace(segment=value) if column == "segment" else row._replace(email=value)
+        events.append(rows[n])
+
+    # A customer whose only events are its insert and its segment change, so that the late event's row (the
+    # insert's, with another segment) is the whole row the CRM had at that time.
+    late_customer = rng.choice([n for n in segment_changers if n not in email_changers])
+    inserted, changed = inserts[late_customer], rows[late_customer]
+    # Over a day: the inserts end before the week starts.
+    gap_seconds = int((changed.changed_at - inserted.changed_at).total_seconds())
+    late = inserted._replace(
+        changed_at=inserted.changed_at + timedelta(seconds=1 + int(draw() * (gap_seconds - 1))),
+        op="U",
+        segment=next(s for s in _SEGMENTS if s not in (inserted.segment, changed.segment)),
+    )
+    deleted = rng.choice([n for n in range(n_customers) if n != late_customer])
+    deletion = _Change(_SECOND_EXPORT + timedelta(seconds=int(draw() * 86_400)), deleted, "D", None, None)
+    return [e.line() for e in sorted(events)], [late.line(), deletion.line()]
+
+
 def _write_parts(
     prefix: str, extension: str, header: str | None, lines: Iterable[str], lines_per_file: int, gzipped: bool
 ) -> list[str]:
@@ -223,12 +313,19 @@ def _write_parts(
     while chunk := list(islice(lines, lines_per_file)):
         if header is not None:
             chunk.insert(0, header)
-        url = f"{prefix}/part-{len(urls):05d}.{extension}" + (".gz" if gzipped else "")
-        data = ("\n".join(chunk) + "\n").encode()
-        # mtime=0: the same sample compresses to the same bytes, so reruns keep their ETags.
-        objects.write_bytes(url, gzip.compress(data, mtime=0) if gzipped else data)
-        urls.append(url)
+        urls.append(_write_lines(f"{prefix}/part-{len(urls):05d}.{extension}", chunk, gzipped))
     return urls
+
+
+def _write_lines(url: str, lines: list[str], gzipped: bool) -> str:
+    """Write ``lines`` at ``url`` (gzip-compressed at ``url.gz`` when ``gzipped``); returns where."""
+    data = ("\n".join(lines) + "\n").encode()
+    if not gzipped:
+        objects.write_bytes(url, data)
+        return url
+    # mtime=0: the same sample compresses to the same bytes, so reruns keep their ETags.
+    objects.write_bytes(f"{url}.gz", gzip.compress(data, mtime=0))
+    return f"{url}.gz"
 
 
 def write_weather_sample(to_url: str, seed: int = 7) -> str:

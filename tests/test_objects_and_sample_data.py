@@ -203,7 +203,7 @@ def test_sample_data_is_deterministic(tmp_path):
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
     assert sorted(first.objects) == [str(tmp_path / "a" / name) for name in _tree(tmp_path / "a")]
     assert [url.replace("/a/", "/b/") for url in first.objects] == list(second.objects)
-    assert len(first.objects) == 14 + 3 + 1
+    assert len(first.objects) == 14 + 3 + 1 + 2  # events, orders, customers, customer changes
     for name, content in _tree(tmp_path / "c").items():
         assert content != _tree(tmp_path / "a")[name], name
     assert other.event_lines == first.event_lines
@@ -295,6 +295,42 @@ def test_sample_data_summary_counts_what_is_in_the_files(tmp_path):
         6,
     )
     assert data_rows == summary.order_lines == 600
+
+
+def test_sample_customer_changes_hold_updates_a_late_event_and_a_delete(tmp_path):
+    summary = write_sample_data(str(tmp_path), 2_000)
+    first, second = (
+        [json.loads(line) for line in (tmp_path / "customer_changes" / name).read_text().splitlines()]
+        for name in ("part-00000.jsonl", "part-00001.jsonl")
+    )
+    assert len(first) + len(second) == summary.customer_change_events
+
+    # The first export, in time order: every customer inserted before the orders' week, then its updates of
+    # the week, each the customer's whole row with one column changed.
+    assert [e["changed_at"] for e in first] == sorted(e["changed_at"] for e in first)
+    inserts = [e for e in first if e["op"] == "I"]
+    assert sorted(e["customer_id"] for e in inserts) == [f"c{n:05d}" for n in range(summary.customer_rows)]
+    assert max(e["changed_at"] for e in inserts) < "2026-11-01"
+    rows, changed = {}, []
+    for event in first:
+        if event["op"] == "U":
+            assert "2026-11-01" <= event["changed_at"] < "2026-11-08"
+            [column] = [c for c in ("segment", "email") if event[c] != rows[event["customer_id"]][c]]
+            changed.append(column)
+        rows[event["customer_id"]] = event
+    assert sorted(changed) == ["email"] * 2 + ["segment"] * 5  # a tenth and a quarter of 20 customers
+
+    # The second: an update placed between its customer's insert and segment change, with a segment of
+    # neither, and the deletion of another customer the day after the week.
+    late, deletion = second
+    inserted, segment_change = [e for e in first if e["customer_id"] == late["customer_id"]]
+    assert (inserted["op"], segment_change["op"], late["op"]) == ("I", "U", "U")
+    assert inserted["changed_at"] < late["changed_at"] < segment_change["changed_at"]
+    assert late["segment"] not in (inserted["segment"], segment_change["segment"])
+    assert late["email"] == inserted["email"]
+    assert deletion["customer_id"] != late["customer_id"] and deletion["customer_id"] in rows
+    assert (deletion["op"], deletion["segment"], deletion["email"]) == ("D", None, None)
+    assert deletion["changed_at"].startswith("2026-11-08")
 
 
 def test_reference_agrees_with_the_sample_summary(tmp_path):
