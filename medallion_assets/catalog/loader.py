@@ -28,6 +28,7 @@ from medallion_assets.catalog.models import (
     Row,
     Source,
     Target,
+    ValidityColumns,
 )
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.config import configured_warehouse_url
@@ -407,11 +408,25 @@ def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> dict[str, s
     """The columns (name → Spark type) a dataset is declared to have as a stage's SQL reads it, or None when
     not declared.
 
-    Bronze holds its source's columns and the ingestion columns; silver and gold hold their declared columns.
+    Bronze holds its source's columns and the ingestion columns; silver and gold hold their declared columns,
+    except the event columns a change feed keeps out (`except_columns`), and a type 2 history its validity
+    columns too, in the terms of its sequence.
     """
     target = snapshot.targets.get(dataset_id)
     if target is None or target.layer != "bronze":
-        return dict(target.columns) if target is not None and target.columns is not None else None
+        if target is None or target.columns is None:
+            return None
+        if target.cdc is None:
+            return dict(target.columns)
+        left_out = target.cdc.except_columns
+        columns = {name: kind for name, kind in target.columns.items() if name not in left_out}
+        if target.scd_type == 2:
+            validity = target.validity_columns or ValidityColumns()
+            sequence = target.columns[target.cdc.sequence_by]
+            columns.update(
+                {validity.valid_from: sequence, validity.valid_to: sequence, validity.is_current: "boolean"}
+            )
+        return columns
     producer = snapshot.stage_producing(dataset_id)
     source = snapshot.sources.get(producer.input_id) if producer else None
     if source is None or source.columns is None:
