@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar, cast
 
+import networkx as nx
+
 from medallion_assets.catalog.models import (
     LOADABLE,
     ControlFlag,
@@ -100,3 +102,20 @@ class CatalogSnapshot:
 
     def stage_producing(self, target_id: str) -> Stage | None:
         return next((s for s in self.stages() if s.target_id == target_id), None)
+
+    def pipelines_upstream_first(self) -> list[str]:
+        """Every pipeline's id, each after the pipelines that make its stages' inputs, by id where that leaves
+        a choice. Pipelines that feed one another (a cycle, which no order satisfies) come together, by id."""
+        made_by = {stage.target_id: stage.pipeline_id for stage in self.stages()}
+        feeds = nx.DiGraph()
+        feeds.add_nodes_from(self.pipelines)
+        feeds.add_edges_from(
+            (made_by[input_id], stage.pipeline_id)
+            for stage in self.stages()
+            for input_id in stage.input_ids()
+            if made_by.get(input_id, stage.pipeline_id) != stage.pipeline_id
+        )
+        groups = nx.condensation(feeds)
+        members: dict[int, set[str]] = nx.get_node_attributes(groups, "members")
+        order = nx.lexicographical_topological_sort(groups, key=lambda group: min(members[group]))
+        return [pipeline_id for group in order for pipeline_id in sorted(members[group])]

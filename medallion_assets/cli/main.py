@@ -402,7 +402,8 @@ def ui(port: int) -> None:
 @main.command("demo")
 @click.option("--rows", default=20_000, show_default=True, help="number of user events to generate")
 def demo(rows: int) -> None:
-    """Sample data, the seed catalog, every seed pipeline run and the gold rows, all in the embedded home."""
+    """Sample data, the seed catalog, every seed pipeline run (each after those making its inputs) and the
+    gold rows, all in the embedded home."""
     from medallion_assets.local_s3 import serve_folder
     from medallion_assets.naming import quote_qualified
     from medallion_assets.sample_data import write_sample_data
@@ -417,7 +418,7 @@ def demo(rows: int) -> None:
     with serve_folder(raw):
         statuses = {
             pipeline_id: _run(pipeline_id, as_json=False)
-            for pipeline_id in sorted(store.snapshot().pipelines)
+            for pipeline_id in store.snapshot().pipelines_upstream_first()
         }
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
