@@ -84,7 +84,12 @@ def installation(tmp_path, s3_endpoint) -> Installation:
     s3 = boto3.client("s3")
     for bucket in (primary, replica):
         s3.create_bucket(Bucket=bucket)
-    for key in ("orders/part-00000.csv", "customers/customers.parquet", "user_events/part-00000.jsonl"):
+    for key in (
+        "orders/part-00000.csv",
+        "customers/customers.parquet",
+        "user_events/part-00000.jsonl",
+        "customer_changes/export-1.jsonl",
+    ):
         s3.put_object(Bucket=primary, Key=key, Body=b"probe me")
     s3.put_object(Bucket=replica, Key="orders/part-00000.csv", Body=b"probe me")
     seed = tmp_path / "seed"
@@ -101,7 +106,7 @@ def installation(tmp_path, s3_endpoint) -> Installation:
 
 def test_graph_has_stage_and_alternate_edges_with_their_costs_and_lines(installation):
     graph = build_graph(installation.snapshot)
-    assert graph.number_of_nodes() == 11 and graph.number_of_edges() == 9
+    assert graph.number_of_nodes() == 15 and graph.number_of_edges() == 13
     assert graph.nodes["orders_raw_replica"] == {"kind": "source", "layer": "raw"}
     assert graph.nodes[GOLD] == {"kind": "target", "layer": "gold"}
     edges = {(u, v): (d["via"], d["kind"], d["line"], d["cost"]) for u, v, d in graph.edges(data=True)}
@@ -129,6 +134,7 @@ def test_graph_has_stage_and_alternate_edges_with_their_costs_and_lines(installa
         ("bronze_orders", "alternate"),
         ("silver_orders", "main"),
         (GOLD, "main"),
+        ("gold_daily_revenue_by_segment", "main"),
     ]
     assert [
         (r.downstream_column, r.upstream, r.transformation)
@@ -158,9 +164,9 @@ def test_recovery_paths_are_ranked_by_cost_and_bounded(installation):
 
 def test_refresh_materializes_paths_and_rewrites_only_what_changed(installation):
     store = installation.store
-    assert len(refresh_recovery_paths(store, installation.snapshot)) == 11
+    assert len(refresh_recovery_paths(store, installation.snapshot)) == 15
     rows = store.table_rows("dataset_recovery_paths")
-    assert len(rows) == 16
+    assert len(rows) == 23
     gold = sorted((r for r in rows if r["dataset"] == GOLD), key=lambda r: r["path_rank"])
     assert [(r["path_rank"], tuple(r["nodes"]), r["cost"]) for r in gold] == [
         (1, VIA_CUSTOMERS, 3.5),
@@ -183,7 +189,12 @@ def test_refresh_materializes_paths_and_rewrites_only_what_changed(installation)
             ]
         }
     )
-    assert refresh_recovery_paths(store, installation.snapshot) == ["bronze_orders", GOLD, "silver_orders"]
+    assert refresh_recovery_paths(store, installation.snapshot) == [
+        "bronze_orders",
+        GOLD,
+        "gold_daily_revenue_by_segment",
+        "silver_orders",
+    ]
     after = store.table_rows("dataset_recovery_paths")
     untouched = {r["dataset"]: r["computed_at"] for r in rows if r["dataset"] == "bronze_user_events"}
     assert {
@@ -200,10 +211,11 @@ def test_primary_bucket_deleted_the_shortest_available_path_goes_through_the_rep
     everything = set(graph.nodes)
     # The gold tables have not been loaded yet: the warehouse itself says so.
     missing = installation.availability().unavailable(everything)
-    assert set(missing) == {"gold_daily_revenue", "gold_daily_user_events"}
+    assert set(missing) == {"gold_daily_revenue", "gold_daily_user_events", "gold_daily_revenue_by_segment"}
     for dataset, table in (
         ("gold_daily_revenue", "analytics.daily_revenue_by_country"),
         ("gold_daily_user_events", "analytics.daily_user_events"),
+        ("gold_daily_revenue_by_segment", "analytics.daily_revenue_by_segment"),
     ):
         assert missing[dataset].startswith(
             f'query failed: CatalogException: Catalog Error: Table with name "{table}" does not exist'
@@ -211,8 +223,9 @@ def test_primary_bucket_deleted_the_shortest_available_path_goes_through_the_rep
     assert shortest_available_path(graph, GOLD, set()) == RecoveryPath(VIA_PRIMARY, 3.5)
 
     installation.delete_primary_bucket()
-    down = installation.availability().unavailable(everything - {GOLD, "gold_daily_user_events"})
-    assert set(down) == {"orders_raw", "customers_raw", "user_events_raw"}
+    gold = {GOLD, "gold_daily_user_events", "gold_daily_revenue_by_segment"}
+    down = installation.availability().unavailable(everything - gold)
+    assert set(down) == {"orders_raw", "customers_raw", "user_events_raw", "customer_changes_raw"}
     assert down["orders_raw"] == (
         f"source orders_raw: s3://{installation.primary}/orders/ does not exist "
         f"(bucket {installation.primary} not found)"
@@ -397,6 +410,8 @@ def test_cli_lineage_show(cli):
         "downstream of bronze_orders:",
         "  1  bronze_orders → silver_orders  via orders_etl.silver_orders_enrich (stage, main, cost 1)",
         "  2  silver_orders → gold_daily_revenue  via orders_etl.gold_daily_revenue (stage, main, cost 1.5)",
+        "  2  silver_orders → gold_daily_revenue_by_segment  via "
+        "customer_changes_etl.gold_daily_revenue_by_segment (stage, main, cost 1)",
     ]
     unknown = cli.invoke(main, ["lineage", "show", "bronze_order"])
     assert unknown.exit_code == 2
@@ -447,6 +462,6 @@ def test_cli_history_and_refresh(cli, installation):
     )
 
     assert cli.invoke(main, ["lineage", "refresh"]).stdout.startswith(
-        "recovery paths: 11 dataset(s) updated: "
+        "recovery paths: 15 dataset(s) updated: "
     )
     assert cli.invoke(main, ["lineage", "refresh"]).stdout == "recovery paths: 0 dataset(s) updated\n"
