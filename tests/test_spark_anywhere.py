@@ -139,9 +139,33 @@ def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
 
 
 def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, connect):
+    """The seed pipelines run through Spark Connect; then new events arrive, and silver merges only them and
+    gold recomputes only the days they touch, through Connect too."""
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
     summary = write_sample_data(RAW, rows=3000, lines_per_file=1000, gzipped=True)
     assert_seed_pipelines_succeed(medallion, summary, SPARK_REMOTE=connect)
+
+    late = [
+        {
+            "event_id": f"late-{i}",
+            "user_id": f"u{i % 7}",
+            "event_type": "click",
+            "event_ts": f"2026-01-0{1 + i % 3}T09:00:00Z",
+        }
+        for i in range(40)
+    ]
+    boto3.client("s3").put_object(
+        Bucket="medallion-raw",
+        Key="user_events/zz-late.jsonl",
+        Body="".join(json.dumps(event) + "\n" for event in late).encode(),
+    )
+    assert_run_succeeds(medallion, "user_events_etl", SPARK_REMOTE=connect)
+    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+    modes = {
+        stage: medallion.stage_audit(stage)[-1]["details"]["mode"]
+        for stage in ("silver_clean", "gold_daily_aggregate")
+    }
+    assert modes == {"silver_clean": "incremental", "gold_daily_aggregate": "incremental"}
 
 
 def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):

@@ -469,10 +469,6 @@ class StageRunner:
         rules = self.rules(stage)
         if not target.keys:
             return Mode("full", "the target has no keys to merge new rows on")
-        if config.spark_remote():
-            # PySpark 4.1's Connect client merges a plan's observations with dict(**a, **b), which raises when
-            # both sides of a join or union carry the same one, as the merge of new rows does.
-            return Mode("full", "through Spark Connect, merging new rows is not supported yet (PySpark 4.1)")
         if stage.inputs or source is None or source.layer != "bronze":
             return Mode("full", "the stage reads more than one bronze table")
         if stage.transform_sql and not row_by_row(stage.transform_sql, stage.sql_dialect, [stage.input_id]):
@@ -490,11 +486,6 @@ class StageRunner:
     def _plan_groups(self, stage: Stage, target: Target) -> Mode:
         """Whether a gold stage may recompute only the groups its silver input's changes touched
         (`gold_groups`), from its last commit on, and why."""
-        if config.spark_remote():
-            # Not yet tried through Spark Connect, whose client refuses some plans silver's merge makes.
-            return Mode(
-                "full", "through Spark Connect, recomputing groups is not supported yet (PySpark 4.1)"
-            )
         source = self.snapshot.targets.get(stage.input_id)
         try:
             groups = gold_groups(stage, target, self.snapshot, self._columns_of(source) if source else [])
@@ -569,7 +560,9 @@ class StageRunner:
         increment = shaped.frame.cache()
         increment.count()
         try:
-            return self._merge_increment(stage, target, plan, shaped, increment, new_rows, end)
+            return self._merge_increment(
+                stage, target, plan, shaped, without_observations(increment), new_rows, end
+            )
         finally:
             increment.unpersist()
 
@@ -1020,6 +1013,14 @@ def changes_of_groups(table: DataFrame, groups: DataFrame, keys: list[str]) -> D
     return kept.withColumn(DELETE_FLAG, F.lit(False)).unionByName(
         vanished.withColumn(DELETE_FLAG, F.lit(True)), allowMissingColumns=True
     )
+
+
+def without_observations(computed: DataFrame) -> DataFrame:
+    """`computed` (cached, its observations complete) as a plan that carries them no more, through Spark
+    Connect: PySpark 4.1's Connect client gathers a plan's observations with dict(**a, **b), which raises when
+    both sides of a join or union carry the same one, as a merge's plans do. A local checkpoint of the cached
+    rows is such a plan. A classic session has no such limit, and keeps the cache alone."""
+    return computed.localCheckpoint() if config.spark_remote() else computed
 
 
 def staged_on_executors(frame: DataFrame, prefix: str) -> StagedParquet | None:
