@@ -458,7 +458,7 @@ class StageRunner:
         A keyed silver dataset fed by one bronze table is brought up to date from the rows bronze appended
         since its last commit (`_plan` says whether it can be, and why not)."""
         plan = self._plan(stage, target)
-        if plan.since is not None and plan.days:
+        if plan.since is not None and plan.days is not None:
             return self._recompute_days(stage, target, plan)
         if plan.since is not None and plan.groups:
             return self._recompute_groups(stage, target, plan)
