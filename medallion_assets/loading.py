@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from medallion_assets.catalog import loader
+from medallion_assets.catalog.days import check_gold_days
 from medallion_assets.catalog.loader import CatalogProblem, LoadedRows
 from medallion_assets.catalog.models import HealingAction, Row
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -42,6 +43,7 @@ CHECKS: tuple[loader.RowCheck, ...] = (
     check_notifications,
     check_layouts,
     check_maintenance,
+    check_gold_days,
 )
 
 

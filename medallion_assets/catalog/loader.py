@@ -344,7 +344,7 @@ def check_references(
             if unknown(ref, known):
                 problem("stages", stage, field_name, f"unknown {what} {ref!r}")
         if stage.transform_sql:
-            declared = {input_id: _declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+            declared = {input_id: declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             schemas = {input_id: columns for input_id, columns in declared.items() if columns is not None}
             try:
                 query = checked_query(
@@ -404,7 +404,7 @@ def check_references(
     return problems
 
 
-def _declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> dict[str, str] | None:
+def declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> dict[str, str] | None:
     """The columns (name → Spark type) a dataset is declared to have as a stage's SQL reads it, or None when
     not declared.
 

@@ -235,15 +235,30 @@ class ValidityColumns(BaseModel):
     is_current: Identifier = "__is_current"
 
 
+# The longest lookback a gold target may declare: a year and a day (a leap year's days, and one more).
+MAX_LOOKBACK_DAYS = 366
+
+
 class Incremental(BaseModel):
-    """How a keyed silver target's merges find the rows that new input may replace."""
+    """How a keyed silver target's merges find the rows that new input may replace; how a gold target is
+    recomputed day by day (dbt microbatch's idea: the days its main input's changes fall on, with a
+    lookback)."""
 
     model_config = ConfigDict(extra="forbid")
     by: Identifier = Field(
         description=(
-            "a date or timestamp column whose day all rows of a key share (an event's time): a merge "
-            "searches only the days its new rows fall on, which a table partitioned by days(by) prunes to"
+            "a date or timestamp column whose day all rows of a key share (an event's time). Silver: a merge "
+            "searches only the days its new rows fall on, which a table partitioned by days(by) prunes to. "
+            "Gold: the day column its SQL makes from an event time of its main input; a run recomputes the "
+            "days that input's changes touched"
         )
+    )
+    lookback: int = Field(
+        default=0,
+        description=(
+            f"gold: how many days before its own a day of gold is made from, 0 to {MAX_LOOKBACK_DAYS} (a "
+            "window over the last days): a touched day's change reaches that many days after it too"
+        ),
     )
 
 
@@ -320,7 +335,9 @@ class Target(Row):
         default=None,
         description=(
             "full: recompute the dataset whole on every run; {by: COLUMN} (keyed silver): merges search only "
-            "the days of `by` their new rows fall on; by default, what the definition allows"
+            "the days of `by` their new rows fall on; {by: COLUMN, lookback: DAYS} (gold): recompute the "
+            "days its main input's changes fall on, and the lookback's days after them; by default, what "
+            "the definition allows"
         ),
     )
 
@@ -357,12 +374,34 @@ class Target(Row):
         return self
 
     def _check_incremental(self) -> None:
-        """A merge window needs a keyed silver merge and a day to search by."""
+        """A merge window needs a keyed silver merge and a day to search by; gold's days, a declared day
+        column that holds each key's rows to one day."""
         if not isinstance(self.incremental, Incremental):
             return
-        by = self.incremental.by
-        if self.layer != "silver" or not self.keys or self.cdc is not None:
-            raise ValueError("incremental.by is for keyed silver targets without cdc (their merges)")
+        by, lookback = self.incremental.by, self.incremental.lookback
+        if self.layer == "bronze":
+            raise ValueError("incremental.by is for silver and gold targets")
+        if self.layer == "silver":
+            if not self.keys or self.cdc is not None:
+                raise ValueError("incremental.by is for keyed silver targets without cdc (their merges)")
+            if lookback:
+                raise ValueError(
+                    "incremental.lookback is for gold targets: a silver merge searches exactly the days of "
+                    "its new rows"
+                )
+        if not 0 <= lookback <= MAX_LOOKBACK_DAYS:
+            raise ValueError(
+                f"incremental.lookback is {lookback}: give a number of days from 0 to {MAX_LOOKBACK_DAYS}"
+            )
+        if self.layer == "gold":
+            if not self.columns:
+                raise ValueError("incremental.by of a gold target names one of its columns: declare them")
+            # Gold replaces whole days: a key with rows on two days would keep one of them twice.
+            if self.keys and by not in self.keys:
+                raise ValueError(
+                    f"incremental.by column {by!r} is not one of the keys ({', '.join(self.keys)}): a key's "
+                    "rows must share one day"
+                )
         if self.columns:
             if by not in self.columns:
                 raise ValueError(f"incremental.by names undeclared column {by!r}")

@@ -86,10 +86,29 @@ def on_days(column: str, column_type: DataType, days: Collection[date | None]) -
 def window_of(values: DataFrame, of: str, column: str, column_type: DataType) -> str | None:
     """`on_days` of the days `values`' column `of` falls on (computed only when `column_type` is a date or
     timestamp: None otherwise)."""
-    if type(column_type) not in _DAY_LITERALS:
+    if not is_day_type(column_type):
         return None
-    days = [row[0] for row in values.select(F.to_date(F.col(f"`{of}`"))).distinct().collect()]
-    return on_days(column, column_type, days)
+    return on_days(column, column_type, days_of(values, of))
+
+
+def is_day_type(column_type: DataType) -> bool:
+    """Whether a column of this type falls on days (`on_days` can bound it): a date or timestamp."""
+    return type(column_type) in _DAY_LITERALS
+
+
+def days_of(values: DataFrame, column: str) -> list[date | None]:
+    """The days (the session time zone's) `values`' date or timestamp `column` falls on; None for a null."""
+    return [row[0] for row in values.select(F.to_date(F.col(f"`{column}`"))).distinct().collect()]
+
+
+def spread(days: Collection[date | None], before: int, after: int) -> set[date | None]:
+    """The `days`, and those up to `before` days before and `after` days after each (a null day stays
+    itself)."""
+    return {
+        None if day is None else day + timedelta(days=shift)
+        for day in days
+        for shift in range(-before, after + 1)
+    }
 
 
 def newer_wins(

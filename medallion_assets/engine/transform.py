@@ -209,16 +209,6 @@ def describe_groups(groups: Mapping[str, exp.Expr], dialect: str) -> str:
     )
 
 
-def day_column(key: exp.Expr) -> str | None:
-    """The input column a group key is, or is the day of (`CAST(c AS DATE)`, `c::DATE`, `TO_DATE(c)`,
-    `DATE(c)`); None for any other key. A group's rows then lie within its days of that column."""
-    if isinstance(key, (exp.Cast, exp.TryCast)) and key.to.is_type(exp.DataType.Type.DATE):
-        key = key.this
-    elif isinstance(key, (exp.TsOrDsToDate, exp.Date)) and not key.args.get("format"):
-        key = key.this
-    return key.name if isinstance(key, exp.Column) else None
-
-
 def group_key_column(output: str) -> str:
     """The helper column a group key's value is computed in; its name holds a space, which no catalog
     column's name (an identifier) can."""

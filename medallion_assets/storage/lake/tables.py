@@ -293,7 +293,7 @@ class LakeTables:
     def stage_replacing(
         self,
         table: TableRef,
-        keys: DataFrame,
+        keys: DataFrame | None,
         rows: DataFrame,
         key_columns: list[str],
         run_id: str,
@@ -301,7 +301,8 @@ class LakeTables:
     ) -> str:
         """On the run's branch, replace the rows of the keys in `keys` by `rows` (a merge on the keys,
         compared column by column, nulls equal): the table's other rows are untouched. Returns the branch.
-        `within`, a SQL condition every row of those keys meets, limits the files the delete reads.
+        `within`, a SQL condition every row of those keys meets, limits the files the delete reads. Without
+        `keys`, every row `within` holds is replaced (a day of gold recomputed whole).
 
         Written as a delete of the keys' rows and an append of their new rows, both on the branch, which
         `publish` makes one change of `main`. Not `MERGE INTO`: Iceberg 1.11 on Spark 4.1 cannot resolve a
@@ -312,14 +313,19 @@ class LakeTables:
             f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{branch}` "
             f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
         )
-        view = "medallion_replaced_keys_" + branch
-        keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
-        on = " AND ".join(f"t.`{k}` <=> k.`{k}`" for k in key_columns)
-        where = f"({within}) AND " if within else ""
-        self.spark.sql(
-            f"DELETE FROM {table.branch(branch)} t WHERE {where}EXISTS (SELECT 1 FROM `{view}` k WHERE {on})"
-        )
-        self.spark.catalog.dropTempView(view)
+        if keys is None:
+            assert within is not None, "rows replaced without keys are those a condition holds of"
+            self.spark.sql(f"DELETE FROM {table.branch(branch)} WHERE {within}")
+        else:
+            view = "medallion_replaced_keys_" + branch
+            keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
+            on = " AND ".join(f"t.`{k}` <=> k.`{k}`" for k in key_columns)
+            where = f"({within}) AND " if within else ""
+            self.spark.sql(
+                f"DELETE FROM {table.branch(branch)} t WHERE {where}"
+                f"EXISTS (SELECT 1 FROM `{view}` k WHERE {on})"
+            )
+            self.spark.catalog.dropTempView(view)
         (
             self._in_table_order(table, rows)
             .writeTo(table.branch(branch))
