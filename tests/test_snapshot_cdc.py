@@ -1,6 +1,6 @@
 """Change data capture from whole snapshots (`cdc.from_snapshot`): consecutive snapshots are compared, a key
 whose row changed is updated, a key missing from the next snapshot is deleted (type 1) or its version closed
-(type 2), one that comes back is inserted again. Built snapshot by snapshot, the tables equal one full build."""
+(type 2), one that comes back is inserted again. Built batch by batch, the tables equal one full build."""
 
 from __future__ import annotations
 

@@ -413,7 +413,7 @@ class Target(Row):
 
     @staticmethod
     def _check_snapshots(cdc: Cdc) -> None:
-        """Snapshots carry whole rows and no operation: what a change feed's events say, comparing them does."""
+        """Snapshots carry whole rows and no operation: what a change feed's events say, comparing does."""
         if cdc.apply_as_deletes:
             raise ValueError(
                 "apply_as_deletes is for change feeds: with from_snapshot, a key missing from a snapshot is "

@@ -169,7 +169,9 @@ def snapshot_events(rows: DataFrame, target: Target, snapshots: DataFrame) -> Da
     upserts = flag_events(rows, target)
     keys = [F.col(f"`{k}`") for k in target.keys]
     snapshot = F.col(f"`{_SNAPSHOT}`")
-    following = snapshots.select(snapshot, F.lead(snapshot).over(Window.orderBy(snapshot)).alias(_NEXT_SNAPSHOT))
+    following = snapshots.select(
+        snapshot, F.lead(snapshot).over(Window.orderBy(snapshot)).alias(_NEXT_SNAPSHOT)
+    )
     held = (
         upserts.select(*keys, F.col(f"`{sequence_by}`").alias(_SNAPSHOT))
         .distinct()
