@@ -206,11 +206,23 @@ Condition = Annotated[str, AfterValidator(_condition)]
 
 
 class Cdc(BaseModel):
-    """How a target applies a change feed: each input row is an event on the row of its keys."""
+    """How a target applies a change feed: each input row is an event on the row of its keys; or, with
+    `from_snapshot`, a row of one of the table's whole snapshots, whose changes are derived."""
 
     model_config = ConfigDict(extra="forbid")
     sequence_by: Identifier = Field(
-        description="the events' order; ties are broken by ingestion order, then by the row's content"
+        description=(
+            "the events' order; ties are broken by ingestion order, then by the row's content. With "
+            "from_snapshot: which snapshot a row belongs to (e.g. its export time), and their order"
+        )
+    )
+    from_snapshot: bool = Field(
+        default=False,
+        description=(
+            "the input holds whole snapshots of the table, each the rows sharing one sequence_by value; "
+            "consecutive snapshots are compared: a key's row in a snapshot upserts it, a key missing from "
+            "the snapshot after one that held it is deleted there"
+        ),
     )
     apply_as_deletes: Condition | None = Field(
         default=None, description="SQL condition of an event that deletes its key, e.g. op = 'D'"
@@ -427,6 +439,8 @@ class Target(Row):
             raise ValueError("track_history_* and validity_columns are for scd_type 2")
         if self.scd_type == 2 and self.cdc.apply_as_truncates:
             raise ValueError("apply_as_truncates is for scd_type 1: a type 2 history is never truncated")
+        if self.cdc.from_snapshot:
+            self._check_snapshots(self.cdc)
         if self.columns:
             named = [self.cdc.sequence_by, *self.cdc.except_columns]
             named += [*(self.track_history_columns or ()), *(self.track_history_except or ())]
@@ -435,6 +449,23 @@ class Target(Row):
                 raise ValueError(f"cdc names undeclared column(s): {', '.join(unknown)}")
             if self.cdc.sequence_by in self.cdc.except_columns:
                 raise ValueError("except_columns cannot hold sequence_by")
+
+    @staticmethod
+    def _check_snapshots(cdc: Cdc) -> None:
+        """Snapshots carry whole rows and no operation: what a change feed's events say, comparing does."""
+        if cdc.apply_as_deletes:
+            raise ValueError(
+                "apply_as_deletes is for change feeds: with from_snapshot, a key missing from a snapshot is "
+                "deleted"
+            )
+        if cdc.apply_as_truncates:
+            raise ValueError(
+                "apply_as_truncates is for change feeds: with from_snapshot, a snapshot holds every row"
+            )
+        if cdc.ignore_null_updates:
+            raise ValueError(
+                "ignore_null_updates is for change feeds: with from_snapshot, a null is the column's value"
+            )
 
 
 class Stage(Row):

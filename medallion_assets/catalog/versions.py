@@ -53,6 +53,8 @@ def definition(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> dict[
     made["output"]["type"] = made["output"].pop("kind")
     # Fields added later count only where set: versions recorded before them keep their fingerprint.
     made["output"].update(target.model_dump(mode="json", include=_CHANGE_FIELDS, exclude_none=True))
+    if target.cdc is not None and not target.cdc.from_snapshot:
+        del made["output"]["cdc"]["from_snapshot"]  # a change feed keeps the fingerprint it had before
     source = snapshot.sources.get(stage.input_id) if target.layer == "bronze" else None
     if source is not None:
         made["source"] = source.model_dump(mode="json", include={"file_format", "columns", "options"})

@@ -7,6 +7,8 @@ batch touched and replace only their rows: the result equals the one computed fr
 
 Events are ordered by the target's `sequence_by`; ties are broken by ingestion order (file, line) and then by
 the row's content, so the order, and every result, is the same whatever order the events arrived in.
+
+Whole snapshots of a table (`cdc.from_snapshot`) are turned into such events, and applied as a change feed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from medallion_assets.sql_safety import checked_condition
 # Helper columns; their names hold a space, which no catalog column's name (an identifier) can.
 _DELETE, _TRUNCATE, _TIE, _SEGMENT = "cdc delete", "cdc truncate", "cdc tie", "cdc segment"
 _NEW, _BOUNDARY, _FROM = "cdc new version", "cdc boundary", "cdc from"
+_SNAPSHOT, _NEXT_SNAPSHOT, _KEYS_NEXT = "cdc snapshot", "cdc next snapshot", "cdc key's next snapshot"
 
 
 def same_keys(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
@@ -165,6 +168,58 @@ def flag_events(events: DataFrame, target: Target) -> DataFrame:
         .withColumn(_DELETE, condition(cdc.apply_as_deletes))
         .withColumn(_TRUNCATE, condition(cdc.apply_as_truncates))
     )
+
+
+def snapshot_sequences(frame: DataFrame, target: Target) -> DataFrame:
+    """The snapshots `frame`'s rows belong to: one row per sequence value (a row without one is in none)."""
+    assert target.cdc is not None
+    sequence = F.col(f"`{target.cdc.sequence_by}`")
+    return frame.where(sequence.isNotNull()).select(sequence.alias(_SNAPSHOT)).distinct()
+
+
+def snapshot_events(rows: DataFrame, target: Target, snapshots: DataFrame) -> DataFrame:
+    """Consecutive snapshots compared, as flagged events (as `flag_events` flags a change feed's): each row
+    upserts its key at its snapshot's sequence, and a key missing from the snapshot after one that held it is
+    deleted at that snapshot's sequence. `rows` are some keys' rows of the snapshots; `snapshots`, every
+    snapshot's sequence (`snapshot_sequences` of every row): a key's deletes depend on which snapshots there
+    are, not only on its own rows."""
+    assert target.cdc is not None
+    sequence_by = target.cdc.sequence_by
+    upserts = flag_events(rows, target)
+    keys = [F.col(f"`{k}`") for k in target.keys]
+    snapshot = F.col(f"`{_SNAPSHOT}`")
+    following = snapshots.select(
+        snapshot, F.lead(snapshot).over(Window.orderBy(snapshot)).alias(_NEXT_SNAPSHOT)
+    )
+    held = (
+        upserts.select(*keys, F.col(f"`{sequence_by}`").alias(_SNAPSHOT))
+        .distinct()
+        .join(following, _SNAPSHOT)
+        .withColumn(_KEYS_NEXT, F.lead(snapshot).over(Window.partitionBy(*keys).orderBy(snapshot)))
+    )
+    # The key's next snapshot is never before the next one: when it is not that one, the key skipped it.
+    next_snapshot = F.col(f"`{_NEXT_SNAPSHOT}`")
+    missing = held.where(next_snapshot.isNotNull() & ~next_snapshot.eqNullSafe(F.col(f"`{_KEYS_NEXT}`")))
+    made = {
+        **{k: F.col(f"`{k}`") for k in target.keys},
+        sequence_by: next_snapshot,
+        _DELETE: F.lit(True),
+        _TRUNCATE: F.lit(False),
+    }
+    # Nothing for a delete to tie with: its key has no row in its snapshot, and it has one delete there.
+    deletes = missing.select(
+        *[made.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in upserts.schema.fields]
+    )
+    return upserts.unionByName(deletes)
+
+
+def events_of(rows: DataFrame, target: Target, every_row: DataFrame) -> DataFrame:
+    """The flagged events of `rows`, some keys' rows of the stage's input `every_row`: a change feed's rows
+    are its events; snapshots' are derived by comparing them (`snapshot_events`)."""
+    assert target.cdc is not None
+    if target.cdc.from_snapshot:
+        return snapshot_events(rows, target, snapshot_sequences(every_row, target))
+    return flag_events(rows, target)
 
 
 def truncates(flagged: DataFrame) -> DataFrame:

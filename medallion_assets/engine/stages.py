@@ -448,7 +448,7 @@ class StageRunner:
                 rejects.append((rejected, violations))
             frame = frame.where(~violation)
         if target.cdc is not None and apply:
-            frame = changes.apply_changes(changes.flag_events(frame, target), target)
+            frame = changes.apply_changes(changes.events_of(frame, target, frame), target)
         return Shaped(frame, counts, rejects, rows_in_metric)
 
     def _transform(self, stage: Stage, target: Target) -> tuple[StageOutcome, DataFrame]:
@@ -464,9 +464,9 @@ class StageRunner:
             return self._recompute_groups(stage, target, plan)
         if plan.since is not None:
             incremental = self._merge_new_rows(stage, target, plan)
-            if incremental is not None:
+            if not isinstance(incremental, Mode):
                 return incremental
-            plan = Mode("full", "a truncate event arrived: every key may change")
+            plan = incremental
         outcome, written = self._recompute(stage, target)
         outcome.details.update(mode=plan.mode, why=plan.why)
         return outcome, written
@@ -611,10 +611,11 @@ class StageRunner:
 
     def _merge_new_rows(
         self, stage: Stage, target: Target, plan: Mode
-    ) -> tuple[StageOutcome, DataFrame] | None:
+    ) -> tuple[StageOutcome, DataFrame] | Mode:
         """Bring the table up to date from the rows its bronze input appended since `plan.since`: new rows
         replace older ones of their keys (a change feed: the keys it touches are recomputed from their own
-        events), on the run's branch, checked there, then published. None when a truncate event arrived."""
+        events), on the run's branch, checked there, then published. When the new rows may change every key
+        (a truncate event, a late snapshot), the full mode instead, saying why."""
         assert plan.since is not None
         bronze = stage.input_id
         end = self.lake.current_snapshot(table_of(self.snapshot.targets[bronze]))
@@ -668,7 +669,7 @@ class StageRunner:
         increment: DataFrame,
         new_rows: DataFrame,
         end: int,
-    ) -> tuple[StageOutcome, DataFrame] | None:
+    ) -> tuple[StageOutcome, DataFrame] | Mode:
         bronze, table = stage.input_id, table_of(target)
         current = self.lake.current_snapshot(table)
         existing = self.lake.read(table, snapshot_id=current)
@@ -676,12 +677,19 @@ class StageRunner:
         if target.cdc is not None:
             events = changes.flag_events(increment, target)
             if target.cdc.apply_as_truncates and changes.truncates(events).limit(1).count():
-                return None
+                return Mode("full", "a truncate event arrived: every key may change")
             keys = events.select(*[F.col(f"`{k}`") for k in target.keys]).distinct()
-            # Every event of those keys, read from the same bronze version, shaped as in a full build.
+            if target.cdc.from_snapshot:
+                touched = self._snapshot_keys(stage, target, plan, keys, events)
+                if isinstance(touched, Mode):
+                    return touched
+                keys = touched
+            # Every row of those keys, read from the same bronze version, shaped as in a full build.
             history = self._shape(stage, target, {bronze: self.read_dataset(bronze, end)}, apply=False)
             # Only the touched keys' events are flagged (a tie-breaker made of each whole row), not all.
-            of_keys = changes.flag_events(changes.rows_of_keys(history.frame, keys, target.keys), target)
+            of_keys = changes.events_of(
+                changes.rows_of_keys(history.frame, keys, target.keys), target, history.frame
+            )
             if target.cdc.apply_as_truncates:
                 of_keys = of_keys.unionByName(changes.truncates(changes.flag_events(history.frame, target)))
             rows = changes.apply_changes(of_keys, target)
@@ -706,6 +714,37 @@ class StageRunner:
             {bronze: end},
             rows_in=self._rows_made(stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
         )
+
+    def _snapshot_keys(
+        self, stage: Stage, target: Target, plan: Mode, new_keys: DataFrame, new_rows: DataFrame
+    ) -> DataFrame | Mode:
+        """The keys that new snapshots (`new_rows`, holding `new_keys`) may change: theirs, and those of the
+        latest snapshot applied before, which are deleted where missing from the first new one. A new snapshot
+        not after that one (a late snapshot, or the rest of one split across batches) may change the keys of
+        any snapshot after it: then the full mode, saying why."""
+        assert target.cdc is not None and plan.since is not None
+        sequence = F.col(f"`{target.cdc.sequence_by}`")
+        bronze = stage.input_id
+        applied = self._shape(
+            stage, target, {bronze: self.read_dataset(bronze, plan.since)}, apply=False
+        ).frame
+        latest = applied.agg(F.max(sequence).alias("cdc latest applied"))
+        earliest_new, latest_applied = new_rows.agg(F.min(sequence)).crossJoin(latest).first() or (None, None)
+        if earliest_new is None or latest_applied is None:
+            return new_keys  # no new snapshot, or none before it to compare with
+        if earliest_new <= latest_applied:
+            return Mode(
+                "full",
+                f"a snapshot arrived late ({target.cdc.sequence_by} {earliest_new} is not after "
+                f"{latest_applied}, the latest applied): every key of the snapshots after it may change",
+            )
+        # Compared in Spark, not with the value collected: a timestamp need not survive the round trip.
+        previous_keys = (
+            applied.crossJoin(latest)
+            .where(sequence == F.col("`cdc latest applied`"))
+            .select(*[F.col(f"`{k}`") for k in target.keys])
+        )
+        return new_keys.unionByName(previous_keys).distinct()
 
     @staticmethod
     def _merge_window(target: Target, incoming: DataFrame) -> str | None:
