@@ -290,3 +290,49 @@ def test_a_truncate_event_rebuilds_whole_and_wipes_late_events_before_it(spark, 
     assert (
         house.rows("trunc") == house.rows("trunc_full") == [(2, "a", 7, "new", None), (3, "a", 6, "z", None)]
     )
+
+
+def test_a_key_goes_on_from_its_current_row_unless_an_event_is_late_new_or_after_a_delete(
+    spark, tmp_path, monkeypatch
+):
+    # Type 2, and type 1 that fills nulls from the key's last values: both go on from a current row.
+    house = Lakehouse(spark, tmp_path, {"scd2": DATASETS["scd2"], "scd1": DATASETS["scd1"]})
+    histories_read: list[str] = []
+    read_dataset = StageRunner.read_dataset
+
+    def spied(runner: StageRunner, target_id: str, snapshot_id: Any = None, appended_after: Any = None):
+        if appended_after is None:
+            histories_read.append(target_id)
+        return read_dataset(runner, target_id, snapshot_id, appended_after)
+
+    monkeypatch.setattr(StageRunner, "read_dataset", spied)
+    house.append(
+        [(1, "a", "10", "I", "red", "p"), (2, "b", "10", "I", "red", "p"), (3, "c", "10", "I", "x", "p")]
+    )
+    house.append([(3, "c", "12", "D", None, None)])
+    for name in ("scd2", "scd1"):
+        house.build(name)
+    # Every key touched goes on: a change of the tracked column, of an untracked one (with a null, which type
+    # 1 fills), and two events of one sequence value.
+    house.append(
+        [(1, "a", "20", "U", "blue", None), (2, "b", "15", "U", None, "q"), (2, "b", "15", "U", "red", "r")]
+    )
+    for name in ("scd2", "scd1"):
+        histories_read.clear()
+        assert house.build(name).details["mode"] == "incremental"
+        assert histories_read == [], name
+    # Late for its current row, a new key, a key after its delete, and one that goes on, in one batch.
+    house.append(
+        [
+            (1, "a", "15", "U", "green", "p"),
+            (4, "d", "1", "I", "new", None),
+            (3, "c", "11", "U", "back", None),
+        ]
+        + [(2, "b", "30", "D", None, None)]
+    )
+    for name in ("scd2", "scd1"):
+        histories_read.clear()
+        assert house.build(name).details["mode"] == "incremental"
+        assert histories_read == ["bronze_feed"], name
+        house.build(f"{name}_full")
+        assert house.rows(name) == house.rows(f"{name}_full"), name
