@@ -30,9 +30,6 @@ from medallion_assets.sql_safety import checked_condition
 _DELETE, _TRUNCATE, _TIE, _SEGMENT = "cdc delete", "cdc truncate", "cdc tie", "cdc segment"
 _NEW, _BOUNDARY, _FROM = "cdc new version", "cdc boundary", "cdc from"
 _SNAPSHOT, _NEXT_SNAPSHOT, _KEYS_NEXT = "cdc snapshot", "cdc next snapshot", "cdc key's next snapshot"
-# Of an event standing for a type 2 version already in the table (`current_rows_as_events`): where that
-# version began. Null for real events, whose version begins at their own sequence.
-_STARTED = "cdc version from"
 
 
 def same_keys(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
@@ -165,37 +162,11 @@ def flag_events(events: DataFrame, target: Target) -> DataFrame:
     def condition(sql: str | None) -> Column:
         return F.coalesce(F.expr(checked_condition(sql)), F.lit(False)) if sql else F.lit(False)
 
-    sequence = F.col(f"`{cdc.sequence_by}`")
     return (
-        events.where(sequence.isNotNull())
+        events.where(F.col(f"`{cdc.sequence_by}`").isNotNull())
         .withColumn(_TIE, F.to_json(F.struct(*[F.col(f"`{c}`") for c in events.columns])))
         .withColumn(_DELETE, condition(cdc.apply_as_deletes))
         .withColumn(_TRUNCATE, condition(cdc.apply_as_truncates))
-        .withColumn(_STARTED, F.lit(None).cast(events.schema[cdc.sequence_by].dataType))
-    )
-
-
-def current_rows_as_events(current: DataFrame, flagged: DataFrame, target: Target) -> DataFrame:
-    """Keys' current rows in the target's table (of type 2: their current versions) as events flagged like
-    `flagged` (`flag_events`): each row's values and sequence (its key's last event's), and of a version,
-    where it began. Applied with a key's later events, such an event stands for every earlier one: the rows
-    made are those a recompute from all of them makes, as long as each later event's sequence is greater than
-    the row's (no later event lands before the last one applied, and the key has no delete after the row's
-    last event: the row would not be current)."""
-    assert target.cdc is not None
-    fixed = {
-        _TIE: F.lit(None),
-        _DELETE: F.lit(False),
-        _TRUNCATE: F.lit(False),
-        _STARTED: F.col(f"`{validity_columns(target).valid_from}`") if target.scd_type == 2 else F.lit(None),
-    }
-    return current.select(
-        *[
-            fixed.get(c, F.col(f"`{c}`") if c in current.columns else F.lit(None))
-            .cast(flagged.schema[c].dataType)
-            .alias(c)
-            for c in flagged.columns
-        ]
     )
 
 
@@ -262,7 +233,7 @@ def apply_changes(flagged: DataFrame, target: Target) -> DataFrame:
     cdc = target.cdc
     assert cdc is not None
     keys, sequence = target.keys, F.col(f"`{cdc.sequence_by}`")
-    columns = output_columns(target, flagged.drop(_TIE, _DELETE, _TRUNCATE, _STARTED))
+    columns = output_columns(target, flagged.drop(_TIE, _DELETE, _TRUNCATE))
     ingestion = [F.col(c) for c in ("_ingested_at", "_source_file", "_source_line") if c in flagged.columns]
     order = [sequence, *ingestion, F.col(f"`{_TIE}`")]
     events = flagged.where(~F.col(f"`{_TRUNCATE}`"))
@@ -312,10 +283,9 @@ def _versions(events: DataFrame, target: Target, columns: list[str], by_key: Win
     starts = previous_deleted.isNull() | previous_deleted | reduce(or_, changed, F.lit(False))
     marked = events.withColumn(_NEW, ~deleted & starts)
     marked = marked.withColumn(_BOUNDARY, deleted | F.col(f"`{_NEW}`"))
-    starts_at = F.coalesce(F.col(f"`{_STARTED}`"), sequence)
     marked = marked.withColumns(
         {
-            _FROM: F.max(F.when(F.col(f"`{_NEW}`"), starts_at)).over(
+            _FROM: F.max(F.when(F.col(f"`{_NEW}`"), sequence)).over(
                 by_key.rowsBetween(Window.unboundedPreceding, 0)
             ),
             "cdc next boundary": F.lead(F.col(f"`{_BOUNDARY}`")).over(by_key),

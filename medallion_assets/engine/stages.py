@@ -684,11 +684,16 @@ class StageRunner:
                 if isinstance(touched, Mode):
                     return touched
                 keys = touched
-            # Every row the table has of those keys, read once: their current rows and the versions before.
-            of_keys = changes.rows_of_keys(existing, keys, target.keys).cache()
-            rows = self._changed_rows(stage, target, events, keys, of_keys, end)
+            # Every row of those keys, read from the same bronze version, shaped as in a full build.
+            history = self._shape(stage, target, {bronze: self.read_dataset(bronze, end)}, apply=False)
+            # Only the touched keys' events are flagged (a tie-breaker made of each whole row), not all.
+            of_keys = changes.events_of(
+                changes.rows_of_keys(history.frame, keys, target.keys), target, history.frame
+            )
+            if target.cdc.apply_as_truncates:
+                of_keys = of_keys.unionByName(changes.truncates(changes.flag_events(history.frame, target)))
+            rows = changes.apply_changes(of_keys, target)
         else:
-            of_keys = None
             incoming = increment.drop(*INGESTION_COLUMNS)
             within = self._merge_window(target, incoming)
             rows = changes.newer_wins(
@@ -701,76 +706,14 @@ class StageRunner:
             )
             keys = rows
         rows_read = new_rows.count()
-        try:
-            return self._replace_keys(
-                stage,
-                target,
-                plan,
-                Replacement(rows, keys, target.keys, shaped.rejects, rows_read, within),
-                {bronze: end},
-                rows_in=self._rows_made(stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
-            )
-        finally:
-            if of_keys is not None:
-                of_keys.unpersist()
-
-    def _changed_rows(
-        self,
-        stage: Stage,
-        target: Target,
-        events: DataFrame,
-        touched: DataFrame,
-        of_keys: DataFrame,
-        end: int,
-    ) -> DataFrame:
-        """The rows a change feed's flagged new `events` make of the keys they may change (`touched`: theirs,
-        and of snapshots, the previous snapshot's), which have `of_keys` in the table. A key whose current row
-        is older than each of its new events (the common case) goes on from that row: its new events are
-        applied after it, and a type 2 key keeps its earlier versions as they are. Any other key (new,
-        deleted, with an event late for its current row, or of snapshots) is recomputed from every event of
-        it in bronze (snapshot `end`), which is read only when there is such a key."""
-        cdc = target.cdc
-        assert cdc is not None
-        keys, sequence = target.keys, f"`{cdc.sequence_by}`"
-        first_new = events.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(F.min(sequence).alias("first new"))
-        is_current = F.col(f"`{changes.validity_columns(target).is_current}`")
-        current = of_keys.where(is_current) if target.scd_type == 2 else of_keys
-        # A truncate may have wiped a current row's events since, and a key's absence from a snapshot is
-        # found only by comparing the snapshots: with either, every key is recomputed.
-        goes_on = (
-            F.lit(False)
-            if cdc.apply_as_truncates or cdc.from_snapshot
-            else changes.same_keys(current, first_new, keys) & (first_new["`first new`"] > current[sequence])
-        )
-        # Each side is matched against a frame of the other's lineage (the table's rows, the events), never
-        # its own: a join of a frame with one derived from it cannot tell their columns apart.
-        continued = current.join(first_new, goes_on, "left_semi")
-        rows = changes.apply_changes(
-            changes.current_rows_as_events(continued, events, target).unionByName(
-                changes.rows_of_keys(events, continued, keys)
-            ),
+        return self._replace_keys(
+            stage,
             target,
+            plan,
+            Replacement(rows, keys, target.keys, shaped.rejects, rows_read, within),
+            {bronze: end},
+            rows_in=self._rows_made(stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
         )
-        if target.scd_type == 2:
-            earlier = changes.rows_of_keys(
-                of_keys.where(~is_current), first_new.join(current, goes_on, "left_semi"), keys
-            )
-            rows = rows.unionByName(earlier.select(*[F.col(f"`{c}`") for c in rows.columns]))
-        recomputed = changes.keys_without_rows(touched, continued, keys)
-        if recomputed.isEmpty():
-            return rows
-        # Every event of those keys, read from the same bronze version, shaped as in a full build.
-        bronze = stage.input_id
-        history = self._shape(stage, target, {bronze: self.read_dataset(bronze, end)}, apply=False)
-        # Only those keys' events are flagged (a tie-breaker made of each whole row), not all.
-        of_recomputed = changes.events_of(
-            changes.rows_of_keys(history.frame, recomputed, keys), target, history.frame
-        )
-        if cdc.apply_as_truncates:
-            of_recomputed = of_recomputed.unionByName(
-                changes.truncates(changes.flag_events(history.frame, target))
-            )
-        return rows.unionByName(changes.apply_changes(of_recomputed, target))
 
     def _snapshot_keys(
         self, stage: Stage, target: Target, plan: Mode, new_keys: DataFrame, new_rows: DataFrame
