@@ -857,8 +857,11 @@ class StageRunner:
         read_days = changes.spread(days, lookback, 0)
         on_event_days = changes.on_days(event_column, main_rows.schema[event_column].dataType, read_days)
         assert on_event_days is not None, "the event column is a date or timestamp (day_source)"
+        # Cached, as the groups' rows are: read by the count of rows read, by the count of what the SQL makes
+        # of them, and by the SQL.
+        of_days = main_rows.where(on_event_days).cache()
         inputs = {
-            main: main_rows.where(on_event_days),
+            main: of_days,
             **{
                 dimension: self.read_dataset(dimension, read)
                 for dimension, read in plan.days.dimensions.items()
@@ -889,6 +892,7 @@ class StageRunner:
             {main: end, **plan.days.dimensions},
             rows_in=self._rows_made(stage, inputs),
         )
+        of_days.unpersist()
         outcome.details["days_recomputed"] = len(days)
         if target.load_mode == "merge":
             # The warehouse merges by the target's keys, which hold `by`: the days' keys before and after.
