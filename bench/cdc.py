@@ -8,8 +8,10 @@ batch is appended to bronze (untimed), then applied twice in the same Spark sess
 
 - Medallion: the silver stage, run by StageRunner, which must take its incremental path (details["mode"]
   == "incremental", else the benchmark fails). Timed: `run_stage` whole, as an asset would run it: the
-  plan, the read of bronze's new rows, the keys' events, the history of those keys, the delete and append on
-  the run's branch, the rules (the three history checks of a type 2 table among them) and the publish.
+  plan, the read of bronze's new rows, the keys' events, the history of those keys, their rows replaced on
+  the run's branch (1% of keys touch every data file, so the table is written whole in one commit; see
+  `LakeTables.stage_replacing`), the rules (the three history checks of a type 2 table among them) and the
+  publish.
 - By hand: the SCD2 a data engineer writes with Iceberg's `MERGE INTO` on a table of the same columns
   (format-version 2 and Iceberg's default copy-on-write, like the lake's tables): one MERGE whose source is
   the batch twice over (the classic `merge_key` trick), which closes the current version of each changed or

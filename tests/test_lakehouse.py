@@ -26,7 +26,7 @@ from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import table_info
-from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.lake.tables import LakeTables, branch_name
 from tests.conftest import Medallion
 from tests.lake import lake_rows, lake_snapshots
 
@@ -139,6 +139,53 @@ def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_pa
         "own on branch run_runtwo; run it again to build on that version"
     )
     assert [row.asDict() for row in lake.read(table).collect()] == [{"id": 1, "v": "a"}]
+
+
+def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the_table_in_one_commit(
+    spark, tmp_path
+):
+    lake = LakeTables(spark, str(tmp_path / "lake"))
+    table = TableRef("lake", "silver", "replaced")
+    schema = "id bigint, v string"
+    lake.ensure(table, spark.createDataFrame([], schema).schema, None)
+    for batch, rows in enumerate([[(1, "a"), (2, "b")], [(3, "c"), (None, "n")]]):
+        lake.append(table, spark.createDataFrame(rows, schema).coalesce(1), f"batch{batch}")
+    main = lake.current_snapshot(table)
+
+    def replaced(keys: list, rows: list, run_id: str) -> tuple[dict, set[str], int]:
+        branch = lake.stage_replacing(
+            table,
+            spark.createDataFrame([(k,) for k in keys], "id bigint"),
+            spark.createDataFrame(rows, schema),
+            ["id"],
+            run_id,
+        )
+        staged = lake.read(table, branch=branch)
+        head = spark.sql(f"SELECT snapshot_id FROM {table.sql}.refs WHERE name = '{branch}'").first()[0]
+        parents = {
+            r.snapshot_id: r.parent_id for r in spark.sql(f"SELECT * FROM {table.sql}.snapshots").collect()
+        }
+        commits = 0
+        while head != main:
+            head, commits = parents[head], commits + 1
+        files = {r._file for r in spark.table(table.branch(branch)).select("_file").collect()}
+        return {r.id: r.v for r in staged.collect()}, files, commits
+
+    before = {r._file for r in spark.table(table.sql).select("_file").collect()}
+    # Keys of one file (a null key among them, equal to itself): the delete rewrites that file alone, the
+    # new rows are appended after it.
+    rows, files, commits = replaced([None, 4], [(None, "N"), (4, "d")], "run-some")
+    assert rows == {1: "a", 2: "b", 3: "c", None: "N", 4: "d"}
+    assert commits == 2 and len(files & before) == 1
+    # A key in every file: every file would be rewritten, so the table is written whole, in one commit.
+    rows, files, commits = replaced([1, 3, 9], [(1, "A"), (9, "z")], "run-every")
+    assert rows == {1: "A", 2: "b", None: "n", 9: "z"}
+    assert commits == 1 and not files & before
+    # Staged from the version read: a version published meanwhile makes the publish refuse, not lose it.
+    lake.append(table, spark.createDataFrame([(5, "e")], schema), "meanwhile")
+    with pytest.raises(LakeCommitConflict):
+        lake.publish(table, branch_name("run-every"))
+    assert {r.id: r.v for r in lake.read(table).collect()} == {1: "a", 2: "b", 3: "c", None: "n", 5: "e"}
 
 
 def test_a_table_changed_outside_medallion_is_reported_as_schema_drift(medallion, spark):

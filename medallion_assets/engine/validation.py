@@ -99,7 +99,8 @@ def _found_by_re2(pattern: str) -> Callable[[Column], Column]:
 def evaluate_rules(df: DataFrame, rules: Sequence[Rule], now: datetime | None = None) -> list[RuleOutcome]:
     """Evaluate `rules` over `df` and return one outcome per rule, in the rules' order.
 
-    All native rules share one aggregation, a single Spark job; schema_match reads only the schema;
+    All native rules and the rules on a type 2 history share one aggregation, a single Spark job (with a
+    window over each key's versions for the latter); schema_match reads only the schema;
     great_expectations rules run afterwards. `now` is the reference time of freshness rules (default: the
     current time; a naive datetime is local time, as `datetime.timestamp` takes it). A rule naming a column
     that `df` lacks fails with a message naming the column. A great_expectations rule's `column`, if any, is
@@ -125,16 +126,21 @@ def _evaluate(
     outcomes, runnable = _screen(df, rules)
     expectations = {index: expectation for index, expectation in expectations.items() if index in runnable}
     histories = {index: rule for index, rule in runnable.items() if rule.type in HISTORY_RULE_TYPES}
-    outcomes.update({index: _history_outcome(df, rule) for index, rule in histories.items()})
     native = {
         index: rule
         for index, rule in runnable.items()
         if index not in expectations and index not in histories
     }
     rows = None
-    if native or count_rows:
-        values = df.agg(*_aggregates(native)).collect()[0].asDict()
-        outcomes.update(_judge(native, values, now))
+    if native or histories or count_rows:
+        # The history rules' breaking rows are marked by windows over each key's versions, and counted by
+        # the same aggregation as the native rules: one job for them all.
+        marked = df.withColumns({_breaks(index): _breaking(rule) for index, rule in histories.items()})
+        breaking = [
+            F.sum(F.col(f"`{_breaks(index)}`").cast("long")).alias(_breaks(index)) for index in histories
+        ]
+        values = marked.agg(*_aggregates(native), *breaking).collect()[0].asDict()
+        outcomes.update(_judge({**native, **histories}, values, now))
         rows = int(values["row_count"])
     if expectations:
         outcomes.update(_run_expectations(df, rules, expectations))
@@ -240,19 +246,28 @@ def _validity(rule: Rule) -> ValidityColumns:
     return ValidityColumns(**rule.kwargs)
 
 
-def _history_outcome(df: DataFrame, rule: Rule) -> RuleOutcome:
-    """A rule on a type 2 history, in a job of its own: the rows that break it, among versions of a key."""
+def _breaks(index: int) -> str:
+    """The name of the rule's count of breaking rows, as `_judge` splits it: `index:key`."""
+    return f"{index}:breaks"
+
+
+def _breaking(rule: Rule) -> Column:
+    """Whether a row breaks a rule on a type 2 history, among the versions of its key."""
     keys, names = [F.col(f"`{c}`") for c in rule.subject_columns()], _validity(rule)
-    valid_from, valid_to = F.col(f"`{names.valid_from}`"), F.col(f"`{names.valid_to}`")
+    versions = Window.partitionBy(*keys)
     if rule.type == "scd2_one_current":
-        current = df.where(F.col(f"`{names.is_current}`")).groupBy(*keys).count().where("count > 1")
-        failing = int(current.agg(F.coalesce(F.sum("count"), F.lit(0))).collect()[0][0])
+        current = F.col(f"`{names.is_current}`")
+        return current & (F.sum(current.cast("int")).over(versions) > 1)
+    valid_from, valid_to = F.col(f"`{names.valid_from}`"), F.col(f"`{names.valid_to}`")
+    following = F.lead(valid_from).over(versions.orderBy(valid_from))
+    return following.isNotNull() & (valid_to.isNull() | (following < valid_to))
+
+
+def _judge_history(rule: Rule, values: dict[str, Any], rows: int, now: datetime) -> RuleOutcome:
+    failing = int(values["breaks"] or 0)
+    if rule.type == "scd2_one_current":
         what = "are current versions of a key with more than one"
     else:
-        following = F.lead(valid_from).over(Window.partitionBy(*keys).orderBy(valid_from))
-        marked = df.withColumn("next version from", following)
-        nxt = F.col("`next version from`")
-        failing = marked.where(nxt.isNotNull() & (valid_to.isNull() | (nxt < valid_to))).count()
         what = "overlap the validity interval of the key's next version"
     message = f"{rule.name}: {failing} rows {what}" if failing else f"{rule.name}: holds"
     return RuleOutcome(rule, failing == 0, {"failing_rows": failing}, failing, message)
@@ -409,6 +424,7 @@ _JUDGES: dict[str, Callable[[Rule, dict[str, Any], int, datetime], RuleOutcome]]
     "range": _judge_row_level,
     "unique": _judge_unique,
     "freshness": _judge_freshness,
+    **{history: _judge_history for history in HISTORY_RULE_TYPES},
 }
 
 

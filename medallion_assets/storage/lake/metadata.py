@@ -118,13 +118,14 @@ def snapshots_by_id(lake_root: str, table: TableRef) -> dict[int, SnapshotInfo]:
     return {s.snapshot_id: _snapshot_info(s) for s in loaded.metadata.snapshots}
 
 
-def snapshot_total_rows(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
-    """The rows the table holds at `snapshot_id`, from the snapshot's summary."""
+def snapshot_total(lake_root: str, table: TableRef, snapshot_id: int, total: str) -> int | None:
+    """A total the snapshot's summary keeps of the table at `snapshot_id` (`total-records`,
+    `total-data-files`, …)."""
     loaded = load_table(lake_root, table)
     snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
     summary = snapshot.summary if snapshot else None
-    total = summary.additional_properties.get("total-records") if summary else None
-    return int(total) if total is not None else None
+    value = summary.additional_properties.get(total) if summary else None
+    return int(value) if value is not None else None
 
 
 def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:

@@ -48,7 +48,7 @@ from medallion_assets.storage.lake.metadata import (
     current_snapshot_id,
     dropped_columns,
     parent_snapshot_id,
-    snapshot_total_rows,
+    snapshot_total,
     snapshots_by_id,
 )
 
@@ -274,19 +274,30 @@ class LakeTables:
         without a Spark job)."""
         return batch_snapshots(self.lake_root, table, batch_ids, BATCH_PROPERTY)
 
-    def stage(self, table: TableRef, frame: DataFrame, run_id: str) -> str:
-        """Write `frame` as the table's whole new content on the run's branch; returns the branch."""
-        branch = branch_name(run_id)
-        self.spark.sql(
-            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{branch}` "
-            f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
-        )
+    def stage(
+        self, table: TableRef, frame: DataFrame, run_id: str, *, from_snapshot: int | None = None
+    ) -> str:
+        """Write `frame` as the table's whole new content on the run's branch; returns the branch. With
+        `from_snapshot`, the branch starts at that snapshot instead of `main`: `publish` refuses it when
+        `main` has moved since, so a content made from that snapshot never hides a version published after
+        it."""
+        branch = self._branch(table, run_id, from_snapshot)
         (
             self._in_table_order(table, frame)
             .writeTo(table.branch(branch))
             .option(f"snapshot-property.{RUN_PROPERTY}", run_id)
             .option("mergeSchema", "true")
             .overwrite(F.lit(True))
+        )
+        return branch
+
+    def _branch(self, table: TableRef, run_id: str, from_snapshot: int | None = None) -> str:
+        """The run's branch of the table, made afresh at `main` (or at `from_snapshot`); returns its name."""
+        branch = branch_name(run_id)
+        at = f" AS OF VERSION {int(from_snapshot)}" if from_snapshot is not None else ""
+        self.spark.sql(
+            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{branch}`{at} "
+            f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
         )
         return branch
 
@@ -307,25 +318,56 @@ class LakeTables:
         Written as a delete of the keys' rows and an append of their new rows, both on the branch, which
         `publish` makes one change of `main`. Not `MERGE INTO`: Iceberg 1.11 on Spark 4.1 cannot resolve a
         merge's columns in a table that accepts any schema, as lake tables do (recomputes may add columns).
+        When every data file holds a row of those keys (changes spread over the whole table), the delete
+        would rewrite every file: the table's other rows and `rows` are then written as its whole new
+        content instead, one write and one commit, without the delete's search for the files it rewrites.
         `rows` must not read this table's current version lazily: read it at a snapshot."""
-        branch = branch_name(run_id)
-        self.spark.sql(
-            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{branch}` "
-            f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
-        )
         if keys is None:
             assert within is not None, "rows replaced without keys are those a condition holds of"
+            branch = self._branch(table, run_id)
             self.spark.sql(f"DELETE FROM {table.branch(branch)} WHERE {within}")
-        else:
-            view = "medallion_replaced_keys_" + branch
-            keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
-            on = " AND ".join(f"t.`{k}` <=> k.`{k}`" for k in key_columns)
+            return self._append_staged(table, branch, rows, run_id)
+        view = "medallion_replaced_keys_" + branch_name(run_id)
+        keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
+        of_keys = "EXISTS (SELECT 1 FROM `{view}` k WHERE {on})".format(
+            view=view, on=" AND ".join(f"t.`{k}` <=> k.`{k}`" for k in key_columns)
+        )
+        try:
+            snapshot_id = self.current_snapshot(table)
+            if (
+                within is None
+                and snapshot_id is not None
+                and self._every_file_holds(table, snapshot_id, of_keys)
+            ):
+                others = self.spark.sql(
+                    f"SELECT * FROM {table.sql} VERSION AS OF {snapshot_id} t WHERE NOT {of_keys}"
+                )
+                return self.stage(
+                    table,
+                    others.unionByName(rows, allowMissingColumns=True),
+                    run_id,
+                    from_snapshot=snapshot_id,
+                )
+            branch = self._branch(table, run_id)
             where = f"({within}) AND " if within else ""
-            self.spark.sql(
-                f"DELETE FROM {table.branch(branch)} t WHERE {where}"
-                f"EXISTS (SELECT 1 FROM `{view}` k WHERE {on})"
-            )
+            self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {where}{of_keys}")
+        finally:
             self.spark.catalog.dropTempView(view)
+        return self._append_staged(table, branch, rows, run_id)
+
+    def _every_file_holds(self, table: TableRef, snapshot_id: int, of_keys: str) -> bool:
+        """Whether each data file of the table at `snapshot_id` holds a row that `of_keys` (a condition on
+        its rows, `t`) holds of: the data files counted from the snapshot's summary, those holding such a
+        row by a scan of the key columns alone."""
+        files = self.data_files(table, snapshot_id)
+        if not files:
+            return False
+        holding = self.spark.sql(
+            f"SELECT count(DISTINCT t._file) FROM {table.sql} VERSION AS OF {snapshot_id} t WHERE {of_keys}"
+        ).first()
+        return holding is not None and holding[0] == files
+
+    def _append_staged(self, table: TableRef, branch: str, rows: DataFrame, run_id: str) -> str:
         (
             self._in_table_order(table, rows)
             .writeTo(table.branch(branch))
@@ -360,7 +402,11 @@ class LakeTables:
 
     def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
         """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata, no Spark job)."""
-        return snapshot_total_rows(self.lake_root, table, snapshot_id)
+        return snapshot_total(self.lake_root, table, snapshot_id, "total-records")
+
+    def data_files(self, table: TableRef, snapshot_id: int) -> int | None:
+        """The data files the table holds at `snapshot_id`, from the snapshot's summary."""
+        return snapshot_total(self.lake_root, table, snapshot_id, "total-data-files")
 
     def current_snapshot(self, table: TableRef) -> int | None:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
