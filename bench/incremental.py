@@ -11,11 +11,11 @@ run tag `medallion/full_refresh=*`: silver and gold rebuilt whole from bronze, w
 issue 24); its gold must equal the incremental run's gold row for row. Last, a run with no new object is
 timed: the empty batch.
 
-Prints day N / day 2 (goal <= 1.2) and writes the curve to bench/results/incremental.png.
+Prints day N / day 2 (goal <= 1.2) and writes the curve to bench/results/incremental.png (or `--curve`).
 
     python bench/incremental.py                         # 30 days of 100,000 events
     python bench/incremental.py --days 30 --rows 500000 # the issue's size (long on two cores)
-    python bench/incremental.py --quick                 # 4 days of 20,000 events, to check it works
+    python bench/incremental.py --quick --curve /tmp/c.png  # 4 days of 20,000 events, to check it works
 """
 
 from __future__ import annotations
@@ -116,7 +116,9 @@ class Installation:
             return connection.execute(f"SELECT * FROM {GOLD_TABLE} ORDER BY 1").fetchall()
 
 
-def plot(days: list[int], seconds: list[float], silver: list[float], gold: list[float], full: dict) -> Path:
+def plot(
+    path: Path, days: list[int], seconds: list[float], silver: list[float], gold: list[float], full: dict
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,8 +136,7 @@ def plot(days: list[int], seconds: list[float], silver: list[float], gold: list[
     axes.set_ylim(bottom=0)
     axes.legend()
     axes.set_title("user_events_etl: run time as history grows")
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "incremental.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100, bbox_inches="tight")
     return path
 
@@ -146,6 +147,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000, help="events a day (default 100,000)")
     parser.add_argument("--full-refresh-days", type=int, nargs="*", default=[2, 10, 20, 30])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--curve", type=Path, default=RESULTS / "incremental.png", help="where the plot goes")
     args = parser.parse_args()
     days, rows, refresh_days = (
         (4, 20_000, [2, 4]) if args.quick else (args.days, args.rows, args.full_refresh_days)
@@ -189,7 +191,7 @@ def main() -> None:
         if days in full:
             ratio = full[days] / (silver[-1] + gold[-1])
             print(f"silver + gold on day {days}, full refresh / incremental: {ratio:.2f}")
-        print(f"curve: {plot(list(range(1, days + 1)), timed, silver, gold, full)}")
+        print(f"curve: {plot(args.curve, list(range(1, days + 1)), timed, silver, gold, full)}")
         spark.stop()
 
 
