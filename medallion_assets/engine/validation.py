@@ -135,7 +135,7 @@ def _evaluate(
     if native or histories or count_rows:
         # The history rules' breaking rows are marked by windows over each key's versions, and counted by
         # the same aggregation as the native rules: one job for them all.
-        marked = df.withColumns({_breaks(index): _breaking(rule) for index, rule in histories.items()})
+        marked = df.select("*", *[_breaking(rule).alias(_breaks(index)) for index, rule in histories.items()])
         breaking = [
             F.sum(F.col(f"`{_breaks(index)}`").cast("long")).alias(_breaks(index)) for index in histories
         ]
