@@ -18,6 +18,7 @@ import boto3
 import psutil
 import pytest
 
+from medallion_assets.catalog.models import Incremental
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from tests.conftest import RAW, Medallion
 from tests.fixtures.drills import drill_a_warehouse_connection_lost_mid_load
@@ -140,25 +141,13 @@ def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
 
 def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, connect):
     """The seed pipelines run through Spark Connect; then new events arrive, and silver merges only them and
-    gold recomputes only the days they touch, through Connect too."""
+    gold recomputes only the groups they touch, through Connect too; then gold is declared by day, and the
+    next events recompute only their day."""
     boto3.resource("s3").Bucket("medallion-raw").objects.all().delete()
     summary = write_sample_data(RAW, rows=3000, lines_per_file=1000, gzipped=True)
     assert_seed_pipelines_succeed(medallion, summary, SPARK_REMOTE=connect)
 
-    late = [
-        {
-            "event_id": f"late-{i}",
-            "user_id": f"u{i % 7}",
-            "event_type": "click",
-            "event_ts": f"2026-01-0{1 + i % 3}T09:00:00Z",
-        }
-        for i in range(40)
-    ]
-    boto3.client("s3").put_object(
-        Bucket="medallion-raw",
-        Key="user_events/zz-late.jsonl",
-        Body="".join(json.dumps(event) + "\n" for event in late).encode(),
-    )
+    put_late_events("user_events/zz-late.jsonl", "late", 40, days=3)
     assert_run_succeeds(medallion, "user_events_etl", SPARK_REMOTE=connect)
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     modes = {
@@ -166,6 +155,31 @@ def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, conne
         for stage in ("silver_clean", "gold_daily_aggregate")
     }
     assert modes == {"silver_clean": "incremental", "gold_daily_aggregate": "incremental"}
+
+    # Gold declared by day: the next late events recompute the days they fall on, through Connect too.
+    gold = medallion.store.snapshot().targets["gold_daily_user_events"]
+    by_day = gold.model_copy(update={"incremental": Incremental(by="event_date")})
+    medallion.store.upsert({"targets": [by_day]})
+    put_late_events("user_events/zz-later.jsonl", "later", 12, days=1)
+    assert_run_succeeds(medallion, "user_events_etl", SPARK_REMOTE=connect)
+    assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
+    details = medallion.stage_audit("gold_daily_aggregate")[-1]["details"]
+    assert (details["mode"], details["days_recomputed"]) == ("incremental", 1), details
+
+
+def put_late_events(key: str, prefix: str, count: int, days: int) -> None:
+    """One raw object of `count` click events, numbered after `prefix`, over the first `days` days of 2026."""
+    late = [
+        {
+            "event_id": f"{prefix}-{i}",
+            "user_id": f"u{i % 7}",
+            "event_type": "click",
+            "event_ts": f"2026-01-0{1 + i % days}T09:00:00Z",
+        }
+        for i in range(count)
+    ]
+    body = "".join(json.dumps(event) + "\n" for event in late).encode()
+    boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=body)
 
 
 def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):

@@ -481,10 +481,6 @@ class StageRunner:
             return Mode("full", ASKED_FULL)
         if target.layer == "gold":
             if isinstance(target.incremental, Incremental):
-                if config.spark_remote():
-                    # Its plans have not been tried through Spark Connect (tests/test_spark_anywhere.py runs
-                    # silver's merge and gold's groups there).
-                    return Mode("full", "through Spark Connect, gold by day is not supported yet")
                 return self._plan_days(stage, target)
             return self._plan_groups(stage, target)
         source = self.snapshot.targets.get(stage.input_id)
