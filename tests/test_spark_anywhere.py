@@ -182,6 +182,28 @@ def put_late_events(key: str, prefix: str, count: int, days: int) -> None:
     boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=body)
 
 
+def test_gold_by_day_over_a_dimension_with_windows_equals_a_full_recompute_through_spark_connect(
+    connect, tmp_path
+):
+    """tests/test_gold_microbatch.py's batches, through a Connect server: in a process of its own, since a
+    Connect session serves one lake."""
+    script = (
+        "import sys; from pathlib import Path; from pyspark.sql import SparkSession; "
+        "from tests.test_gold_microbatch import build_day_by_day; "
+        "build_day_by_day(SparkSession.builder.remote(sys.argv[1]).getOrCreate(), Path(sys.argv[2]), seed=0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, connect, str(tmp_path)],
+        env={**os.environ, "SPARK_REMOTE": connect},
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
 def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):
     s3 = boto3.client("s3")
     s3.put_object(
