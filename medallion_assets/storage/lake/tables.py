@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException, IllegalArgumentException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameWriterV2, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -282,14 +282,20 @@ class LakeTables:
         `main` has moved since, so a content made from that snapshot never hides a version published after
         it."""
         branch = self._branch(table, run_id, from_snapshot)
-        (
+        self._staged_writer(table, branch, frame, run_id).overwrite(F.lit(True))
+        return branch
+
+    def _staged_writer(
+        self, table: TableRef, branch: str, frame: DataFrame, run_id: str
+    ) -> DataFrameWriterV2:
+        """A write of `frame` to the run's branch, tagged with the run, the table gaining `frame`'s new
+        columns."""
+        return (
             self._in_table_order(table, frame)
             .writeTo(table.branch(branch))
             .option(f"snapshot-property.{RUN_PROPERTY}", run_id)
             .option("mergeSchema", "true")
-            .overwrite(F.lit(True))
         )
-        return branch
 
     def _branch(self, table: TableRef, run_id: str, from_snapshot: int | None = None) -> str:
         """The run's branch of the table, made afresh at `main` (or at `from_snapshot`); returns its name."""
@@ -324,9 +330,7 @@ class LakeTables:
         `rows` must not read this table's current version lazily: read it at a snapshot."""
         if keys is None:
             assert within is not None, "rows replaced without keys are those a condition holds of"
-            branch = self._branch(table, run_id)
-            self.spark.sql(f"DELETE FROM {table.branch(branch)} WHERE {within}")
-            return self._append_staged(table, branch, rows, run_id)
+            return self._delete_and_append(table, within, rows, run_id)
         view = "medallion_replaced_keys_" + branch_name(run_id)
         keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
         of_keys = "EXISTS (SELECT 1 FROM `{view}` k WHERE {on})".format(
@@ -342,18 +346,21 @@ class LakeTables:
                 others = self.spark.sql(
                     f"SELECT * FROM {table.sql} VERSION AS OF {snapshot_id} t WHERE NOT {of_keys}"
                 )
-                return self.stage(
-                    table,
-                    others.unionByName(rows, allowMissingColumns=True),
-                    run_id,
-                    from_snapshot=snapshot_id,
-                )
-            branch = self._branch(table, run_id)
-            where = f"({within}) AND " if within else ""
-            self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {where}{of_keys}")
+                whole = others.unionByName(rows, allowMissingColumns=True)
+                return self.stage(table, whole, run_id, from_snapshot=snapshot_id)
+            return self._delete_and_append(
+                table, f"({within}) AND {of_keys}" if within else of_keys, rows, run_id
+            )
         finally:
             self.spark.catalog.dropTempView(view)
-        return self._append_staged(table, branch, rows, run_id)
+
+    def _delete_and_append(self, table: TableRef, condition: str, rows: DataFrame, run_id: str) -> str:
+        """On the run's branch, made at `main`, delete the rows (`t`) that `condition` holds of, then append
+        `rows`; returns the branch."""
+        branch = self._branch(table, run_id)
+        self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {condition}")
+        self._staged_writer(table, branch, rows, run_id).append()
+        return branch
 
     def _every_file_holds(self, table: TableRef, snapshot_id: int, of_keys: str) -> bool:
         """Whether each data file of the table at `snapshot_id` holds a row that `of_keys` (a condition on
@@ -366,16 +373,6 @@ class LakeTables:
             f"SELECT count(DISTINCT t._file) FROM {table.sql} VERSION AS OF {snapshot_id} t WHERE {of_keys}"
         ).first()
         return holding is not None and holding[0] == files
-
-    def _append_staged(self, table: TableRef, branch: str, rows: DataFrame, run_id: str) -> str:
-        (
-            self._in_table_order(table, rows)
-            .writeTo(table.branch(branch))
-            .option(f"snapshot-property.{RUN_PROPERTY}", run_id)
-            .option("mergeSchema", "true")
-            .append()
-        )
-        return branch
 
     def publish(self, table: TableRef, branch: str) -> int:
         """Fast-forward `main` to the staged branch and drop the branch; returns the snapshot now current.
