@@ -33,14 +33,19 @@ if TYPE_CHECKING:
         RemoteRepositoryOrigin,
     )
     from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
     from dagster._core.test_utils import freeze_time
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
     from dagster._daemon.freshness import FreshnessDaemon
+    from dagster._utils.concurrency import ConcurrencySlotStatus
 
-# Names only tests and benchmarks use, imported on first use: dagster._core.test_utils alone costs a second of
-# import time that a sensor tick or `medallion catalog validate` should not pay.
+# Names imported on first use: those only tests and benchmarks use (dagster._core.test_utils alone costs a
+# second of import time that a sensor tick or `medallion catalog validate` should not pay), and the event
+# log's, which only the instance's storage needs.
 _ON_FIRST_USE = {
+    "ConcurrencySlotsTable": "dagster._core.storage.event_log.schema",
+    "ConcurrencySlotStatus": "dagster._utils.concurrency",
     "InProcessCodeLocationOrigin": "dagster._core.remote_origin",
     "RegisteredCodeLocationOrigin": "dagster._core.remote_origin",
     "RemoteJobOrigin": "dagster._core.remote_origin",
@@ -66,6 +71,8 @@ CHECKED_DAGSTER_VERSIONS = ("1.13.0", "1.14.0")
 
 __all__ = [
     "CHECKED_DAGSTER_VERSIONS",
+    "ConcurrencySlotStatus",
+    "ConcurrencySlotsTable",
     "DefinitionsLoadContext",
     "DefinitionsLoadType",
     "IMPLICIT_ASSET_JOB_NAME",
@@ -162,6 +169,12 @@ WHY: dict[str, str] = {
         "Tests: the runs Dagster's queued run coordinator would launch now, in its order (priority, pools, "
         "tag limits), without launching them; the coordinator's ordering is not public."
     ),
+    "ConcurrencySlotsTable": (
+        "The table of a pool's slots, which medallion_assets.pool_storage claims one of in a single "
+        "conditional UPDATE: Dagster's own claim (`_claim_concurrency_slot`, overridden there) lets two "
+        "steps take the same slot."
+    ),
+    "ConcurrencySlotStatus": "What that claim returns to Dagster's step executor (see above).",
     "CHECKED_DAGSTER_VERSIONS": "Not a Dagster name: the versions this module was read against.",
 }
 

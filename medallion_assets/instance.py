@@ -1,7 +1,8 @@
 """The Dagster instance Medallion's runs go to: its configuration, and opening it with a clear error.
 
 The shipped `dagster.yaml` holds what every instance needs (the queued run coordinator, run limits, pools, run
-monitoring); `deploy/postgres.yaml` adds only Dagster's storage on PostgreSQL (dagster-postgres). A
+monitoring); `deploy/postgres.yaml` adds only Dagster's storage on PostgreSQL (dagster-postgres, with the
+event log of medallion_assets.pool_storage). A
 deployment's instance is the two merged (`medallion instance init --postgres`), so they never drift apart.
 """
 
@@ -46,7 +47,8 @@ DAEMON_SILENCE_SECONDS = 30 + HEARTBEAT_MARGIN_SECONDS
 
 def instance_config(postgres: bool = False) -> dict[str, Any]:
     """The shipped dagster.yaml, with PostgreSQL storage when `postgres`; the overlay's top-level blocks are
-    added whole (it has only `storage`, which dagster.yaml leaves to Dagster's SQLite default)."""
+    added whole (it has only the run, event log and schedule storages, which dagster.yaml leaves to Dagster's
+    SQLite default)."""
     config: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
     if postgres:
         config.update(yaml.safe_load(POSTGRES_STORAGE.read_text()))

@@ -6,12 +6,14 @@ import json
 import multiprocessing
 import threading
 import time
+from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from dagster import build_sensor_context, instance_for_test
+from dagster import DagsterInstance, build_sensor_context, instance_for_test
+from dagster_postgres import PostgresEventLogStorage
 from sqlalchemy import update
 
 from medallion_assets.catalog.loader import CatalogInvalid
@@ -31,6 +33,7 @@ from medallion_assets.control.throttles import (
 from medallion_assets.engine.stages import StageRunner
 from medallion_assets.instance import instance_config
 from medallion_assets.loading import validate_files
+from medallion_assets.pool_storage import PoolSafePostgresEventLogStorage
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import build_control_sensor
 from tests.conftest import REPO, SEED
@@ -116,17 +119,33 @@ def test_the_control_sensor_syncs_pool_limits_on_every_tick(store, tmp_path):
         assert pools() == {"source_medallion_raw": (1, False), "target_warehouse": (2, False)}
 
 
-@pytest.mark.integration  # four run processes
-def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(
-    store, tmp_path, pg_database, monkeypatch
-):
-    pool = stage_pool(store.snapshot().stages("user_events_etl")[0], store.snapshot())
-    assert pool == "source_medallion_raw"
-    store.upsert({"throttles": [limit_row("source", "medallion_raw", "concurrency", 3)]})
-    tally = tmp_path / "tally.json"
-    # The instance a team deploys (dagster.yaml with PostgreSQL storage, as `medallion instance init
-    # --postgres` writes it), in the DAGSTER_HOME every run process opens; on Dagster's default SQLite storage
-    # this test once saw four steps inside a pool of three.
+def pool_claims_at_once(storages: list, pool: str, rounds: int) -> list[int]:
+    """How many steps got a slot of `pool` in each of `rounds` rounds in which every storage (one per run
+    worker, each on its own connections) claims a slot for one step at the same moment; all are freed
+    between rounds."""
+    start = threading.Barrier(len(storages))
+    claimed = [[False] * len(storages) for _ in range(rounds)]
+
+    def worker(n: int) -> None:
+        for round_ in range(rounds):
+            run_id = f"round{round_}-run{n}"
+            start.wait()
+            claimed[round_][n] = storages[n].claim_concurrency_slot(pool, run_id, "extract").is_claimed
+            start.wait()
+            storages[n].free_concurrency_slots_for_run(run_id)
+
+    workers = [threading.Thread(target=worker, args=(n,)) for n in range(len(storages))]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    return [sum(round_) for round_ in claimed]
+
+
+@pytest.fixture
+def deployed_instance(pg_database, monkeypatch) -> Iterator[DagsterInstance]:
+    """The instance a team deploys (dagster.yaml with PostgreSQL storage, as `medallion instance init
+    --postgres` writes it), in the DAGSTER_HOME every run process opens."""
     database = urlparse(pg_database)
     for name, value in (
         ("DAGSTER_PG_HOST", database.hostname or ""),
@@ -137,14 +156,43 @@ def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(
     ):
         monkeypatch.setenv(name, value)
     with instance_for_test(overrides=instance_config(postgres=True)) as instance:
-        build_control_sensor(store.snapshot(), store)(build_sensor_context(instance=instance))
-        runs = [SPAWN.Process(target=run_pooled_step, args=(pool, str(tally), RUNS)) for _ in range(RUNS)]
-        for run in runs:
-            run.start()
-        for run in runs:
-            run.join(timeout=300)
-        assert [run.exitcode for run in runs] == [0] * RUNS
-        assert len(instance.get_run_records()) == RUNS
+        yield instance
+
+
+@pytest.mark.integration  # PostgreSQL
+def test_steps_claiming_a_pool_slot_at_the_same_moment_never_take_more_than_its_limit(deployed_instance):
+    # What a run worker rebuilds from the run's instance reference is the deployed class too.
+    worker_instance = DagsterInstance.from_ref(deployed_instance.get_ref())
+    assert type(worker_instance.event_log_storage) is PoolSafePostgresEventLogStorage
+    deployed_instance.event_log_storage.set_concurrency_slots("source_medallion_raw", 2)
+    url = deployed_instance.event_log_storage.postgres_url
+    safe = [PoolSafePostgresEventLogStorage(url, should_autocreate_tables=False) for _ in range(4)]
+    assert pool_claims_at_once(safe, "source_medallion_raw", rounds=20) == [2] * 20
+    # The attack, on dagster-postgres's own storage: four steps at once take three or four slots of two
+    # in some round (about one round in three here). When this fails, Dagster's claim has become safe and
+    # medallion_assets/pool_storage.py can go.
+    dagsters = [PostgresEventLogStorage(url, should_autocreate_tables=False) for _ in range(4)]
+    assert max(pool_claims_at_once(dagsters, "source_medallion_raw", rounds=40)) > 2
+
+
+@pytest.mark.integration  # four run processes
+def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(
+    store, tmp_path, deployed_instance
+):
+    pool = stage_pool(store.snapshot().stages("user_events_etl")[0], store.snapshot())
+    assert pool == "source_medallion_raw"
+    store.upsert({"throttles": [limit_row("source", "medallion_raw", "concurrency", 3)]})
+    tally = tmp_path / "tally.json"
+    # On Dagster's own claim of a slot this test once saw four steps inside a pool of three (the test above
+    # shows how).
+    build_control_sensor(store.snapshot(), store)(build_sensor_context(instance=deployed_instance))
+    runs = [SPAWN.Process(target=run_pooled_step, args=(pool, str(tally), RUNS)) for _ in range(RUNS)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(timeout=300)
+    assert [run.exitcode for run in runs] == [0] * RUNS
+    assert len(deployed_instance.get_run_records()) == RUNS
     # Each step held its slot until the fourth run was inside the pool or waiting on it: without the limit of
     # 3 all four would have been inside at once.
     assert json.loads(tally.read_text()) == {"inside": 0, "most": 3, "finished": RUNS}
