@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         RemoteRepositoryOrigin,
     )
     from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster._core.storage.event_log import SqliteEventLogStorage
     from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
     from dagster._core.test_utils import freeze_time
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 _ON_FIRST_USE = {
     "ConcurrencySlotsTable": "dagster._core.storage.event_log.schema",
     "ConcurrencySlotStatus": "dagster._utils.concurrency",
+    "SqliteEventLogStorage": "dagster._core.storage.event_log",
     "InProcessCodeLocationOrigin": "dagster._core.remote_origin",
     "RegisteredCodeLocationOrigin": "dagster._core.remote_origin",
     "RemoteJobOrigin": "dagster._core.remote_origin",
@@ -87,6 +89,7 @@ __all__ = [
     "RemoteRepositoryOrigin",
     "RepositorySnap",
     "SerializableErrorInfo",
+    "SqliteEventLogStorage",
     "WorkspaceFileTarget",
     "WorkspaceProcessContext",
     "cron_string_iterator",
@@ -175,6 +178,10 @@ WHY: dict[str, str] = {
         "steps take the same slot."
     ),
     "ConcurrencySlotStatus": "What that claim returns to Dagster's step executor (see above).",
+    "SqliteEventLogStorage": (
+        "The event log of an instance on Dagster's default SQLite storage, which pool_storage extends with "
+        "that claim (see ConcurrencySlotsTable); dagster-postgres exports its own, SQLite's is not exported."
+    ),
     "CHECKED_DAGSTER_VERSIONS": "Not a Dagster name: the versions this module was read against.",
 }
 

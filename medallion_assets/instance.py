@@ -46,9 +46,9 @@ DAEMON_SILENCE_SECONDS = 30 + HEARTBEAT_MARGIN_SECONDS
 
 
 def instance_config(postgres: bool = False) -> dict[str, Any]:
-    """The shipped dagster.yaml, with PostgreSQL storage when `postgres`; the overlay's top-level blocks are
-    added whole (it has only the run, event log and schedule storages, which dagster.yaml leaves to Dagster's
-    SQLite default)."""
+    """The shipped dagster.yaml, with PostgreSQL storage when `postgres`; the overlay's top-level blocks
+    (the run, event log and schedule storages) are added whole, its event log replacing the shipped SQLite
+    one."""
     config: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
     if postgres:
         config.update(yaml.safe_load(POSTGRES_STORAGE.read_text()))
