@@ -15,6 +15,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import patch
 
 import psutil
 import pytest
@@ -43,7 +44,10 @@ class UI:
     process: subprocess.Popen
 
     def instance(self) -> DagsterInstance:
-        return DagsterInstance.from_config(str(self.home / "dagster"))
+        """The instance `medallion ui` runs on, opened as Dagster's tools open it: from DAGSTER_HOME, which
+        its dagster.yaml refers to."""
+        with patch.dict(os.environ, {"DAGSTER_HOME": str(self.home / "dagster")}):
+            return DagsterInstance.get()
 
 
 def _free_port() -> int:
