@@ -124,6 +124,10 @@ def test_one_changed_key_recomputes_its_old_and_new_group_and_loads_only_them(sp
     assert unchanged.details["warehouse_load"] == (
         f"none: the warehouse holds snapshot {changed.snapshot_id} already"
     )
+    # Its table dropped by hand, the warehouse holds nothing any more: the next run loads gold whole.
+    warehouse.query("DROP TABLE analytics.by_value")
+    assert house.build("by_value", "gold").load.rows_in_table == 2
+    assert house.warehouse_rows("analytics.by_value") == expected
     # Another warehouse does not hold it: its table gets gold whole.
     with warehouse_from_url(f"duckdb:///{tmp_path}/other.duckdb") as other:
         house.warehouse = other

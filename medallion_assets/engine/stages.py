@@ -208,11 +208,7 @@ class StageRunner:
         started = time.perf_counter()
         target = self.snapshot.targets[stage.target_id]
         # What the warehouse holds before this run: an incremental load applies to exactly that version.
-        held = (
-            self.store.warehouse_snapshot(target.target_id, repr(self.warehouse))
-            if target.kind == "warehouse" and self.warehouse is not None
-            else None
-        )
+        held = self._held_by_warehouse(target)
         if target.layer == "bronze":
             outcome = self._ingest(stage, self.recovery.readable_source(stage), target)
             written = self.read_dataset(target.target_id, outcome.snapshot_id)
@@ -1072,6 +1068,16 @@ class StageRunner:
         self.lake.replace_quarantine(quarantine, combined)
         rows_quarantined: int = quarantined.get["rows"]
         return rows_quarantined
+
+    def _held_by_warehouse(self, target: Target) -> int | None:
+        """The version of the lake table the warehouse table holds, as its last load recorded; None when no
+        load did, or when the table is gone since (dropped by hand), so that the load brings it back whole,
+        as dbt builds an incremental model whose table is missing."""
+        if target.kind != "warehouse" or self.warehouse is None:
+            return None
+        held = self.store.warehouse_snapshot(target.target_id, repr(self.warehouse))
+        assert target.location is not None, "a warehouse target has a location (Target checks it)"
+        return held if held is None or self.warehouse.has_table(target.location) else None
 
     def _load(
         self, stage: Stage, target: Target, written: DataFrame, outcome: StageOutcome, held: int | None

@@ -118,6 +118,11 @@ class Warehouse(ABC):
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
 
+    def has_table(self, table: str) -> bool:
+        """Whether ``table`` exists."""
+        self._check_lengths(table)
+        return bool(self.query(table_exists_sql(table)))
+
     def drop_staging(self, table: str, targets: Collection[str] = ()) -> str:
         """Drop the staging table a crashed merge into ``table`` left behind, if any; return its name.
 
