@@ -38,7 +38,9 @@ class OneStatementClaim:
 
         def index_connection(self) -> AbstractContextManager[Connection]: ...
 
-    def _claim_concurrency_slot(self, concurrency_key: str, run_id: str, step_key: str) -> Any:
+    def _claim_concurrency_slot(
+        self, concurrency_key: str, run_id: str, step_key: str
+    ) -> ConcurrencySlotStatus:
         slots = ConcurrencySlotsTable
         free = (
             select(slots.c.id)
@@ -80,6 +82,8 @@ class PoolSafeSqliteEventLogStorage(OneStatementClaim, SqliteEventLogStorage):
 
 
 class PoolSafePostgresEventLogStorage(OneStatementClaim, PostgresEventLogStorage):
+    """Configured as dagster-postgres's event log is (`postgres_db` or `postgres_url`)."""
+
     @classmethod
     def from_config_value(
         cls, inst_data: Any, config_value: Mapping[str, Any]
