@@ -208,7 +208,11 @@ class StageRunner:
         started = time.perf_counter()
         target = self.snapshot.targets[stage.target_id]
         # What the warehouse holds before this run: an incremental load applies to exactly that version.
-        held = self._held_by_warehouse(target)
+        held = (
+            self.store.warehouse_snapshot(target.target_id, repr(self.warehouse))
+            if target.kind == "warehouse" and self.warehouse is not None
+            else None
+        )
         if target.layer == "bronze":
             outcome = self._ingest(stage, self.recovery.readable_source(stage), target)
             written = self.read_dataset(target.target_id, outcome.snapshot_id)
@@ -1069,16 +1073,6 @@ class StageRunner:
         rows_quarantined: int = quarantined.get["rows"]
         return rows_quarantined
 
-    def _held_by_warehouse(self, target: Target) -> int | None:
-        """The version of the lake table the warehouse table holds, as its last load recorded; None when no
-        load did, or when the table is gone since (dropped by hand), so that the load brings it back whole,
-        as dbt builds an incremental model whose table is missing."""
-        if target.kind != "warehouse" or self.warehouse is None:
-            return None
-        held = self.store.warehouse_snapshot(target.target_id, repr(self.warehouse))
-        assert target.location is not None, "a warehouse target has a location (Target checks it)"
-        return held if held is None or self.warehouse.has_table(target.location) else None
-
     def _load(
         self, stage: Stage, target: Target, written: DataFrame, outcome: StageOutcome, held: int | None
     ) -> LoadResult | None:
@@ -1088,7 +1082,17 @@ class StageRunner:
         target that merges gets the rows of the groups that changed since the version it holds, upserted, and
         the groups that vanished, deleted by gold's keys: the groups the stage recomputed when it built on
         that version, else every group of both versions (after a failed load, or a full recompute). A
-        `replace` target, or one whose version held is unknown or expired, gets the whole table."""
+        `replace` target, or one whose version held is unknown or expired, gets the whole table, and so does
+        a table gone since its last load (dropped by hand), as dbt builds an incremental model whose table is
+        missing."""
+        if self.warehouse is None:
+            raise RuntimeError(
+                f"target {target.target_id} loads into the warehouse, but no warehouse is configured"
+            )
+        table = target.location
+        assert table is not None, "a warehouse target has a location (Target checks it)"
+        if held is not None and not self.warehouse.has_table(table):
+            held = None
         if held is not None and held == outcome.snapshot_id:
             outcome.details["warehouse_load"] = f"none: the warehouse holds snapshot {held} already"
             return None
@@ -1104,12 +1108,6 @@ class StageRunner:
             keys = [F.col(f"`{k}`") for k in target.keys]
             before = self.lake.read(lake_table, snapshot_id=held).select(*keys)
             changed_groups = before.unionByName(written.select(*keys))
-        if self.warehouse is None:
-            raise RuntimeError(
-                f"target {target.target_id} loads into the warehouse, but no warehouse is configured"
-            )
-        table = target.location
-        assert table is not None, "a warehouse target has a location (Target checks it)"
         delete_flag = None
         if changed_groups is not None and target.load_mode == "merge":
             written, delete_flag = changes_of_groups(written, changed_groups, target.keys), DELETE_FLAG
