@@ -94,8 +94,9 @@ class Installation:
         self.store = CatalogStore(self.catalog_url)
         self.store.migrate()
         self.store.upsert(validate_files(self.store.snapshot(), [SEED]).rows)
-        # The benchmark's events keep their event_ts in every copy: silver may merge by day (README, "Merging
-        # by day"), which the seed does not declare, since a correction may come with another event_ts.
+        # The benchmark's events keep their event_ts in every copy: silver may merge by day
+        # (docs/incremental.md, "Merging by day"), which the seed does not declare, since a correction may
+        # come with another event_ts.
         by_day = {"incremental": Incremental(by="event_ts")}
         self.store.upsert({"targets": [self.store.snapshot().targets[SILVER].model_copy(update=by_day)]})
 

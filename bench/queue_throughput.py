@@ -6,8 +6,9 @@ catalog of `--runs` tiny pipelines: one bronze stage each, ingesting one small J
 S3 server, so the measurement is about the queue, not the data. Their sources live in `--pools` buckets, so
 each pipeline's step draws on one of `--pools` concurrency pools (source_<bucket>); criticality and expected
 cost vary, so the launcher gives the runs a spread of `dagster/priority` values. The launcher sensor is turned
-on as the README tells an operator to, and enqueues every pipeline (new data in its source) in the order its
-plan gives, within each pool's limit; the daemon dequeues and launches each run in a run worker of its own.
+on as docs/operations.md tells an operator to, and enqueues every pipeline (new data in its source) in the
+order its plan gives, within each pool's limit; the daemon dequeues and launches each run in a run worker of
+its own.
 
 Reported from Dagster's own run records and events, once every run has ended:
 - runs dequeued per minute: runs over the time from the first RUN_STARTING event (the daemon's dequeue) to

@@ -4,7 +4,7 @@ A pipeline added to the catalog appears after a reload, with no code change. A r
 catalog's structure again: the code server hands the snapshot it built from to Dagster as reconstruction
 metadata, and the run worker rebuilds the same definitions from it (runtime controls are read
 live at run time, as everywhere). Runs execute in process, so
-all steps of a run share one Spark session (a session costs seconds to start; see README, Architecture),
+all steps of a run share one Spark session (a session costs seconds to start; see docs/engine.md),
 unless MEDALLION_EXECUTOR=multiprocess asks for a process per step.
 """
 

@@ -167,7 +167,7 @@ def connect_server(
         "spark.sql.session.timeZone=UTC",
         "--conf",
         "spark.driver.memory=2g",
-        # The lake's jars and Iceberg's SQL extensions, as the README's start command gives them.
+        # The lake's jars and Iceberg's SQL extensions, as the start command of docs/spark.md gives them.
         "--jars",
         lake_jars(),
         *[

@@ -66,7 +66,8 @@ def _answers(url: str) -> bool:
 
 @pytest.fixture
 def ui(tmp_path):
-    """The README's first steps in a new shell (no variable exported), then `medallion ui` on a free port."""
+    """The first steps of the README and docs/development.md in a new shell (no variable exported), then
+    `medallion ui` on a free port."""
     env = {
         name: value
         for name, value in os.environ.items()

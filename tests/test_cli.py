@@ -93,10 +93,11 @@ def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(tmp_path, s3
         assert [r.status for r in instance.get_runs()] == [DagsterRunStatus.SUCCESS]
 
 
-@pytest.mark.integration  # the demo and the README's commands, each a process
+@pytest.mark.integration  # the demo and the commands the README and docs/ print, each a process
 def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
-    """`medallion demo`, then the README's commands from the same folder, with no variable exported: the raw
-    objects outlive the demo (kept on disk, served on a loopback S3 API again), and one home holds it all."""
+    """`medallion demo`, then the commands the README and docs/ print, from the same folder, with no variable
+    exported: the raw objects outlive the demo (kept on disk, served on a loopback S3 API again), and one home
+    holds it all."""
     env = {
         name: value
         for name, value in os.environ.items()

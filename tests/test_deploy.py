@@ -86,7 +86,8 @@ class Deployment:
         return daemon
 
     def start_launcher(self, action: str = "start") -> None:
-        """Turn the launcher sensor on, as the README tells an operator to (it ships stopped), or off."""
+        """Turn the launcher sensor on, as docs/operations.md tells an operator to (it ships stopped), or
+        off."""
         subprocess.run(
             [
                 str(Path(sys.executable).parent / "dagster"),

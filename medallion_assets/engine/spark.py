@@ -23,7 +23,7 @@ from medallion_assets import config
 from medallion_assets.engine import raw_reader
 
 # Settings of the driver Medallion starts itself; a Connect server keeps the ones it was started with (the
-# README's start command sets PYTHON_WORKER_CONF too).
+# start command of docs/spark.md sets PYTHON_WORKER_CONF too).
 PYTHON_WORKER_CONF = {
     # Executors talk to their Python workers through Unix domain sockets, not TCP on loopback, where every
     # task waited 25-45 ms for its first batch (measured with Spark's task list: 65-100 ms a task over TCP,
