@@ -38,8 +38,8 @@ from dagster import (
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.throttles import sync_pool_limits
+from medallion_assets.control.steering.flags import disabled_reason, read_control_state
+from medallion_assets.control.steering.throttles import sync_pool_limits
 from medallion_assets.dagster_compat import (
     IMPLICIT_ASSET_JOB_NAME,
     JobSubsetSelector,
