@@ -56,7 +56,8 @@ from medallion_assets.instance import (
     open_instance,
 )
 from medallion_assets.naming import PIPELINE_TAG
-from medallion_assets.openlineage.events import emitter, pipeline_run_event
+from medallion_assets.openlineage.emitter import emitter
+from medallion_assets.openlineage.events import pipeline_run_event
 from medallion_assets.sensors.launcher import Launcher, run_tags
 
 # How often a followed run's status is read while it is queued or running.

@@ -54,7 +54,8 @@ from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import SqlNotAnalyzable, StageHalted
 from medallion_assets.naming import asset_key_path, dataset_name, group_name
-from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
+from medallion_assets.openlineage.emitter import emitter
+from medallion_assets.openlineage.events import asset_result, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
