@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from medallion_assets.catalog.models import Cdc, Source, Stage, Target  # noqa: E402
 from medallion_assets.catalog.snapshot import CatalogSnapshot  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
-from medallion_assets.control.throttles import CatalogThrottles  # noqa: E402
+from medallion_assets.control.steering.throttles import CatalogThrottles  # noqa: E402
 from medallion_assets.engine.ingest import bronze_schema  # noqa: E402
 from medallion_assets.engine.spark import spark_session  # noqa: E402
 from medallion_assets.engine.stages import StageOutcome, StageRunner  # noqa: E402

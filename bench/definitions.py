@@ -3,7 +3,7 @@ specs.
 
 For each size N (datasets, i.e. asset keys), a catalog of N/4 pipelines is generated, each shaped like the
 seed's user_events_etl: a raw JSONL source, bronze → silver → gold (a warehouse target with SQL), one rule set
-per stage (1, 3 and 3 rules). The rows are pydantic models from `catalog/models.py`, upserted with
+per stage (1, 3 and 3 rules). The rows are pydantic models from `catalog/models/`, upserted with
 `CatalogStore` into a temporary SQLite catalog (untimed). Then, `--repeats` times, alternating the order:
 
 (a) Medallion: `build_definitions(catalog_url, lake_root, warehouse_url)`;

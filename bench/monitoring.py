@@ -36,7 +36,7 @@ from sqlalchemy import insert
 from medallion_assets.catalog.models import Notification, Pipeline, Source, Stage, Target, VolumeBand
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.anomalies import volume_verdicts
+from medallion_assets.control.monitoring.anomalies import volume_verdicts
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3

@@ -46,7 +46,7 @@ from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.stages import StageOutcome
 from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
-from medallion_assets.openlineage import events as openlineage
+from medallion_assets.openlineage import emitter, events
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.lake.layout import table_of
@@ -124,7 +124,7 @@ def run_once(mode: str, scratch: Path, endpoints: dict[str, str], warnings: Warn
     for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
         del os.environ[name]
     os.environ.update(mode_environment(mode, scratch, endpoints))
-    sent = openlineage.reconfigure_emitter()
+    sent = emitter.reconfigure_emitter()
     workdir = Path(tempfile.mkdtemp(dir=scratch))
     store = CatalogStore(f"sqlite:///{workdir / 'catalog.db'}")
     store.migrate()
@@ -159,10 +159,10 @@ def event_building_seconds(snapshot, lake_root: str) -> float:
     mode, `off` included, since only the transport is disabled."""
     start = time.perf_counter()
     for stage in snapshot.stages(PIPELINE):
-        run = openlineage.stage_asset_run(snapshot, stage, str(uuid.uuid4()), lake_root, "duckdb:///b.duckdb")
+        run = events.stage_asset_run(snapshot, stage, str(uuid.uuid4()), lake_root, "duckdb:///b.duckdb")
         outcome = StageOutcome(table=str(table_of(snapshot.targets[stage.target_id])))
         run.start()
-        run.finish(openlineage.asset_result(outcome, None))
+        run.finish(events.asset_result(outcome, None))
     return time.perf_counter() - start
 
 
@@ -176,8 +176,8 @@ def main() -> None:
 
     spark_session(app_name="medallion-bench")
     warnings = Warnings()
-    logging.getLogger(openlineage.__name__).addHandler(warnings)
-    logging.getLogger(openlineage.__name__).propagate = False  # the figures, not a screen of warnings
+    logging.getLogger(emitter.__name__).addHandler(warnings)
+    logging.getLogger(emitter.__name__).propagate = False  # the figures, not a screen of warnings
     with (
         local_s3(buckets=(BUCKET,)),
         tempfile.TemporaryDirectory(prefix="medallion-bench-") as folder,

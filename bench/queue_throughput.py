@@ -17,8 +17,9 @@ Reported from Dagster's own run records and events, once every run has ended:
 - per pool, Spearman's rank correlation between the scheduling policy's order and dequeue order: 1.0 when
   every run of the pool left the queue in that order (goal >= 0.95; ties take their mean rank). The policy's
   order is its score when the pipelines became due, all at once here (criticality weight / expected cost).
-  The `dagster/priority` tag of each run is that score aged by the minutes it waited (control/scheduling.py,
-  rule 1), so tags of runs launched minutes apart are not comparable; their correlation is printed too.
+  The `dagster/priority` tag of each run is that score aged by the minutes it waited
+  (control/steering/scheduling.py, rule 1), so tags of runs launched minutes apart are not comparable; their
+  correlation is printed too.
 
 Also reported: a run worker's start, from Dagster's events of each run: RUN_STARTING (the daemon launched the
 run) to RUN_START (the worker process is up, has loaded its code location and begun the run) and to the first
@@ -62,7 +63,7 @@ from bench.definitions import DATASETS_PER_PIPELINE  # noqa: E402
 from bench.definitions import catalog_rows as idle_rows  # noqa: E402
 from medallion_assets.catalog.models import Pipeline, Source, Stage, Target  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
-from medallion_assets.control.scheduling import SchedulingPolicy, Work  # noqa: E402
+from medallion_assets.control.steering.scheduling import SchedulingPolicy, Work  # noqa: E402
 from medallion_assets.instance import instance_config, write_instance_config  # noqa: E402
 from medallion_assets.local_s3 import local_s3  # noqa: E402
 from medallion_assets.locations import write_workspace  # noqa: E402

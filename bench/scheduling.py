@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from medallion_assets.control.simulator import SimulationResult, load_scenario, simulate
+from medallion_assets.control.steering.simulator import SimulationResult, load_scenario, simulate
 
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "scheduling_500.yaml"

@@ -19,10 +19,10 @@ from medallion_assets.catalog.days import check_gold_days
 from medallion_assets.catalog.loader import CatalogProblem, LoadedRows
 from medallion_assets.catalog.models import HealingAction, Row
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.control.healing import rule_problems
-from medallion_assets.control.maintenance import check_maintenance
-from medallion_assets.control.notifications import check_notifications
-from medallion_assets.control.throttles import check_throttles
+from medallion_assets.control.healing.rules import rule_problems
+from medallion_assets.control.monitoring.notifications import check_notifications
+from medallion_assets.control.steering.maintenance import check_maintenance
+from medallion_assets.control.steering.throttles import check_throttles
 from medallion_assets.recovery.graph import check_lineage
 from medallion_assets.storage.lake.layout import check_layouts
 

@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 from medallion_assets import config
 from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.store import open_catalog
-from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.throttles import CatalogThrottles
+from medallion_assets.control.steering.flags import disabled_reason, read_control_state
+from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.engine.spark import SESSION_CONF
 from medallion_assets.engine.stages import StageRunner
 from medallion_assets.errors import StageHalted

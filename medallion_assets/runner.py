@@ -38,8 +38,8 @@ from dagster import (
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.throttles import sync_pool_limits
+from medallion_assets.control.steering.flags import disabled_reason, read_control_state
+from medallion_assets.control.steering.throttles import sync_pool_limits
 from medallion_assets.dagster_compat import (
     IMPLICIT_ASSET_JOB_NAME,
     JobSubsetSelector,
@@ -56,7 +56,8 @@ from medallion_assets.instance import (
     open_instance,
 )
 from medallion_assets.naming import PIPELINE_TAG
-from medallion_assets.openlineage.events import emitter, pipeline_run_event
+from medallion_assets.openlineage.emitter import emitter
+from medallion_assets.openlineage.events import pipeline_run_event
 from medallion_assets.sensors.launcher import Launcher, run_tags
 
 # How often a followed run's status is read while it is queued or running.

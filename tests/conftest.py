@@ -94,7 +94,7 @@ def _guarded(item: pytest.Item) -> Iterator[None]:
 def medallion_home(tmp_path_factory):
     """Everything the framework writes by default (OpenLineage event files included) goes to one folder; at
     the end every event the suite emitted there must validate against the OpenLineage JSON schemas."""
-    from medallion_assets.openlineage.events import emitter
+    from medallion_assets.openlineage.emitter import emitter
     from tests.openlineage_schema import validate
 
     home = tmp_path_factory.mktemp("medallion-home")

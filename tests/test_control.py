@@ -17,14 +17,14 @@ from sqlalchemy import text
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.control.flags import (
+from medallion_assets.control.steering.flags import (
     UnknownEntity,
     add_missing_flags,
     disabled_reason,
     read_control_state,
     set_flag,
 )
-from medallion_assets.control.throttles import CatalogThrottles
+from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.dagster_compat import (
     RegisteredCodeLocationOrigin,
     RemoteJobOrigin,

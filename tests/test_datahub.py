@@ -20,7 +20,8 @@ from medallion_assets.catalog.models import Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.loading import validate_files
 from medallion_assets.openlineage.datahub import DataHubConfig, metadata
-from medallion_assets.openlineage.events import Emitter, stage_asset_run
+from medallion_assets.openlineage.emitter import Emitter
+from medallion_assets.openlineage.events import stage_asset_run
 from tests.conftest import SEED
 
 TOKEN = "dh-token-0123456789"

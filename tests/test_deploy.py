@@ -24,7 +24,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFil
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.throttles import stage_pool
+from medallion_assets.control.steering.throttles import stage_pool
 from medallion_assets.definitions import SNAPSHOT_KEY, unpack_snapshot
 from medallion_assets.instance import (
     DAEMON_SILENCE_SECONDS,

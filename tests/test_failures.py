@@ -6,14 +6,14 @@ from __future__ import annotations
 from dagster import Failure, RetryRequested
 
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.failures import (
+from medallion_assets.control.healing.failures import (
     FAILURE_BACKOFF_SECONDS,
     adjustments,
     after_failure,
     backing_off,
     catalog_healed,
 )
-from medallion_assets.control.healing import Fault
+from medallion_assets.control.healing.rules import Fault
 from medallion_assets.engine.ingest import BreakingSourceSchemaChange
 from medallion_assets.loading import validate_files
 from tests.conftest import SEED

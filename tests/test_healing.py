@@ -23,7 +23,7 @@ from sqlalchemy import text
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.cli import main
-from medallion_assets.control.healing import ACTIONS, Fault, matching_rule
+from medallion_assets.control.healing.rules import ACTIONS, Fault, matching_rule
 from medallion_assets.definitions import build_definitions
 from medallion_assets.storage.objects import read_bytes
 from medallion_assets.storage.warehouse import warehouse_from_url

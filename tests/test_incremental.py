@@ -15,7 +15,7 @@ from medallion_assets.assets.monitoring import rows_judged, rows_rejected
 from medallion_assets.catalog.models import Source, Stage, Target, ValidationRuleSet, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.throttles import CatalogThrottles
+from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.engine.ingest import bronze_schema
 from medallion_assets.engine.stages import StageOutcome, StageRunner
 from medallion_assets.engine.validation import evaluate_rules

@@ -17,10 +17,10 @@ from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import HealingAction
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli.main import main
-from medallion_assets.control.healing import heal
-from medallion_assets.control.maintenance import cron_problem, run_maintenance
-from medallion_assets.control.remedies import ACTIONS, Fault
-from medallion_assets.control.rollback import RollbackRefused, rollback
+from medallion_assets.control.healing.remedies import ACTIONS, Fault
+from medallion_assets.control.healing.rules import heal
+from medallion_assets.control.steering.maintenance import cron_problem, run_maintenance
+from medallion_assets.control.steering.rollback import RollbackRefused, rollback
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
 from medallion_assets.storage.lake import history

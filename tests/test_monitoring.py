@@ -13,9 +13,9 @@ from dagster import AssetCheckKey, AssetKey, FreshnessPolicy, build_sensor_conte
 
 from medallion_assets.catalog.models import Notification, Sla, VolumeBand
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.anomalies import judge_volume
-from medallion_assets.control.notifications import Message, enqueue
-from medallion_assets.control.sla import judge
+from medallion_assets.control.monitoring.anomalies import judge_volume
+from medallion_assets.control.monitoring.notifications import Message, enqueue
+from medallion_assets.control.monitoring.sla import judge
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
 from medallion_assets.runner import run_pipeline
@@ -343,7 +343,7 @@ def test_metrics_endpoint_serves_what_the_audit_log_and_the_run_queue_hold(tmp_p
     from dagster import DagsterRunStatus
     from prometheus_client.parser import text_string_to_metric_families
 
-    from medallion_assets.control.metrics import serve
+    from medallion_assets.control.monitoring.metrics import serve
     from medallion_assets.dagster_compat import (
         RegisteredCodeLocationOrigin,
         RemoteJobOrigin,

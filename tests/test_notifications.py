@@ -16,7 +16,7 @@ from aiosmtpd.controller import Controller
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.notifications import Message, deliver_due, deliveries, enqueue
+from medallion_assets.control.monitoring.notifications import Message, deliver_due, deliveries, enqueue
 from medallion_assets.loading import validate_files
 from tests.fixtures.webhook import HOOK_ENV, Webhook
 
@@ -246,8 +246,8 @@ def test_outbox_sla_judgement_and_status_on_a_postgresql_catalog(pg_database, we
     from datetime import datetime, timedelta
 
     from medallion_assets.catalog.models import Pipeline, Sla, Source, Stage, Target
-    from medallion_assets.control.alerts import audit_messages, sla_messages
-    from medallion_assets.control.status import pipeline_status
+    from medallion_assets.control.monitoring.alerts import audit_messages, sla_messages
+    from medallion_assets.control.monitoring.status import pipeline_status
 
     store = CatalogStore(pg_database)
     store.migrate()

@@ -28,15 +28,9 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
-from medallion_assets.openlineage.events import (
-    AssetResult,
-    CheckResult,
-    DatasetLocation,
-    Emitter,
-    pipeline_run_event,
-    reconfigure_emitter,
-    stage_asset_run,
-)
+from medallion_assets.openlineage.emitter import Emitter, reconfigure_emitter
+from medallion_assets.openlineage.events import AssetResult, CheckResult, pipeline_run_event, stage_asset_run
+from medallion_assets.openlineage.naming import DatasetLocation
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url

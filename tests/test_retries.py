@@ -11,7 +11,7 @@ import pytest
 
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import RetryPolicy
-from medallion_assets.control.failures import retry_delay
+from medallion_assets.control.healing.failures import retry_delay
 from medallion_assets.sample_data import write_sample_data
 
 

@@ -9,7 +9,7 @@ import sys
 import boto3
 import pytest
 
-from medallion_assets.control.alerts import classify
+from medallion_assets.control.monitoring.alerts import classify
 from medallion_assets.engine.ingest import REJECTION_REASON
 
 

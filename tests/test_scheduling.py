@@ -13,7 +13,7 @@ from medallion_assets.catalog.models import PipelineProfile, ProfileSetting
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.control.scheduling import (
+from medallion_assets.control.steering.scheduling import (
     DEFAULT_SETTINGS,
     QueuedRun,
     SchedulingPolicy,
@@ -22,7 +22,7 @@ from medallion_assets.control.scheduling import (
     plan_tick,
     profile_warnings,
 )
-from medallion_assets.control.simulator import Scenario, ScenarioInvalid, load_scenario, simulate
+from medallion_assets.control.steering.simulator import Scenario, ScenarioInvalid, load_scenario, simulate
 from tests.conftest import SEED
 
 NOW = 10_000.0

@@ -25,7 +25,7 @@ from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.control.throttles import (
+from medallion_assets.control.steering.throttles import (
     DEFAULT_CONCURRENCY_LIMIT,
     CatalogThrottles,
     concurrency_limits,

@@ -13,7 +13,7 @@ from pathlib import Path
 from dagster import AssetExecutionContext, DagsterEventType, DagsterInstance, asset, materialize
 
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.throttles import take
+from medallion_assets.control.steering.throttles import take
 
 # How long a step waits for the other runs to show up, inside the pool or waiting on it, before it fails.
 ARRIVAL_TIMEOUT_SEC = 180

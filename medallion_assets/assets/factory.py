@@ -39,17 +39,23 @@ from medallion_assets.catalog.models import Rule, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.catalog.versions import stage_fingerprint
-from medallion_assets.control.failures import adjustments, after_failure, catalog_healed
-from medallion_assets.control.flags import HALT_REASON_TAG, HALTED_TAGS, disabled_reason, read_control_state
-from medallion_assets.control.remedies import Fault
-from medallion_assets.control.throttles import CatalogThrottles, stage_pool
+from medallion_assets.control.healing.failures import adjustments, after_failure, catalog_healed
+from medallion_assets.control.healing.remedies import Fault
+from medallion_assets.control.steering.flags import (
+    HALT_REASON_TAG,
+    HALTED_TAGS,
+    disabled_reason,
+    read_control_state,
+)
+from medallion_assets.control.steering.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.refresh import RefreshRefused, requested_full_refresh
 from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner, gold_mode_description
 from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import SqlNotAnalyzable, StageHalted
 from medallion_assets.naming import asset_key_path, dataset_name, group_name
-from medallion_assets.openlineage.events import asset_result, emitter, rerouted, stage_asset_run
+from medallion_assets.openlineage.emitter import emitter
+from medallion_assets.openlineage.events import asset_result, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource

@@ -1,6 +1,6 @@
 """The catalog's tables (SQLAlchemy Core).
 
-Tables that YAML fills are derived from their pydantic models in `models.py`, so a field is declared once.
+Tables that YAML fills are derived from their pydantic models in `models/`, so a field is declared once.
 The runtime tables, which only the framework writes, are declared here. Migrations under `migrations/`
 are the versioned history of this schema; `medallion catalog init` applies them.
 """

@@ -8,7 +8,7 @@ One view of the catalog per purpose:
 - **Structure** (pipelines, stages, sources, targets, rule sets, lineage: what becomes definitions) comes from
   the snapshot taken when definitions load (`snapshot()`, in definitions.py). Assets and sensors read it,
   never a copy of their own. One exception, said explicitly by the run's tags: once healing has changed the
-  catalog in a run (a new column), that run's later steps take a new snapshot (control/failures.py).
+  catalog in a run (a new column), that run's later steps take a new snapshot (control/healing/failures.py).
 - **Runtime controls** (control flags and `enabled` switches, retry policies, healing rules, profiles and
   their settings, throttles, notifications) are read live through `read_table`, at the moment they decide
   something, so a row update applies at once; a sensor that needs controls beside structure lays them over the

@@ -20,9 +20,10 @@ def healing() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def actions(as_json: bool) -> None:
     """List every registered healing action, its parameters and defaults."""
-    # control.healing registers the built-in actions when imported; the registry lives in control.remedies.
-    import medallion_assets.control.healing  # noqa: F401
-    from medallion_assets.control.remedies import ACTIONS
+    # control.healing.rules registers the built-in actions when imported; the registry lives in
+    # control.healing.remedies.
+    import medallion_assets.control.healing.rules  # noqa: F401
+    from medallion_assets.control.healing.remedies import ACTIONS
 
     listed: list[dict[str, Any]] = [
         {

@@ -30,8 +30,8 @@ def _spark() -> SparkSession:
 @click.option("--json", "as_json", is_flag=True, help="print what moved as JSON")
 def rollback(dataset: str, to: str, cascade: bool, as_json: bool) -> None:
     """Put DATASET's lake table back to a snapshot, or to the version a run committed (audited)."""
-    from medallion_assets.control.rollback import RollbackRefused
-    from medallion_assets.control.rollback import rollback as roll_back
+    from medallion_assets.control.steering.rollback import RollbackRefused
+    from medallion_assets.control.steering.rollback import rollback as roll_back
 
     try:
         moved = roll_back(catalog_store(), config.lake_url(), dataset, to, cascade=cascade)
@@ -55,7 +55,7 @@ def lake() -> None:
 def maintain(datasets: tuple[str, ...], as_json: bool) -> None:
     """Compact, expire snapshots and remove orphan files now, as the table_maintenance rows say: of DATASETS,
     or of every dataset an enabled row covers."""
-    from medallion_assets.control.maintenance import run_maintenance
+    from medallion_assets.control.steering.maintenance import run_maintenance
 
     store = catalog_store()
     try:

@@ -94,7 +94,7 @@ def _validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> Loaded
 def catalog_validate(paths: tuple[str, ...]) -> None:
     """Check YAML files or folders against the catalog; lists every problem, writes nothing."""
     from medallion_assets.catalog.loader import merged_snapshot
-    from medallion_assets.control.scheduling import profile_warnings
+    from medallion_assets.control.steering.scheduling import profile_warnings
 
     store = catalog_store()
     loaded = _validated(store.snapshot(), paths)
@@ -113,7 +113,7 @@ def catalog_load(paths: tuple[str, ...]) -> None:
 def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
     """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery
     paths."""
-    from medallion_assets.control.flags import add_missing_flags
+    from medallion_assets.control.steering.flags import add_missing_flags
     from medallion_assets.recovery.paths import refresh_recovery_paths
 
     written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
@@ -145,7 +145,7 @@ def catalog_show(table: str, as_json: bool) -> None:
 
 
 def _flip(kind: str, entity_id: str, enabled: bool, reason: str) -> None:
-    from medallion_assets.control.flags import UnknownEntity, set_flag
+    from medallion_assets.control.steering.flags import UnknownEntity, set_flag
 
     try:
         flag = set_flag(catalog_store(), kind, entity_id, enabled, reason)

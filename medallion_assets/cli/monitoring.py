@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def status(as_json: bool) -> None:
     """Every pipeline's last run, freshness against its SLA, DQ rate, open anomalies, kill switches and
     profile."""
-    from medallion_assets.control.status import pipeline_status, render
+    from medallion_assets.control.monitoring.status import pipeline_status, render
 
     report = pipeline_status(catalog_store())
     echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(render(report)))
@@ -41,7 +41,7 @@ def metrics(port: int, address: str, once: bool) -> None:
     from dagster import DagsterInstance
     from prometheus_client import generate_latest
 
-    from medallion_assets.control.metrics import registry_for, serve
+    from medallion_assets.control.monitoring.metrics import registry_for, serve
 
     store = catalog_store()
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
@@ -62,7 +62,7 @@ def notify() -> None:
 @notify.command("channels")
 def notify_channels() -> None:
     """List the registered channels and their parameters."""
-    from medallion_assets.control.notifications import CHANNELS
+    from medallion_assets.control.monitoring.notifications import CHANNELS
 
     for channel in sorted(CHANNELS.values(), key=lambda c: c.name):
         echo(f"{channel.name:<10} {channel.description}")
@@ -75,7 +75,7 @@ def notify_channels() -> None:
 @click.argument("notification_id", metavar="CHANNEL")
 def notify_test(notification_id: str) -> None:
     """Send a test message through the notifications row CHANNEL now, and say whether it arrived."""
-    from medallion_assets.control.notifications import DeliveryFailed, Message, send
+    from medallion_assets.control.monitoring.notifications import DeliveryFailed, Message, send
 
     store = catalog_store()
     # read_table types its rows as the base model; this table's rows are Notification.

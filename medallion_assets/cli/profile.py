@@ -26,7 +26,7 @@ def profile() -> None:
 def profile_set(profile_id: str, pipeline_id: str | None) -> None:
     """Make PROFILE the default profile, or one pipeline's profile (a pipeline_profiles row)."""
     from medallion_assets.catalog.models import PipelineProfile, Profile
-    from medallion_assets.control.scheduling import PROFILES
+    from medallion_assets.control.steering.scheduling import PROFILES
 
     if profile_id not in PROFILES:
         refuse(f"unknown profile {profile_id!r}; known profiles: {', '.join(PROFILES)}")
@@ -60,7 +60,7 @@ def profile_set(profile_id: str, pipeline_id: str | None) -> None:
 @profile.command("show")
 def profile_show() -> None:
     """The default profile, its settings, and the profile in force for every pipeline."""
-    from medallion_assets.control.scheduling import SchedulingPolicy
+    from medallion_assets.control.steering.scheduling import SchedulingPolicy
 
     snapshot = catalog_store().snapshot()
     policy = SchedulingPolicy.from_snapshot(snapshot)
@@ -81,13 +81,13 @@ def profile_show() -> None:
     "scenario_path",
     required=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="scenario YAML or JSON (see medallion_assets/control/simulator.py)",
+    help="scenario YAML or JSON (see medallion_assets/control/steering/simulator.py)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print results as JSON")
 def simulate(scenario_path: str, as_json: bool) -> None:
     """Simulate a scenario under its own profiles, and under a FIFO baseline (plain cron schedules)."""
-    from medallion_assets.control.simulator import ScenarioInvalid, load_scenario, results_json
-    from medallion_assets.control.simulator import simulate as run_simulation
+    from medallion_assets.control.steering.simulator import ScenarioInvalid, load_scenario, results_json
+    from medallion_assets.control.steering.simulator import simulate as run_simulation
 
     try:
         scenario = load_scenario(scenario_path)

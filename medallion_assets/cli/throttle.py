@@ -52,7 +52,7 @@ def set_throttle(
 ) -> None:
     """Limit a source or target system (ID as `medallion throttle show` lists it)."""
     from medallion_assets.catalog.models import Throttle
-    from medallion_assets.control.throttles import throttle_problem
+    from medallion_assets.control.steering.throttles import throttle_problem
     from medallion_assets.naming import pool_name
 
     if limit <= 0:
@@ -80,7 +80,7 @@ def set_throttle(
 def show(as_json: bool) -> None:
     """Every system's limits, with the pool's slots in use (when DAGSTER_HOME is set) and the buckets'
     tokens."""
-    from medallion_assets.control.throttles import (
+    from medallion_assets.control.steering.throttles import (
         DEFAULT_CONCURRENCY_LIMIT,
         RATE_WINDOWS_SEC,
         bucket_levels,
@@ -152,7 +152,7 @@ def show(as_json: bool) -> None:
 @throttle.command("sync")
 def sync() -> None:
     """Set the concurrency pools of the instance under DAGSTER_HOME from the catalog's throttles now."""
-    from medallion_assets.control.throttles import concurrency_limits, sync_pool_limits
+    from medallion_assets.control.steering.throttles import concurrency_limits, sync_pool_limits
 
     instance = _instance()
     snapshot = catalog_store().snapshot()

@@ -1,4 +1,4 @@
-"""OpenLineage events for Medallion runs, and the emitter that sends them without slowing or breaking a run.
+"""OpenLineage events for Medallion runs.
 
 Runs nest three deep, tied by the parent run facet (the run one level up) and its root (the Dagster run):
 
@@ -7,11 +7,9 @@ Runs nest three deep, tied by the parent run facet (the run one level up) and it
        ├─ query    job <pipeline>.<dataset>.query_<n>     each SQL statement the asset runs
        └─ checks   job <pipeline>.<dataset>.checks        the asset checks, reading the written data back
 
-Jobs live in the namespace `OPENLINEAGE_NAMESPACE` (default "medallion"). Datasets are named by the
-OpenLineage naming conventions through the client's `openlineage.client.naming.dataset` helpers: S3 objects,
-local files, PostgreSQL and Redshift tables; DuckDB, which has no convention, as `duckdb://<file>` and
-`<catalog>.<schema>.<table>` like the other warehouses. Check results become `dataQualityAssertions`, which
-the specification defines as an input facet: the facet of the dataset the checks run reads.
+Jobs and datasets are named in `openlineage/naming.py`; events are sent by `openlineage/emitter.py`. Check
+results become `dataQualityAssertions`, which the specification defines as an input facet: the facet of the
+dataset the checks run reads.
 
 Free text that leaves the process (SQL, the stage definition, error messages) is scrubbed of credentials:
 passwords in URLs, the values of secret-looking environment variables, and COPY credentials.
@@ -19,25 +17,14 @@ passwords in URLs, the values of secret-looking environment variables, and COPY 
 
 from __future__ import annotations
 
-import atexit
-import enum
 import importlib.metadata
-import logging
-import os
-import queue
-import re
-import threading
-import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
-from urllib.parse import unquote, urlsplit
 
 import yaml
-from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     DatasetFacet,
@@ -56,26 +43,16 @@ from openlineage.client.facet_v2 import (
     source_code_job,
     sql_job,
 )
-from openlineage.client.naming.dataset import S3, DatasetNaming, LocalFileSystem, Postgres, Redshift
-from openlineage.client.transport import get_default_factory
-from openlineage.client.transport.file import FileConfig, FileTransport
-from openlineage.client.transport.noop import NoopConfig, NoopTransport
 from openlineage.client.uuid import generate_new_uuid
 
-from medallion_assets import config
 from medallion_assets.catalog.models import ColumnLineage, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.naming import check_identifier, split_qualified
+from medallion_assets.openlineage.naming import DatasetLocation, dataset_location, job_name, namespace
 from medallion_assets.redaction import scrub
-from medallion_assets.storage.lake.layout import table_location
 from medallion_assets.storage.lake.metadata import TableInfo
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
     from medallion_assets.engine.stages import StageOutcome
-
-log = logging.getLogger(__name__)
-# `transport: {type: datahub, url: …}` sends lineage to DataHub; named, so that the SDK is imported only then.
-get_default_factory().register_transport("datahub", "medallion_assets.openlineage.datahub.DataHubTransport")
 
 PRODUCER = f"urn:medallion:{importlib.metadata.version('medallion')}"
 INTEGRATION = "DAGSTER"
@@ -91,103 +68,8 @@ _TRANSFORMATIONS = {
 }
 
 
-def namespace() -> str:
-    """The job namespace, read at each event so a deployment can change it."""
-    return config.openlineage_namespace()
-
-
-def job_name(pipeline_id: str, dataset: str | None = None, part: str | None = None) -> str:
-    """`pipeline`, `pipeline.dataset` or `pipeline.dataset.part`, each piece a checked identifier."""
-    pieces = [pipeline_id, dataset, part]
-    return ".".join(check_identifier(piece, "job name part") for piece in pieces if piece is not None)
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-# --------------------------------------------------------------------------------------------------- datasets
-
-
-@dataclass(frozen=True)
-class DatasetLocation:
-    """Where a dataset lives: a lake or raw url (s3://…, a local path), or a warehouse url and its table."""
-
-    dataset_id: str
-    url: str
-    table: str | None = None
-    columns: Mapping[str, str] = field(default_factory=dict)
-
-    def naming(self) -> tuple[str, str]:
-        """(namespace, name) per the OpenLineage naming conventions; never carries credentials."""
-        if self.table is None:
-            return _file_naming(self.url)
-        return _table_naming(self.url, self.table)
-
-
-def _file_naming(url: str) -> tuple[str, str]:
-    naming: DatasetNaming
-    if url.startswith("s3://"):
-        bucket, _, key = url.removeprefix("s3://").partition("/")
-        # A prefix names a folder of objects; the convention names it without the trailing slash.
-        naming = S3(bucket_name=bucket, object_key=key.rstrip("/") or "/")
-    else:
-        path = unquote(urlsplit(url).path) if url.startswith("file://") else url
-        naming = LocalFileSystem(path=str(Path(path).absolute()))
-    return naming.get_namespace(), naming.get_name()
-
-
-def _table_naming(url: str, table: str) -> tuple[str, str]:
-    scheme = url.partition("://")[0]
-    *schema_part, table_name = split_qualified(table)
-    if scheme == "duckdb":
-        file = Path(url.partition("://")[2].removeprefix("/")).absolute()
-        # DuckDB names a file's catalog after the file, and its default schema "main".
-        return f"duckdb://{file}", f"{file.stem}.{(schema_part or ['main'])[0]}.{table_name}"
-    parts = urlsplit(url)
-    # Parts missing from the URL are libpq's to fill from the environment, as the warehouse connection does.
-    host = parts.hostname or os.environ.get("PGHOST", "localhost")
-    database = unquote(parts.path.lstrip("/")) or os.environ.get("PGDATABASE", "postgres")
-    schema_name = (schema_part or ["public"])[0]
-    naming: DatasetNaming
-    if scheme == "redshift":
-        cluster, region = _redshift_cluster(host)
-        naming = Redshift(
-            cluster_identifier=cluster,
-            region=region,
-            port=str(parts.port or 5439),
-            database=database,
-            schema=schema_name,
-            table=table_name,
-        )
-    else:
-        naming = Postgres(
-            host=host, port=str(parts.port or 5432), database=database, schema=schema_name, table=table_name
-        )
-    return naming.get_namespace(), naming.get_name()
-
-
-_REDSHIFT_HOST = re.compile(
-    r"(?P<cluster>[^.]+)\.[^.]+\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.redshift(?:-serverless)?\.amazonaws\.com"
-)
-
-
-def _redshift_cluster(host: str) -> tuple[str, str]:
-    """(cluster or workgroup, region) of an AWS endpoint; other hosts (CNAMEs) fall back on the AWS region."""
-    if match := _REDSHIFT_HOST.fullmatch(host):
-        return match["cluster"], match["region"]
-    return host.split(".")[0], os.environ.get("AWS_REGION") or os.environ.get(
-        "AWS_DEFAULT_REGION"
-    ) or "unknown"
-
-
-def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake_root: str) -> DatasetLocation:
-    """A source's raw prefix, or a target's table location in the lake, with the columns the catalog
-    declares."""
-    if source := snapshot.sources.get(dataset_id):
-        return DatasetLocation(dataset_id, source.s3_path, columns=source.columns)
-    target = snapshot.targets[dataset_id]
-    return DatasetLocation(dataset_id, table_location(lake_root, target), columns=target.columns or {})
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -616,177 +498,3 @@ _StageDumper.add_representer(
         "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
     ),
 )
-
-
-# ------------------------------------------------------------------------------------------------- emitter
-
-
-def events_folder() -> Path:
-    """Where events go when nothing is configured: next to the Dagster storage, or in the Medallion home."""
-    return (config.dagster_home() or config.home()) / "openlineage"
-
-
-def configured_client() -> OpenLineageClient:
-    """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone,
-    …); with no configuration at all, a file transport writing one JSON file per event into
-    `events_folder()`."""
-    # A client given a transport reads the configuration without resolving (and warning about) a transport.
-    settings = OpenLineageClient(transport=NoopTransport(NoopConfig())).config
-    if (
-        (settings.transport or {}).get("type")
-        or os.environ.get("OPENLINEAGE_URL")
-        or os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true"
-    ):
-        return OpenLineageClient()
-    folder = events_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    return OpenLineageClient(
-        transport=FileTransport(FileConfig(log_file_path=str(folder / "ol"), debug_mode=True))
-    )
-
-
-class _Stop(enum.Enum):
-    """What tells the sending thread to stop: an enum member, so that a type checker tells it from events."""
-
-    STOP = enum.auto()
-
-
-_STOP = _Stop.STOP
-# How often an idle sending thread looks whether it was closed while the queue was too full to say so.
-_POLL_SEC = 0.5
-
-
-class Emitter:
-    """Sends events from a background thread through a bounded queue.
-
-    `emit` never blocks and never raises: when the queue is full the event is dropped with a warning, and a
-    transport error (an endpoint that hangs or answers 500) is logged by the thread, which moves on. `close`
-    waits for the queue at most `timeout` seconds and drops what is left.
-    """
-
-    def __init__(self, max_queue: int = 1000):
-        self.sent = self.failed = self.dropped = 0
-        # CPU seconds the sending thread has used: what emission takes from a run, whatever the wall clock.
-        self.busy_sec = 0.0
-        self._counts_lock = threading.Lock()
-        self._queue: queue.Queue[RunEvent | _Stop] = queue.Queue(maxsize=max_queue)
-        self._deadline: float | None = None
-        self._flush_sec = 0.0
-        self._closed = False
-        try:
-            self._client = configured_client()
-        except Exception as error:  # a broken configuration must not break the run that emits
-            log.warning("OpenLineage disabled: its configuration could not be read: %s", scrub(str(error)))
-            self._client = OpenLineageClient(transport=NoopTransport(NoopConfig()))
-        self._thread = threading.Thread(target=self._run, name="openlineage-emitter", daemon=True)
-        self._thread.start()
-
-    @property
-    def transport(self) -> str | None:
-        """The kind of transport events go through: http, file, console, amazon_datazone, …"""
-        return self._client.transport.kind
-
-    def emit(self, *events: RunEvent) -> None:
-        """Queue events for sending, in order; returns at once."""
-        for event in events:
-            if self._closed:
-                self._drop("the emitter is closed")
-                continue
-            try:
-                self._queue.put_nowait(event)
-            except queue.Full:
-                self._drop(f"the queue of {self._queue.maxsize} events is full")
-
-    def _count(self, counter: str) -> int:
-        with self._counts_lock:
-            count: int = getattr(self, counter) + 1
-            setattr(self, counter, count)
-            return count
-
-    def _drop(self, why: str) -> None:
-        dropped = self._count("dropped")
-        if _worth_a_warning(dropped):
-            log.warning("OpenLineage event dropped (%d so far): %s", dropped, why)
-
-    def _run(self) -> None:
-        while True:
-            try:
-                event = self._queue.get(timeout=_POLL_SEC)
-            except queue.Empty:
-                if self._closed:
-                    return
-                continue
-            if event is _STOP:
-                return
-            if self._deadline is not None and time.monotonic() > self._deadline:
-                self._drop("closing, and the flush time is over")
-                continue
-            started = time.thread_time()
-            try:
-                self._client.emit(event)
-                self._count("sent")
-            except Exception as error:  # the thread must survive anything a transport raises
-                failed = self._count("failed")
-                if _worth_a_warning(failed):
-                    log.warning(
-                        "OpenLineage event not delivered (%d failures so far): %s",
-                        failed,
-                        scrub(f"{type(error).__name__}: {error}"),
-                    )
-            self.busy_sec += time.thread_time() - started
-
-    def close(self, timeout: float | None = None) -> bool:
-        """Send what is queued within `timeout` seconds (default MEDALLION_OPENLINEAGE_FLUSH_SEC, 2 s) and
-        stop. True when every queued event was handed to the transport in time; idempotent."""
-        if not self._closed:
-            self._flush_sec = config.openlineage_flush_sec() if timeout is None else timeout
-            self._deadline = time.monotonic() + self._flush_sec
-            self._closed = True
-            try:
-                self._queue.put_nowait(_STOP)
-            except queue.Full:
-                pass  # the thread drains the queue, dropping what is late, and notices the close when idle
-        assert self._deadline is not None, "set by the first close"
-        self._thread.join(max(0.0, self._deadline - time.monotonic()))
-        if self._thread.is_alive():
-            log.warning(
-                "OpenLineage: flush gave up after %g s; undelivered events are dropped", self._flush_sec
-            )
-            return False
-        return True
-
-
-def _worth_a_warning(count: int) -> bool:
-    # The first problem, then every hundredth: a dead endpoint must not flood the run's log.
-    return count == 1 or count % 100 == 0
-
-
-_emitter: Emitter | None = None
-_emitter_pid: int | None = None
-_emitter_lock = threading.Lock()
-
-
-def emitter() -> Emitter:
-    """This process's emitter, created on first use and flushed (within the flush time) at the exit."""
-    with _emitter_lock:
-        # A forked child inherits the object but not its thread: it needs an emitter of its own.
-        if _emitter is None or _emitter_pid != os.getpid():
-            return _replace_emitter()
-        return _emitter
-
-
-def reconfigure_emitter() -> Emitter:
-    """Replace this process's emitter by one built from the OpenLineage configuration as it is now, after
-    sending what the previous one holds (within the flush time): for a process whose configuration changes as
-    it runs."""
-    with _emitter_lock:
-        if _emitter is not None and _emitter_pid == os.getpid():
-            _emitter.close()
-        return _replace_emitter()
-
-
-def _replace_emitter() -> Emitter:
-    global _emitter, _emitter_pid
-    _emitter, _emitter_pid = Emitter(), os.getpid()
-    atexit.register(_emitter.close)
-    return _emitter

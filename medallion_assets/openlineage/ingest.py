@@ -30,7 +30,8 @@ from sqlalchemy import Connection
 from medallion_assets.catalog.models import ExternalLineage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore, change_count
-from medallion_assets.openlineage.events import PRODUCER, DatasetLocation, dataset_location
+from medallion_assets.openlineage.events import PRODUCER
+from medallion_assets.openlineage.naming import DatasetLocation, dataset_location
 from medallion_assets.openlineage.schema_validation import EventInvalid, validate_event
 from medallion_assets.recovery.graph import add_external_lineage, build_graph
 from medallion_assets.recovery.paths import RankedPaths, store_recovery_paths

@@ -19,8 +19,13 @@ from dagster import (
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.flags import HALT_REASON_TAG, STATUS_TAG, disabled_reason, read_control_state
-from medallion_assets.control.throttles import sync_pool_limits
+from medallion_assets.control.steering.flags import (
+    HALT_REASON_TAG,
+    STATUS_TAG,
+    disabled_reason,
+    read_control_state,
+)
+from medallion_assets.control.steering.throttles import sync_pool_limits
 
 # A queued run waits at most this long to be cancelled; slower ticks would delay that, faster ones flood the
 # sensor's tick history (at 5 s, 17k ticks a day) for nothing, since running runs check the switches

@@ -1,13 +1,13 @@
 """The healing sensor: a failed run whose failure matches a run-level healing rule is re-executed from
 failure.
 
-It is the run-level part of the failure lifecycle (control/failures.py, which says why this is not Dagster's
-own run retry or run failure sensor).
+It is the run-level part of the failure lifecycle (control/healing/failures.py, which says why this is not
+Dagster's own run retry or run failure sensor).
 
-Step-level healing happens inside the failed step (control/healing.py). What is left for this sensor is a run
-that failed for good, where a rule says a new run should try again (`rerun_from_failure`): it requests a run
-of the assets the failed run did not materialize, tagged with the run it re-executes. It never touches a run
-Dagster itself will retry (`dagster/will_retry`), so no failure is retried twice.
+Step-level healing happens inside the failed step (control/healing/rules.py). What is left for this sensor is
+a run that failed for good, where a rule says a new run should try again (`rerun_from_failure`): it requests a
+run of the assets the failed run did not materialize, tagged with the run it re-executes. It never touches a
+run Dagster itself will retry (`dagster/will_retry`), so no failure is retried twice.
 
 The rules are read fresh on every tick and checked as the catalog loader checks them: a rule written by plain
 SQL that names an unknown action fails the tick. A failed tick is recorded in the audit log, then raised, so
@@ -39,10 +39,10 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.failures import reexecution
-from medallion_assets.control.flags import HALTED_TAGS, STATUS_TAG
-from medallion_assets.control.healing import rule_problems
-from medallion_assets.control.remedies import Fault
+from medallion_assets.control.healing.failures import reexecution
+from medallion_assets.control.healing.remedies import Fault
+from medallion_assets.control.healing.rules import rule_problems
+from medallion_assets.control.steering.flags import HALTED_TAGS, STATUS_TAG
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 from medallion_assets.naming import PIPELINE_TAG
 

@@ -6,8 +6,8 @@ A pipeline is due
   - by gold staleness: its gold is older than the profile's `max_gold_age_minutes` (or was never made),
     and it was not launched since.
 A pipeline with a run queued or in progress is not due again until that run ends, nor for a while after its
-last run failed (`control.failures.backing_off`). What to launch, and
-each run's `dagster/priority`, comes from `control.scheduling.plan_tick` (its docstring is the policy);
+last run failed (`control.healing.failures.backing_off`). What to launch, and each run's `dagster/priority`,
+comes from `control.steering.scheduling.plan_tick` (its docstring is the policy);
 the catalog's profiles, settings, throttles and pipelines rows are read fresh on every tick, so a row
 update (or `medallion profile set`) changes the next tick. Queued runs whose profile or held state changed
 are cancelled and requeued with new tags: Dagster reads `dagster/priority` at dequeue time, and the
@@ -43,9 +43,9 @@ from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.models import Source
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.failures import backing_off
-from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.scheduling import (
+from medallion_assets.control.healing.failures import backing_off
+from medallion_assets.control.steering.flags import disabled_reason, read_control_state
+from medallion_assets.control.steering.scheduling import (
     Decision,
     QueuedRun,
     SchedulingPolicy,

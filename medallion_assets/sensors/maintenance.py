@@ -1,7 +1,7 @@
 """Lake table maintenance on schedules built from the catalog: one Dagster schedule per distinct cron among
 the enabled `table_maintenance` rows, running a job with one op per dataset that row covers. Each op claims
-its target system's pool (control/maintenance.py, `maintenance_pool`), runs off the pipelines' path (a job
-of its own, not an asset materialization) and audits what it did.
+its target system's pool (control/steering/maintenance.py, `maintenance_pool`), runs off the pipelines' path
+(a job of its own, not an asset materialization) and audits what it did.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's parameter annotations as types.
@@ -21,7 +21,7 @@ from dagster import (
 )
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.control.maintenance import maintained, maintenance_pool, run_maintenance
+from medallion_assets.control.steering.maintenance import maintained, maintenance_pool, run_maintenance
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource
 
 

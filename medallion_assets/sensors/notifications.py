@@ -30,8 +30,8 @@ from medallion_assets.catalog.models import Notification
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.alerts import audit_messages, owner_of, sla_messages
-from medallion_assets.control.notifications import Message, deliver_due, enqueue
+from medallion_assets.control.monitoring.alerts import audit_messages, owner_of, sla_messages
+from medallion_assets.control.monitoring.notifications import Message, deliver_due, enqueue
 from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.sensors.healing import failed_steps
 

@@ -12,7 +12,7 @@ from medallion_assets.catalog.loader import MAX_YAML_VALUES, CatalogInvalid
 from medallion_assets.catalog.models import HealingAction, Rule, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
-from medallion_assets.control.healing import Fault, matching_rule
+from medallion_assets.control.healing.rules import Fault, matching_rule
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.validation import evaluate_rules
 from medallion_assets.loading import validate_files

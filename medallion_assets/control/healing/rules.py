@@ -16,9 +16,9 @@ from collections.abc import Iterable
 
 from medallion_assets.catalog.models import HealingAction
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control import actions as _builtin_actions  # noqa: F401 — registers the built-ins
+from medallion_assets.control.healing import actions as _builtin_actions  # noqa: F401 — registers the built-ins
+from medallion_assets.control.healing.remedies import ACTIONS, Fault, HealingContext, Remedy
 from medallion_assets.control.registry import registry_problems
-from medallion_assets.control.remedies import ACTIONS, Fault, HealingContext, Remedy
 from medallion_assets.control.rows import rows_as
 from medallion_assets.patterns import compiled
 

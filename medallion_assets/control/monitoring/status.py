@@ -11,9 +11,9 @@ from sqlalchemy import select
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.flags import disabled_reason, read_control_state
-from medallion_assets.control.scheduling import SchedulingPolicy
-from medallion_assets.control.sla import freshness
+from medallion_assets.control.monitoring.sla import freshness
+from medallion_assets.control.steering.flags import disabled_reason, read_control_state
+from medallion_assets.control.steering.scheduling import SchedulingPolicy
 
 RUN_EVENTS = ("stage", "volume_anomaly")
 

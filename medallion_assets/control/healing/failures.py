@@ -56,8 +56,8 @@ from dagster import Failure, RetryRequested
 
 from medallion_assets.catalog.models import Pipeline, RetryPolicy, Stage
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.healing import heal
-from medallion_assets.control.remedies import Fault, Remedy
+from medallion_assets.control.healing.remedies import Fault, Remedy
+from medallion_assets.control.healing.rules import heal
 from medallion_assets.control.rows import rows_as
 
 # Failures another attempt cannot fix: a malformed name, SQL that does not analyse, a declared field gone.

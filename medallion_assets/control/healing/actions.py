@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.control.flags import set_flag
-from medallion_assets.control.remedies import HealingContext, NoParams, Remedy, healing_action
-from medallion_assets.control.rollback import current_version, previous_version, rollback
+from medallion_assets.control.healing.remedies import HealingContext, NoParams, Remedy, healing_action
+from medallion_assets.control.steering.flags import set_flag
+from medallion_assets.control.steering.rollback import current_version, previous_version, rollback
 from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
 from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under

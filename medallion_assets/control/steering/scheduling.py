@@ -37,7 +37,11 @@ from typing import Any, Literal
 from medallion_assets.catalog.models import PipelineProfile, Profile, ProfileSetting
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.control.rows import rows_as
-from medallion_assets.control.throttles import DEFAULT_CONCURRENCY_LIMIT, concurrency_limits, stage_pool
+from medallion_assets.control.steering.throttles import (
+    DEFAULT_CONCURRENCY_LIMIT,
+    concurrency_limits,
+    stage_pool,
+)
 
 ProfileName = Literal["balanced", "focus"]
 PROFILES: tuple[ProfileName, ...] = ("balanced", "focus")

@@ -42,7 +42,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from medallion_assets.catalog.models import Identifier
-from medallion_assets.control.scheduling import (
+from medallion_assets.control.steering.scheduling import (
     DEFAULT_SETTINGS,
     FALLBACK_PROFILE,
     PROFILES,

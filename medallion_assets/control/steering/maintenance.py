@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from medallion_assets.catalog.models import LakeTable, Row, TableMaintenance
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.throttles import target_system
+from medallion_assets.control.steering.throttles import target_system
 from medallion_assets.naming import pool_name
 from medallion_assets.storage.lake.layout import table_of
 

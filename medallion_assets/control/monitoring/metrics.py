@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from medallion_assets.catalog.schema import audit_log, notification_deliveries
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.sla import freshness
+from medallion_assets.control.monitoring.sla import freshness
 from medallion_assets.naming import PIPELINE_TAG
 
 STAGE = ("pipeline", "stage")

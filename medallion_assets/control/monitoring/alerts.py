@@ -13,8 +13,8 @@ from sqlalchemy import RowMapping, func, select
 from medallion_assets.catalog.schema import audit_log
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.control.notifications import Message
-from medallion_assets.control.sla import freshness
+from medallion_assets.control.monitoring.notifications import Message
+from medallion_assets.control.monitoring.sla import freshness
 
 
 def classify(entry: RowMapping) -> str | None:
