@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import sys
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from medallion_assets.cli.common import (
     EXIT_UNAVAILABLE,
     catalog_store,
     refuse,
+    validated,
 )
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
@@ -28,14 +28,13 @@ from medallion_assets.cli.lake import lake, rollback
 from medallion_assets.cli.lineage import lineage, paths
 from medallion_assets.cli.monitoring import metrics, notify, status
 from medallion_assets.cli.onboard import onboard
+from medallion_assets.cli.plan import plan
 from medallion_assets.cli.profile import profile, simulate
 from medallion_assets.cli.throttle import throttle
 from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
-    from medallion_assets.catalog.loader import LoadedRows
-    from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.catalog.store import CatalogStore
 
 SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
@@ -68,27 +67,6 @@ def catalog_init() -> None:
     echo(f"catalog ready at {config.catalog_url()}")
 
 
-def _validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedRows:
-    from medallion_assets.catalog.loader import CatalogInvalid
-    from medallion_assets.catalog.models import DeprecatedName
-    from medallion_assets.loading import validate_files
-
-    try:
-        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
-            loaded = validate_files(snapshot, list(paths))
-    except (CatalogInvalid, FileNotFoundError) as error:
-        echo(str(error), err=True)
-        sys.exit(EXIT_INVALID)
-    for (
-        warning
-    ) in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
-        if issubclass(warning.category, DeprecatedName):
-            echo(f"warning: {warning.message}", err=True)
-        else:
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-    return loaded
-
-
 @catalog.command("validate")
 @click.argument("paths", nargs=-1, required=True)
 def catalog_validate(paths: tuple[str, ...]) -> None:
@@ -97,7 +75,7 @@ def catalog_validate(paths: tuple[str, ...]) -> None:
     from medallion_assets.control.scheduling import profile_warnings
 
     store = catalog_store()
-    loaded = _validated(store.snapshot(), paths)
+    loaded = validated(store.snapshot(), paths)
     echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
     for warning in profile_warnings(merged_snapshot(store.snapshot(), loaded)):
         echo(f"warning: {warning}", err=True)
@@ -116,7 +94,7 @@ def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
     from medallion_assets.control.flags import add_missing_flags
     from medallion_assets.recovery.paths import refresh_recovery_paths
 
-    written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
+    written = store.upsert_checked(lambda snapshot: validated(snapshot, paths).rows)
     flags = add_missing_flags(store)
     changed = refresh_recovery_paths(store, store.snapshot())
     return (
@@ -435,6 +413,7 @@ def demo(rows: int) -> None:
 
 
 SUBCOMMANDS = (
+    plan,
     lineage,
     paths,
     onboard,
