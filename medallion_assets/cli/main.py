@@ -35,6 +35,8 @@ from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
+    from medallion_assets.catalog.models import Row
+    from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.catalog.store import CatalogStore
 
 SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
@@ -83,18 +85,33 @@ def catalog_validate(paths: tuple[str, ...]) -> None:
 
 @catalog.command("load")
 @click.argument("paths", nargs=-1, required=True)
-def catalog_load(paths: tuple[str, ...]) -> None:
-    """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
-    echo(_load(catalog_store(), paths))
+@click.option(
+    "--allow-breaking",
+    is_flag=True,
+    help="load a change that drops, renames or narrows a warehouse target's contract column anyway",
+)
+def catalog_load(paths: tuple[str, ...], allow_breaking: bool) -> None:
+    """Validate, then upsert YAML files or folders into the catalog (idempotent). A change that breaks a
+    warehouse target's contract (`medallion plan` shows it) is refused unless the target declares a new
+    version or --allow-breaking is given."""
+    echo(_load(catalog_store(), paths, allow_breaking))
 
 
-def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
-    """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery
-    paths."""
+def _load(store: CatalogStore, paths: Iterable[str | Path], allow_breaking: bool = False) -> str:
+    """Validate, check the warehouse contracts, and upsert; give new pipelines, stages and sources their kill
+    switch rows; refresh recovery paths."""
+    from medallion_assets.change.plan import plan_files
     from medallion_assets.control.flags import add_missing_flags
     from medallion_assets.recovery.paths import refresh_recovery_paths
 
-    written = store.upsert_checked(lambda snapshot: validated(snapshot, paths).rows)
+    def checked(snapshot: CatalogSnapshot) -> dict[str, list[Row]]:
+        loaded = validated(snapshot, paths)
+        refused = plan_files(snapshot, loaded, None).refused(allow_breaking)
+        if refused:
+            refuse("\n".join(f"refused: {problem}" for problem in refused))
+        return loaded.rows
+
+    written = store.upsert_checked(checked)
     flags = add_missing_flags(store)
     changed = refresh_recovery_paths(store, store.snapshot())
     return (
