@@ -13,13 +13,18 @@ import jsonschema
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
+from dagster import AssetKey, AssetObservation, build_sensor_context, instance_for_test
+from sqlalchemy import text
 
 from medallion_assets.catalog.loader import merged_snapshot
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.store import open_catalog
 from medallion_assets.change.categories import CATEGORIES
-from medallion_assets.change.plan import Plan, plan_files, plan_schema
+from medallion_assets.change.plan import HELD, WAIVED_EVENT, Plan, plan_files, plan_schema
 from medallion_assets.cli.main import main
+from medallion_assets.control.flags import read_control_state
 from medallion_assets.loading import validate_files
+from medallion_assets.sensors.control import build_control_sensor
 from medallion_assets.storage.lake.catalogs import lake_catalog
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
@@ -675,3 +680,91 @@ def test_cli_versioned_target_loads(loaded_seed: Path) -> None:
     shown = medallion("catalog", "show", "targets", "--json")
     [gold] = [t for t in json.loads(shown.output) if t["target_id"] == "gold_daily_user_events"]
     assert gold["version"] == 2
+
+
+# The SQL path: the control sensor plans what an UPDATE changed, and holds a contract break.
+
+GOLD_STAGE = "user_events_etl.gold_daily_aggregate"
+
+
+def test_sql_update_is_planned_recorded_on_the_asset_and_a_contract_break_held(loaded_seed: Path) -> None:
+    store = open_catalog()
+    sensor = build_control_sensor(store.snapshot(), store)
+    with instance_for_test() as instance:
+        cursor = None
+
+        def tick() -> list[AssetObservation]:
+            nonlocal cursor
+            result = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=cursor))
+            cursor = result.cursor
+            return list(result.asset_events)
+
+        assert tick() == []
+        with store.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "UPDATE stages SET transform_sql = 'SELECT CAST(event_ts AS DATE) AS event_date, "
+                    "COUNT(*) AS total_events, COUNT(DISTINCT user_id) AS unique_users "
+                    "FROM silver_user_events WHERE value > 0 GROUP BY 1' "
+                    "WHERE stage_name = 'gold_daily_aggregate'"
+                )
+            )
+        [observed] = tick()
+        assert observed.asset_key == AssetKey(["gold", "daily_user_events"])
+        assert observed.metadata["catalog_change/category"].value == "breaking"
+        assert observed.metadata["catalog_change/rebuild"].value.startswith("full: its definition changed (")
+        [planned] = store.audit_entries(event="catalog_change")
+        assert (planned["status"], planned["details"]["datasets"][0]["category"]) == ("planned", "breaking")
+        assert tick() == []  # nothing moved since: nothing recorded again
+
+        with store.engine.begin() as connection:
+            connection.execute(
+                text("UPDATE targets SET columns = :columns WHERE target_id = 'gold_daily_user_events'"),
+                {
+                    "columns": json.dumps(
+                        {"event_date": "date", "total_events": "int", "unique_users": "bigint"}
+                    )
+                },
+            )
+        tick()
+        held = store.audit_entries(event="catalog_change")[-1]
+        assert held["status"] == "held"
+        assert held["error"].startswith(
+            "targets[gold_daily_user_events].columns: contract column 'total_events' of "
+            "analytics.daily_user_events is narrowed from bigint to int"
+        )
+        [flag] = [f for f in read_control_state(store).flags if f.entity_id == GOLD_STAGE]
+        assert (flag.flag_value, flag.reason) == (False, HELD + held["error"])
+
+        # `medallion enable` lifts the hold, and the sensor does not hold the same problem again.
+        assert medallion("enable", "stage", GOLD_STAGE).exit_code == 0
+        with store.engine.begin() as connection:
+            connection.execute(
+                text("UPDATE pipelines SET owner = 'team:web' WHERE pipeline_id = 'user_events_etl'")
+            )
+        tick()
+        [flag] = [f for f in read_control_state(store).flags if f.entity_id == GOLD_STAGE]
+        assert flag.flag_value
+
+
+def test_a_hold_is_released_by_loading_the_same_change_with_allow_breaking(loaded_seed: Path) -> None:
+    store = open_catalog()
+    sensor = build_control_sensor(store.snapshot(), store)
+    narrowed = {"event_date": "date", "total_events": "int", "unique_users": "bigint"}
+    with store.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE targets SET columns = :columns WHERE target_id = 'gold_daily_user_events'"),
+            {"columns": json.dumps(narrowed)},
+        )
+    with instance_for_test() as instance:
+        sensor.evaluate_tick(build_sensor_context(instance=instance))
+    assert not next(f for f in read_control_state(store).flags if f.entity_id == GOLD_STAGE).flag_value
+    folder = edited_seed(
+        loaded_seed,
+        [(UE, GOLD_UE_COLUMNS, "columns: {event_date: date, total_events: int, unique_users: bigint}")],
+    )
+    assert medallion("catalog", "load", str(folder), "--allow-breaking").exit_code == 0
+    [flag] = [f for f in read_control_state(store).flags if f.entity_id == GOLD_STAGE]
+    assert (flag.flag_value, flag.reason) == (True, "the breaking change was loaded with --allow-breaking")
+    [waived] = store.audit_entries(event=WAIVED_EVENT)
+    assert waived["details"]["problems"][0].startswith("targets[gold_daily_user_events].columns: contract")

@@ -232,3 +232,33 @@ def plan_files(stored: CatalogSnapshot, loaded: LoadedRows, lake_root: str | Non
     files = {table: {row.key(): row for row in rows} for table, rows in loaded.rows.items() if rows}
     rows = diff_rows(stored.tables, files, files)
     return make_plan(stored, merged_snapshot(stored, loaded), rows, lake_root)
+
+
+# The tables whose rows make datasets and their metadata: what a plan of an edited catalog compares.
+PLANNED_TABLES = ("pipelines", "pipeline_profiles", "sources", "targets", "validation_rules", "stages")
+# The kill-switch reason of a stage held for a contract-breaking change made by SQL, and of its release.
+HELD = "held: a catalog change made by SQL breaks a warehouse contract: "
+WAIVED_EVENT = "contract_waived"
+
+
+def plan_since(loaded: CatalogSnapshot, current: CatalogSnapshot, lake_root: str | None) -> Plan:
+    """The plan of what changed in the catalog since `loaded` (the snapshot the definitions were built
+    from: a domain's share of the catalog, or all of it) was read: its rows as they are now, and the stages
+    now in its pipelines with the rows they name."""
+    stages = [stage for stage in current.stages() if stage.pipeline_id in loaded.pipelines]
+    named: dict[str, set[tuple[Any, ...]]] = {
+        "targets": {(d,) for stage in stages for d in (stage.target_id, *stage.input_ids())},
+        "sources": {(stage.input_id,) for stage in stages},
+        "validation_rules": {(stage.validation_set_id,) for stage in stages},
+    }
+    now = {
+        table: {
+            key: row
+            for key, row in current.tables[table].items()
+            if key in loaded.tables[table] or key in named.get(table, ())
+        }
+        for table in PLANNED_TABLES
+    }
+    now["stages"] = {stage.key(): stage for stage in stages}
+    after = loaded.replaced({table: rows.values() for table, rows in now.items()})
+    return make_plan(loaded, after, diff_rows(loaded.tables, now, PLANNED_TABLES), lake_root)
