@@ -26,8 +26,8 @@ from medallion_assets.control.flags import read_control_state
 from medallion_assets.loading import validate_files
 from medallion_assets.sensors.control import build_control_sensor
 from medallion_assets.storage.lake.catalogs import lake_catalog
+from tests.conftest import SEED
 
-SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 UE, OR, CC, COMMON = "user_events_etl.yaml", "orders_etl.yaml", "customer_changes_etl.yaml", "common.yaml"
 GOLD_UE_COLUMNS = "columns: {event_date: date, total_events: bigint, unique_users: bigint}"
 UE_DESCRIPTIONS = (
