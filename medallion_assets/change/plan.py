@@ -8,6 +8,7 @@ reads) and which warehouse tables change, and the warehouse contracts it breaks.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -102,21 +103,24 @@ def plan_schema() -> dict[str, Any]:
     return schema
 
 
-def touched_datasets(old: CatalogSnapshot, new: CatalogSnapshot, change: RowChange) -> set[str]:
-    """The datasets (stage targets) a row belongs to, in either catalog: a stage's or target's own, the users
-    of a rule set or raw source, the datasets of a pipeline."""
-    touched = set()
+def datasets_by_row(
+    old: CatalogSnapshot, new: CatalogSnapshot
+) -> dict[tuple[str, tuple[Any, ...]], set[str]]:
+    """The datasets (stage targets) each row belongs to, in either catalog, by (table, key): a stage's or
+    target's own, the users of a rule set or raw source, the datasets of a pipeline."""
+    index: dict[tuple[str, tuple[Any, ...]], set[str]] = defaultdict(set)
     for snapshot in (old, new):
         for stage in snapshot.stages():
-            if (
-                (change.table == "stages" and stage.key() == change.key)
-                or (change.table == "targets" and stage.target_id == change.key[0])
-                or (change.table == "validation_rules" and stage.validation_set_id == change.key[0])
-                or (change.table == "sources" and stage.input_id == change.key[0])
-                or (change.table in ("pipelines", "pipeline_profiles") and stage.pipeline_id == change.key[0])
+            for row in (
+                ("stages", stage.key()),
+                ("targets", (stage.target_id,)),
+                ("validation_rules", (stage.validation_set_id,)),
+                ("sources", (stage.input_id,)),
+                ("pipelines", (stage.pipeline_id,)),
+                ("pipeline_profiles", (stage.pipeline_id,)),
             ):
-                touched.add(stage.target_id)
-    return touched
+                index[row].add(stage.target_id)
+    return index
 
 
 def make_plan(
@@ -126,8 +130,9 @@ def make_plan(
     from the lake at `lake_root` (None: not asked)."""
     datasets: dict[str, list[Finding]] = {}
     other_rows = []
+    belongs = datasets_by_row(old, new)
     for change in rows:
-        touched = {d for d in touched_datasets(old, new, change) if new.stage_producing(d)}
+        touched = {d for d in belongs.get((change.table, change.key), ()) if new.stage_producing(d)}
         if change.change == "removed" or not touched:
             other_rows.append(change)
         for dataset in touched:
