@@ -115,8 +115,8 @@ def test_the_control_sensor_syncs_pool_limits_on_every_tick(store, tmp_path):
 
         first = sensor(build_sensor_context(instance=instance))
         assert pools() == {"source_medallion_raw": (3, False), "target_warehouse": (2, False)}
-        assert first.skip_message == "nothing to cancel; set 2 pool limit(s)"
-        assert sensor(build_sensor_context(instance=instance)).skip_message == "nothing to cancel"
+        assert first.skip_reason.skip_message == "nothing to cancel; set 2 pool limit(s)"
+        assert sensor(build_sensor_context(instance=instance)).skip_reason.skip_message == "nothing to cancel"
         store.upsert({"throttles": [limit_row("source", "medallion_raw", "concurrency", 1)]})
         sensor(build_sensor_context(instance=instance))
         assert pools() == {"source_medallion_raw": (1, False), "target_warehouse": (2, False)}

@@ -53,8 +53,17 @@ class CatalogSnapshot:
 
     def add(self, table: str, row: Row) -> None:
         self.tables[table][row.key()] = row
-        # The lookups below are cached (the factory asks for them several times per stage); forget them.
-        for lookup in ("pipelines", "sources", "targets", "rule_sets", "retry_policies"):
+        # The lookups below are cached (the factory asks for them several times per stage, checks once per
+        # stage); forget them.
+        for lookup in (
+            "pipelines",
+            "sources",
+            "targets",
+            "rule_sets",
+            "retry_policies",
+            "_stages",
+            "_producers",
+        ):
             self.__dict__.pop(lookup, None)
 
     def replaced(self, rows: Mapping[str, Iterable[Row]]) -> CatalogSnapshot:
@@ -95,13 +104,24 @@ class CatalogSnapshot:
     def control_flags(self) -> list[ControlFlag]:
         return list(self.rows_of("control_flags", ControlFlag).values())
 
+    @cached_property
+    def _stages(self) -> list[Stage]:
+        return sorted(self.rows_of("stages", Stage).values(), key=lambda s: (s.pipeline_id, s.stage_order))
+
+    @cached_property
+    def _producers(self) -> dict[str, Stage]:
+        producers: dict[str, Stage] = {}
+        for stage in self._stages:
+            producers.setdefault(stage.target_id, stage)
+        return producers
+
     def stages(self, pipeline_id: str | None = None) -> list[Stage]:
         """Stages in run order, of one pipeline or of all."""
-        rows = [s for s in self.rows_of("stages", Stage).values() if pipeline_id in (None, s.pipeline_id)]
-        return sorted(rows, key=lambda s: (s.pipeline_id, s.stage_order))
+        return [s for s in self._stages if pipeline_id in (None, s.pipeline_id)]
 
     def stage_producing(self, target_id: str) -> Stage | None:
-        return next((s for s in self.stages() if s.target_id == target_id), None)
+        """The stage that makes `target_id` (the first in run order, should the catalog name two)."""
+        return self._producers.get(target_id)
 
     def pipelines_upstream_first(self) -> list[str]:
         """Every pipeline's id, each after the pipelines that make its stages' inputs, by id where that leaves

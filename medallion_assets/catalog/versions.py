@@ -33,7 +33,14 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 # The catalog tables whose rows make up definitions: a write to any other table cannot change a version.
 DEFINING_TABLES = frozenset({"stages", "targets", "sources", "validation_rules", "column_lineage"})
 _OUTPUT_FIELDS = {"target_id", "layer", "kind", "location", "columns", "keys", "keep_latest_by", "load_mode"}
-_CHANGE_FIELDS = {"cdc", "scd_type", "track_history_columns", "track_history_except", "validity_columns"}
+_CHANGE_FIELDS = {
+    "cdc",
+    "scd_type",
+    "track_history_columns",
+    "track_history_except",
+    "validity_columns",
+    "version",
+}
 # The parts of a definition besides its inputs, in the order a diff names them.
 _PARTS = ("transform", "rules", "output", "source")
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import sys
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
+    from medallion_assets.catalog.loader import LoadedRows
+    from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.catalog.store import CatalogStore
 
 EXIT_FAILED = 1
@@ -27,3 +32,25 @@ def refuse(message: str, code: int = EXIT_INVALID) -> NoReturn:
     """Say why on stderr and exit with `code`: the command was given something it cannot act on."""
     echo(message, err=True)
     sys.exit(code)
+
+
+def validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedRows:
+    """The files' rows, checked against `snapshot`; on any problem, validate's messages and exit 2."""
+    from medallion_assets.catalog.loader import CatalogInvalid
+    from medallion_assets.catalog.models import DeprecatedName
+    from medallion_assets.loading import validate_files
+
+    try:
+        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
+            loaded = validate_files(snapshot, list(paths))
+    except (CatalogInvalid, FileNotFoundError) as error:
+        echo(str(error), err=True)
+        sys.exit(EXIT_INVALID)
+    for (
+        warning
+    ) in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
+        if issubclass(warning.category, DeprecatedName):
+            echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return loaded

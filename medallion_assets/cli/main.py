@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import sys
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from medallion_assets.cli.common import (
     EXIT_UNAVAILABLE,
     catalog_store,
     refuse,
+    validated,
 )
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
@@ -28,13 +28,14 @@ from medallion_assets.cli.lake import lake, rollback
 from medallion_assets.cli.lineage import lineage, paths
 from medallion_assets.cli.monitoring import metrics, notify, status
 from medallion_assets.cli.onboard import onboard
+from medallion_assets.cli.plan import plan
 from medallion_assets.cli.profile import profile, simulate
 from medallion_assets.cli.throttle import throttle
 from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
-    from medallion_assets.catalog.loader import LoadedRows
+    from medallion_assets.catalog.models import Row
     from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.catalog.store import CatalogStore
 
@@ -68,27 +69,6 @@ def catalog_init() -> None:
     echo(f"catalog ready at {config.catalog_url()}")
 
 
-def _validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedRows:
-    from medallion_assets.catalog.loader import CatalogInvalid
-    from medallion_assets.catalog.models import DeprecatedName
-    from medallion_assets.loading import validate_files
-
-    try:
-        with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
-            loaded = validate_files(snapshot, list(paths))
-    except (CatalogInvalid, FileNotFoundError) as error:
-        echo(str(error), err=True)
-        sys.exit(EXIT_INVALID)
-    for (
-        warning
-    ) in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
-        if issubclass(warning.category, DeprecatedName):
-            echo(f"warning: {warning.message}", err=True)
-        else:
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-    return loaded
-
-
 @catalog.command("validate")
 @click.argument("paths", nargs=-1, required=True)
 def catalog_validate(paths: tuple[str, ...]) -> None:
@@ -97,7 +77,7 @@ def catalog_validate(paths: tuple[str, ...]) -> None:
     from medallion_assets.control.steering.scheduling import profile_warnings
 
     store = catalog_store()
-    loaded = _validated(store.snapshot(), paths)
+    loaded = validated(store.snapshot(), paths)
     echo(f"valid: {sum(len(rows) for rows in loaded.rows.values())} rows")
     for warning in profile_warnings(merged_snapshot(store.snapshot(), loaded)):
         echo(f"warning: {warning}", err=True)
@@ -105,18 +85,41 @@ def catalog_validate(paths: tuple[str, ...]) -> None:
 
 @catalog.command("load")
 @click.argument("paths", nargs=-1, required=True)
-def catalog_load(paths: tuple[str, ...]) -> None:
-    """Validate, then upsert YAML files or folders into the catalog (idempotent)."""
-    echo(_load(catalog_store(), paths))
+@click.option(
+    "--allow-breaking",
+    is_flag=True,
+    help="load a change that drops, renames or narrows a warehouse target's contract column anyway",
+)
+def catalog_load(paths: tuple[str, ...], allow_breaking: bool) -> None:
+    """Validate, then upsert YAML files or folders into the catalog (idempotent). A change that breaks a
+    warehouse target's contract (`medallion plan` shows it) is refused unless the target declares a new
+    version or --allow-breaking is given."""
+    echo(_load(catalog_store(), paths, allow_breaking))
 
 
-def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
-    """Validate and upsert; give new pipelines, stages and sources their kill switch rows; refresh recovery
-    paths."""
+def _load(store: CatalogStore, paths: Iterable[str | Path], allow_breaking: bool = False) -> str:
+    """Validate, check the warehouse contracts, and upsert; give new pipelines, stages and sources their kill
+    switch rows; refresh recovery paths."""
+    from medallion_assets.change.plan import plan_files
     from medallion_assets.control.steering.flags import add_missing_flags
     from medallion_assets.recovery.paths import refresh_recovery_paths
 
-    written = store.upsert_checked(lambda snapshot: _validated(snapshot, paths).rows)
+    waived: list[str] = []
+    targets: set[str] = set()
+
+    def checked(snapshot: CatalogSnapshot) -> dict[str, list[Row]]:
+        loaded = validated(snapshot, paths)
+        made = plan_files(snapshot, loaded, None)
+        refused = made.refused(allow_breaking)
+        if refused:
+            refuse("\n".join(f"refused: {problem}" for problem in refused))
+        waived.extend(str(problem) for problem in made.contract)
+        targets.update(row.key()[0] for row in loaded.rows["targets"])
+        return loaded.rows
+
+    written = store.upsert_checked(checked)
+    if allow_breaking:
+        _allow_breaking(store, waived, targets)
     flags = add_missing_flags(store)
     changed = refresh_recovery_paths(store, store.snapshot())
     return (
@@ -125,6 +128,24 @@ def _load(store: CatalogStore, paths: Iterable[str | Path]) -> str:
         + f"; {len(flags)} kill switch row(s) added (one per new pipeline, stage and source, enabled: "
         "`medallion disable` halts it)" + f"; recovery paths refreshed for {len(changed)} dataset(s)"
     )
+
+
+def _allow_breaking(store: CatalogStore, waived: list[str], targets: set[str]) -> None:
+    """Release the stages of `targets` the control sensor held for a contract break made by SQL, and record
+    those breaks and the ones this load let through (`waived`), so the sensor does not hold them."""
+    from medallion_assets.change.plan import HELD, WAIVED_EVENT
+    from medallion_assets.control.steering.flags import read_control_state, set_flag
+
+    made_by = {f"{s.pipeline_id}.{s.stage_name}": s.target_id for s in store.snapshot().stages()}
+    for flag in read_control_state(store).flags:
+        held = flag.entity_type == "stage" and not flag.flag_value and flag.reason.startswith(HELD)
+        if held and made_by.get(flag.entity_id) in targets:
+            waived.append(flag.reason.removeprefix(HELD))
+            set_flag(
+                store, "stage", flag.entity_id, True, "the breaking change was loaded with --allow-breaking"
+            )
+    if waived:
+        store.record_audit(event=WAIVED_EVENT, status="allowed", details={"problems": waived})
 
 
 @catalog.command("show")
@@ -435,6 +456,7 @@ def demo(rows: int) -> None:
 
 
 SUBCOMMANDS = (
+    plan,
     lineage,
     paths,
     onboard,

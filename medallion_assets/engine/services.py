@@ -1,7 +1,7 @@
 """What the engine asks of the world outside it, as small protocols: the asset layer hands it implementations.
 
 The engine decides nothing about rate limits, availability or recovery paths and keeps no records of its own;
-it calls these. The catalog-backed implementations are `control.throttles.CatalogThrottles`,
+it calls these. The catalog-backed implementations are `control.steering.throttles.CatalogThrottles`,
 `recovery.routes.CatalogRoutes` and `catalog.store.CatalogStore` (the ledger); a test or a tool may pass
 others.
 """

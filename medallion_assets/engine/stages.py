@@ -1089,7 +1089,7 @@ class StageRunner:
             raise RuntimeError(
                 f"target {target.target_id} loads into the warehouse, but no warehouse is configured"
             )
-        table = target.location
+        table = target.warehouse_table()
         assert table is not None, "a warehouse target has a location (Target checks it)"
         if held is not None and not self.warehouse.has_table(table):
             held = None

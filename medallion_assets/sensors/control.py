@@ -1,29 +1,40 @@
 """The control sensor: queued runs that touch work a kill switch disabled are cancelled on the next tick,
-and the instance's concurrency pools follow the catalog's throttles.
+the instance's concurrency pools follow the catalog's throttles, and catalog changes made by plain SQL are
+planned: recorded with their category and impact in audit_log and on the assets, and a change that breaks a
+warehouse contract held by its stage's kill switch.
 
 Running runs need no help: every asset checks the switches when it starts and before it commits a load.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 from dagster import (
+    AssetKey,
+    AssetObservation,
     DagsterRunStatus,
     DefaultSensorStatus,
+    MetadataValue,
     RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
-    SkipReason,
+    SensorResult,
     sensor,
 )
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.catalog.store import CatalogStore, change_count
+from medallion_assets.change.plan import HELD, WAIVED_EVENT, Plan, plan_since
 from medallion_assets.control.steering.flags import (
     HALT_REASON_TAG,
     STATUS_TAG,
     disabled_reason,
     read_control_state,
+    set_flag,
 )
 from medallion_assets.control.steering.throttles import sync_pool_limits
 
@@ -69,6 +80,88 @@ def cancel_disabled_queued_runs(
     return cancelled
 
 
+def record_catalog_changes(
+    context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore, seen: dict[str, Any]
+) -> tuple[list[AssetObservation], dict[str, Any]]:
+    """Plan what changed in the catalog since the definitions read `snapshot`, when the catalog's change
+    counter moved and the plan is not the one recorded last (`seen`, the sensor's cursor): an audit_log entry
+    holding the plan, an observation on each changed dataset's asset (its category, why, what it rebuilds),
+    and each stage whose change breaks a warehouse contract held by its kill switch, once per problem, unless
+    `catalog load --allow-breaking` waived that problem. Returns the observations and the new cursor."""
+    with store.engine.connect() as connection:
+        counter = change_count(connection)
+    if counter == seen.get("counter"):
+        return [], seen
+    made = plan_since(snapshot, store.snapshot(), None)
+    recorded = made.as_dict()
+    digest = hashlib.sha256(json.dumps(recorded, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cursor = {**seen, "counter": counter, "digest": digest}
+    if digest == seen.get("digest") or not made.rows:
+        return [], cursor
+    held = _hold_contract_breaks(context, snapshot, store, made, [str(p) for p in seen.get("held", [])])
+    cursor["held"] = [*seen.get("held", []), *held]
+    store.record_audit(
+        event="catalog_change",
+        status="held" if held else "planned",
+        error="; ".join(held) or None,
+        details=recorded,
+    )
+    rebuilt = {r.dataset: r for r in made.rebuilds}
+    observations = [
+        AssetObservation(
+            AssetKey(change.asset_key),
+            metadata={
+                "catalog_change/category": change.category,
+                "catalog_change/reasons": MetadataValue.md("\n".join(f"- {r}" for r in change.reasons)),
+                "catalog_change/rebuild": MetadataValue.text(
+                    f"{rebuilt[change.dataset].mode}: {rebuilt[change.dataset].why}"
+                    if change.dataset in rebuilt
+                    else "nothing rebuilt"
+                ),
+                "catalog_change/rebuilds": MetadataValue.text(", ".join(r.dataset for r in made.rebuilds)),
+            },
+        )
+        for change in made.datasets
+    ]
+    context.log.info(f"catalog changed: {len(made.rows)} row(s), {len(made.rebuilds)} rebuild(s)")
+    return observations, cursor
+
+
+def _hold_contract_breaks(
+    context: SensorEvaluationContext,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    made: Plan,
+    held: list[str],
+) -> list[str]:
+    """Disable the stage of each contract problem not held before nor waived; returns the problems held."""
+    waived = {
+        str(problem)
+        for entry in store.audit_entries(event=WAIVED_EVENT)
+        for problem in entry["details"]["problems"]
+    }
+    newly = []
+    for problem in made.refused(allow_breaking=False):
+        if str(problem) in held or str(problem) in waived:
+            continue
+        stage = store.snapshot().stage_producing(problem.target_id) or snapshot.stage_producing(
+            problem.target_id
+        )
+        if stage is None:
+            continue
+        set_flag(
+            store,
+            "stage",
+            f"{stage.pipeline_id}.{stage.stage_name}",
+            False,
+            HELD + str(problem),
+            "medallion_control",
+        )
+        context.log.warning(f"held {stage.pipeline_id}.{stage.stage_name}: {problem}")
+        newly.append(str(problem))
+    return newly
+
+
 def build_control_sensor(
     snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
 ) -> SensorDefinition:
@@ -80,17 +173,25 @@ def build_control_sensor(
         minimum_interval_seconds=interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
         description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
-        "and sets concurrency pool limits from the throttles table.",
+        "sets concurrency pool limits from the throttles table, and plans catalog changes made by SQL "
+        "(audit_log, asset observations), holding a stage whose change breaks a warehouse contract.",
     )
-    def medallion_control(context: SensorEvaluationContext) -> SkipReason:
+    def medallion_control(context: SensorEvaluationContext) -> SensorResult:
         # The loaded definitions' stages claim the pools; their limits are the throttles rows as they are now.
         changed = sync_pool_limits(
             context.instance, snapshot.replaced({"throttles": store.read_table("throttles")})
         )
         for pool, limit in changed.items():
             context.log.info(f"pool {pool}: limit {limit}")
+        observations, cursor = record_catalog_changes(
+            context, snapshot, store, json.loads(context.cursor) if context.cursor else {}
+        )
         cancelled = cancel_disabled_queued_runs(context, snapshot, store)
         summary = f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel"
-        return SkipReason(summary + (f"; set {len(changed)} pool limit(s)" if changed else ""))
+        return SensorResult(
+            skip_reason=summary + (f"; set {len(changed)} pool limit(s)" if changed else ""),
+            cursor=json.dumps(cursor),
+            asset_events=observations,
+        )
 
     return medallion_control

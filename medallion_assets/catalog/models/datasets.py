@@ -169,6 +169,12 @@ class Target(Row):
         ),
     )
     location: str | None = Field(default=None, description="schema.table for warehouse targets")
+    version: int | None = Field(
+        default=None,
+        ge=1,
+        description="warehouse targets: the version of the columns' contract; from 2 on, the table "
+        "`<location>_v<N>` is built beside the earlier versions' tables, which are left to their readers",
+    )
     columns: Columns | None = Field(default=None, description="declared schema; silver casts to it")
     column_descriptions: dict[Identifier, str] | None = Field(
         default=None, description="what a declared column means, by name; shown in the Dagster UI"
@@ -242,6 +248,12 @@ class Target(Row):
         self._check_changes()
         self._check_incremental()
         return self
+
+    def warehouse_table(self) -> str | None:
+        """The warehouse table the target loads: `location`, or from version 2 on `<location>_v<N>`."""
+        if self.location is None or (self.version or 1) == 1:
+            return self.location
+        return f"{self.location}_v{self.version}"
 
     def _check_incremental(self) -> None:
         """A merge window needs a keyed silver merge and a day to search by; gold's days, a declared day

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
@@ -137,3 +138,18 @@ def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
         summary.operation.value if summary else "",
         {k: str(v) for k, v in (summary.additional_properties if summary else {}).items()},
     )
+
+
+def current_records(lake_root: str, table: TableRef) -> int | None:
+    """How many rows main holds now, from its snapshot's summary (no data file is read); None for a table
+    that does not exist, holds no snapshot, or lives in an embedded catalog not created yet (which reading
+    would create)."""
+    url = lake_catalog(table.catalog, lake_root).url
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return None
+    loaded = load_table(lake_root, table)
+    current = loaded.current_snapshot() if loaded else None
+    records = (
+        current.summary.additional_properties.get("total-records") if current and current.summary else None
+    )
+    return int(records) if records is not None else None
