@@ -64,7 +64,7 @@ from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.control.throttles import CatalogThrottles  # noqa: E402
 from medallion_assets.engine.ingest import bronze_schema  # noqa: E402
 from medallion_assets.engine.spark import spark_session  # noqa: E402
-from medallion_assets.engine.stages import StageOutcome, StageRunner  # noqa: E402
+from medallion_assets.engine.stage.runner import StageOutcome, StageRunner  # noqa: E402
 from medallion_assets.recovery.routes import CatalogRoutes  # noqa: E402
 from medallion_assets.storage.lake.layout import TableRef, table_of  # noqa: E402
 from medallion_assets.storage.lake.tables import LakeTables  # noqa: E402
