@@ -71,7 +71,7 @@ from medallion_assets.storage.lake.layout import table_location
 from medallion_assets.storage.lake.metadata import TableInfo
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
-    from medallion_assets.engine.stage.runner import StageOutcome
+    from medallion_assets.engine.stage import StageOutcome
 
 log = logging.getLogger(__name__)
 # `transport: {type: datahub, url: …}` sends lineage to DataHub; named, so that the SDK is imported only then.
