@@ -64,7 +64,8 @@ from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.control.steering.throttles import CatalogThrottles  # noqa: E402
 from medallion_assets.engine.ingest import bronze_schema  # noqa: E402
 from medallion_assets.engine.spark import spark_session  # noqa: E402
-from medallion_assets.engine.stages import StageOutcome, StageRunner  # noqa: E402
+from medallion_assets.engine.stage import StageOutcome, StageRunner, merge, replace  # noqa: E402
+from medallion_assets.engine.stage import runner as stage_runner  # noqa: E402
 from medallion_assets.recovery.routes import CatalogRoutes  # noqa: E402
 from medallion_assets.storage.lake.layout import TableRef, table_of  # noqa: E402
 from medallion_assets.storage.lake.tables import LakeTables  # noqa: E402
@@ -304,7 +305,11 @@ class Profile:
     The rest of a stage's time is driver work between actions: planning, metadata reads, the ledger."""
 
     METHODS = {
-        StageRunner: ["_plan", "_merge_new_rows", "_merge_increment", "_replace_keys", "_judge_merge"],
+        # The engine's functions where they are looked up when called: the plan in the runner, the merge's
+        # steps in its strategy, the rules' judgement in the replacement the merge makes.
+        stage_runner: ["plan_stage"],
+        merge: ["build", "merge_increment", "replace_keys"],
+        replace: ["judge_merge"],
         LakeTables: ["stage_replacing", "publish", "total_rows", "current_snapshot"],
     }
     ACTIONS = {
@@ -320,9 +325,10 @@ class Profile:
         self.actions: dict[str, list[float]] = defaultdict(list)
         self.active = self.inside = False
         self.url = spark.sparkContext.uiWebUrl
-        for cls, names in self.METHODS.items():
+        for owner, names in self.METHODS.items():
             for name in names:
-                setattr(cls, name, self._method(f"{cls.__name__}.{name}", getattr(cls, name)))
+                label = f"{owner.__name__.rsplit('.', 1)[-1]}.{name}"
+                setattr(owner, name, self._method(label, getattr(owner, name)))
         for cls, names in self.ACTIONS.items():
             for name in names:
                 setattr(cls, name, self._action(name, getattr(cls, name)))

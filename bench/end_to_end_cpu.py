@@ -18,7 +18,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import medallion_assets.engine.stages as stage_runner  # noqa: E402
+import medallion_assets.engine.stage.runner as stage_runner  # noqa: E402
 from bench import end_to_end  # noqa: E402
 from bench.bronze_pieces import cpu_seconds  # noqa: E402
 

@@ -43,7 +43,7 @@ from dagster import DagsterInstance
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.spark import spark_session
-from medallion_assets.engine.stages import StageOutcome
+from medallion_assets.engine.stage import StageOutcome
 from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.openlineage import emitter, events

@@ -21,7 +21,7 @@ from medallion_assets.catalog.store import open_catalog
 from medallion_assets.control.steering.flags import disabled_reason, read_control_state
 from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.engine.spark import SESSION_CONF
-from medallion_assets.engine.stages import StageRunner
+from medallion_assets.engine.stage import StageRunner
 from medallion_assets.errors import StageHalted
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.warehouse import warehouse_from_url

@@ -31,7 +31,7 @@ from medallion_assets.dagster_compat import (
     RemoteRepositoryOrigin,
 )
 from medallion_assets.definitions import build_definitions
-from medallion_assets.engine.stages import StageRunner
+from medallion_assets.engine.stage import StageRunner
 from medallion_assets.errors import StageHalted
 from medallion_assets.loading import validate_files
 from medallion_assets.recovery.routes import CatalogRoutes

@@ -181,7 +181,7 @@ def test_qualified_names_are_quoted_part_by_part():
 def test_the_engine_imports_nothing_of_dagster():
     """DESIGN rule 2: ingest, transform, validate and load run anywhere, without the orchestrator."""
     script = (
-        "import sys, medallion_assets.engine.stages; "
+        "import sys, medallion_assets.engine.stage; "
         "print(sorted(m for m in sys.modules if m.startswith('dagster')))"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.engine.stages import ASKED_FULL, gold_mode_description
+from medallion_assets.engine.stage import ASKED_FULL, gold_mode_description
 from medallion_assets.loading import check_references
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url

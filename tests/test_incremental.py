@@ -17,7 +17,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.engine.ingest import bronze_schema
-from medallion_assets.engine.stages import StageOutcome, StageRunner
+from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.engine.validation import evaluate_rules
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.lake import history

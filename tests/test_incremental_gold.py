@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import Stage, Target, ValidationRuleSet
-from medallion_assets.engine.stages import gold_groups, gold_mode_description
+from medallion_assets.engine.stage import gold_groups, gold_mode_description
 from medallion_assets.engine.transform import NotGroupwise, group_keys
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef

@@ -18,7 +18,7 @@ from pyspark.sql.types import DateType, StringType, TimestampType
 
 from medallion_assets.catalog.models import Target, ValidationRuleSet
 from medallion_assets.engine.changes import on_days
-from medallion_assets.engine.stages import ASKED_FULL
+from medallion_assets.engine.stage import ASKED_FULL
 from medallion_assets.storage.lake.layout import TableRef
 from tests.test_incremental import COLUMNS, Lakehouse
 

@@ -9,7 +9,7 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
-from medallion_assets.engine.stages import staged_on_executors
+from medallion_assets.engine.stage import staged_on_executors
 from medallion_assets.storage.warehouse import StagedParquet, WarehouseError, warehouse_from_url
 from tests.test_warehouse import batch, content, redshift_url
 

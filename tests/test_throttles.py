@@ -33,7 +33,7 @@ from medallion_assets.control.steering.throttles import (
     take,
     throttle,
 )
-from medallion_assets.engine.stages import StageRunner
+from medallion_assets.engine.stage import StageRunner
 from medallion_assets.instance import instance_config
 from medallion_assets.loading import validate_files
 from medallion_assets.pool_storage import PoolSafePostgresEventLogStorage, PoolSafeSqliteEventLogStorage

@@ -2,7 +2,7 @@
 
 One asset per dataset (a stage's target), keyed [layer, dataset], grouped by pipeline, with deps from the
 stage's inputs and one asset check per validation rule. Raw sources are external assets, so the lineage
-graph starts at the S3 files. Each asset is a thin wrapper (`StageStep`) over `engine.stages.StageRunner`.
+graph starts at the S3 files. Each asset is a thin wrapper (`StageStep`) over `engine.stage.StageRunner`.
 
 No `from __future__ import annotations` here: Dagster reads the asset function's annotations at definition
 time to recognise its context and resources.
@@ -49,7 +49,7 @@ from medallion_assets.control.steering.flags import (
 )
 from medallion_assets.control.steering.throttles import CatalogThrottles, stage_pool
 from medallion_assets.engine.refresh import RefreshRefused, requested_full_refresh
-from medallion_assets.engine.stages import Adjustments, StageOutcome, StageRunner, gold_mode_description
+from medallion_assets.engine.stage import Adjustments, StageOutcome, StageRunner, gold_mode_description
 from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import SqlNotAnalyzable, StageHalted

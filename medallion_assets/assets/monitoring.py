@@ -15,7 +15,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.monitoring.anomalies import dq_rate, volume_verdicts
 from medallion_assets.control.monitoring.sla import effective_sla
-from medallion_assets.engine.stages import StageOutcome
+from medallion_assets.engine.stage import StageOutcome
 
 VOLUME_CHECK, DQ_CHECK = "volume_anomaly", "dq_rate"
 

@@ -29,7 +29,8 @@ from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.metadata import current_records
 
 SCHEMA_FILE = Path(__file__).with_name("plan.schema.json")
-# The engine's reason for a target that is always recomputed whole (engine/stages.py says the same).
+# The engine's reason for a target that is always recomputed whole, as engine/stage/plan.py says it: importing
+# that would import Spark, which a plan never does.
 ASKED_FULL = "its catalog row asks for a full recompute on every run (incremental: full)"
 
 

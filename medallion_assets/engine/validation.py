@@ -4,7 +4,7 @@ Native rules become aggregate expressions that run together in a single `df.agg`
 once however many rules it has; `observe_rules` attaches the same expressions to the write instead, so most
 rules cost no scan at all (unique too, when the rows were just deduplicated on its columns). schema_match
 reads only the schema, and great_expectations rules run afterwards through Great Expectations' Spark
-datasource, which computes its own metrics.
+datasource, which computes its own metrics (expectations.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import BooleanType, StructType
 
 from medallion_assets.catalog.models import HISTORY_RULE_TYPES, Rule, ValidityColumns
+from medallion_assets.engine.expectations import expectations_of, run_expectations
 from medallion_assets.patterns import compiled
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -122,7 +123,7 @@ def _evaluate(
     df: DataFrame, rules: Sequence[Rule], now: datetime | None, count_rows: bool
 ) -> tuple[list[RuleOutcome], int | None]:
     now = now or datetime.now(UTC)
-    expectations = _expectations(rules)
+    expectations = expectations_of(rules)
     outcomes, runnable = _screen(df, rules)
     expectations = {index: expectation for index, expectation in expectations.items() if index in runnable}
     histories = {index: rule for index, rule in runnable.items() if rule.type in HISTORY_RULE_TYPES}
@@ -143,7 +144,13 @@ def _evaluate(
         outcomes.update(_judge({**native, **histories}, values, now))
         rows = int(values["row_count"])
     if expectations:
-        outcomes.update(_run_expectations(df, rules, expectations))
+        verdicts = run_expectations(df, rules, expectations)
+        outcomes.update(
+            {
+                i: RuleOutcome(rules[i], passed, observed, 0, said)
+                for i, (passed, observed, said) in verdicts.items()
+            }
+        )
     return [outcomes[index] for index in range(len(rules))], rows
 
 
@@ -167,7 +174,7 @@ def observe_rules(
     the observed counts instead of a distinct count over `written`.
     """
     now = now or datetime.now(UTC)
-    _expectations(rules)  # an unknown expectation is an error now, not after the write
+    expectations_of(rules)  # an unknown expectation is an error now, not after the write
     outcomes, runnable = _screen(df, rules)
     observable = {index: rule for index, rule in runnable.items() if not reads_written_data(rule, unique_on)}
     known_unique = {index for index, rule in observable.items() if rule.type == "unique"}
@@ -426,78 +433,3 @@ _JUDGES: dict[str, Callable[[Rule, dict[str, Any], int, datetime], RuleOutcome]]
     "freshness": _judge_freshness,
     **{history: _judge_history for history in HISTORY_RULE_TYPES},
 }
-
-
-def _expectations(rules: Sequence[Rule]) -> dict[int, Any]:
-    return {
-        index: _expectation(rule, index)
-        for index, rule in enumerate(rules)
-        if rule.type == "great_expectations"
-    }
-
-
-def _expectation(rule: Rule, index: int) -> Any:
-    """The Great Expectations expectation a rule names; `meta` carries the rule's index back in results."""
-    # Imported on first use: it is slow to import and most rule sets do without.
-    import great_expectations as gx
-    from great_expectations.expectations.expectation import Expectation
-
-    assert rule.expectation is not None, "Rule requires the expectation of a great_expectations rule"
-    expectation_class = getattr(gx.expectations, rule.expectation, None)
-    if not (isinstance(expectation_class, type) and issubclass(expectation_class, Expectation)):
-        raise ValueError(f"rule {rule.name}: unknown Great Expectations expectation {rule.expectation!r}")
-    kwargs = {"column": rule.column, **rule.kwargs} if rule.column else dict(rule.kwargs)
-    try:
-        return expectation_class(**kwargs, meta={"medallion_rule_index": index})
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"rule {rule.name}: invalid arguments for {rule.expectation}: {error}") from error
-
-
-def _run_expectations(
-    df: DataFrame, rules: Sequence[Rule], expectations: dict[int, Any]
-) -> dict[int, RuleOutcome]:
-    """Run the expectations as one suite on one batch, so Great Expectations can share metrics among them."""
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)  # no progress bars in the run's logs
-    # persist=False: Great Expectations would otherwise cache the caller's DataFrame and never release it.
-    batch = (
-        context.data_sources.add_spark("medallion", persist=False)
-        .add_dataframe_asset("dataframe")
-        .add_batch_definition_whole_dataframe("whole_dataframe")
-        .get_batch(batch_parameters={"dataframe": df})
-    )
-    suite = gx.ExpectationSuite(name="medallion", expectations=list(expectations.values()))
-    outcomes = {}
-    for result in batch.validate(suite).results:
-        config = result.expectation_config
-        assert config is not None, "a suite's result carries its expectation's configuration"
-        index = config.meta["medallion_rule_index"]
-        outcomes[index] = _expectation_outcome(rules[index], result.to_json_dict())
-    return outcomes
-
-
-def _expectation_outcome(rule: Rule, result: dict[str, Any]) -> RuleOutcome:
-    observed = result["result"]
-    errors = _exception_messages(result["exception_info"])
-    if errors:
-        message = f"could not run: {'; '.join(errors)}"
-    elif "unexpected_count" in observed:
-        verdict = "passed" if result["success"] else "failed"
-        message = f"{verdict}: {observed['unexpected_count']} of {observed['element_count']} rows unexpected"
-    else:
-        verdict = "passed" if result["success"] else "failed"
-        message = f"{verdict} with observed value {observed.get('observed_value')!r}"
-    return RuleOutcome(
-        rule, bool(result["success"]), observed, 0, f"{rule.name}: {rule.expectation} {message}"
-    )
-
-
-def _exception_messages(info: dict[str, Any]) -> list[str]:
-    # A result that raised keys its exception details by the metric that failed; one that did not is flat.
-    details = [info] if "raised_exception" in info else list(info.values())
-    return list(
-        dict.fromkeys(detail["exception_message"] for detail in details if detail.get("raised_exception"))
-    )

@@ -52,7 +52,7 @@ from medallion_assets.redaction import scrub
 from medallion_assets.storage.lake.metadata import TableInfo
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
-    from medallion_assets.engine.stages import StageOutcome
+    from medallion_assets.engine.stage import StageOutcome
 
 PRODUCER = f"urn:medallion:{importlib.metadata.version('medallion')}"
 INTEGRATION = "DAGSTER"

@@ -164,7 +164,7 @@ def adjustment_tags(run_tags: Mapping[str, str], stage: Stage, remedy: Remedy) -
 
 def adjustments(run_tags: Mapping[str, str], stage: Stage) -> dict[str, Any]:
     """The adjustments healing asked of the stage's next attempts in this run (see
-    engine.stages.Adjustments)."""
+    engine.stage.Adjustments)."""
     # The tag holds the JSON object adjustment_tags wrote.
     return cast(dict[str, Any], json.loads(run_tags.get(_adjustments_tag(stage), "{}")))
 

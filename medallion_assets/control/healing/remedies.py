@@ -55,7 +55,7 @@ class Fault:
 
 @dataclass(frozen=True)
 class Remedy:
-    """What an action did. `overrides` adjust the next attempts (engine.stages.Adjustments), carried to them
+    """What an action did. `overrides` adjust the next attempts (engine.stage.Adjustments), carried to them
     in the run's tags (control/failures.py)."""
 
     outcome: Literal["retry", "give_up"]

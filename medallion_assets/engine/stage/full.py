@@ -1,0 +1,83 @@
+"""Silver full and gold full: the dataset recomputed whole from its inputs' current versions, every count and
+rule observed while the write computes the rows, and its quarantine replaced by this run's rejects."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import DataFrame, Observation
+
+from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine.stage.context import StageContext
+from medallion_assets.engine.stage.inputs import readable_inputs
+from medallion_assets.engine.stage.outcome import StageOutcome
+from medallion_assets.engine.stage.plan import Mode
+from medallion_assets.engine.stage.publish import audit_and_publish
+from medallion_assets.engine.stage.shape import shape
+from medallion_assets.engine.transform import counted
+from medallion_assets.engine.validation import observe_rules
+from medallion_assets.naming import INGESTION_COLUMNS
+from medallion_assets.storage.lake.layout import TableRef, table_of
+
+
+def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tuple[StageOutcome, DataFrame]:
+    """The dataset computed whole from its inputs' current versions, written to the run's branch, judged
+    there and published; its outcome says which mode and why (`plan`)."""
+    inputs, read = readable_inputs(context, stage)
+    # Every count and rule is observed while the write computes the rows, instead of in a pass of its own.
+    shaped = shape(context, stage, target, inputs)
+    # After deduplication, a unique rule on the keys holds by construction and needs no distinct count.
+    # The rules' observation counts the rows written too.
+    observed, judge, written_rows = observe_rules(
+        shaped.frame.drop(*INGESTION_COLUMNS),
+        context.rules(stage),
+        unique_on=[] if target.scd_type == 2 else target.keys,
+    )
+    table = table_of(target)
+    context.lake.ensure(table, observed.schema, target.lake_table)
+    branch = context.lake.stage(table, observed, context.run_id)
+    quarantined = _write_rejected(context, table.quarantine(), shaped.rejects)
+    rows_in, written = shaped.rows_in(), written_rows()
+    # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
+    # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
+    # made of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account
+    # for.
+    rows_read = (
+        rows_in
+        if not stage.transform_sql and len(inputs) == 1
+        else sum(input_frame.count() for input_frame in inputs.values())
+    )
+    outcome = StageOutcome(
+        rows_read,
+        written,
+        quarantined,
+        details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined},
+        read=list(read),
+        input_snapshots={dataset: version for dataset, version in read.items() if version is not None},
+    )
+    # The staged rows are scanned only for rules an observation cannot compute.
+    outcome, version = audit_and_publish(context, stage, table, branch, observed.columns, judge, outcome)
+    outcome.details.update(mode=plan.mode, why=plan.why)
+    return outcome, version
+
+
+def _write_rejected(
+    context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]
+) -> int:
+    """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).
+
+    Call after the write of the kept rows, which counted each kind of reject: kinds without rows are left
+    out, so that their part of the plan is not computed again, and with no rejects at all the quarantine
+    is only emptied. The rows written are counted during this write, so the count is the quarantine's.
+    """
+    if not rejects:
+        return 0
+    present = [frame for frame, rows in rejects if rows.get["rows"]]
+    if not present:
+        context.lake.replace_quarantine(quarantine, rejects[0][0].limit(0))
+        return 0
+    combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
+    combined, quarantined = counted(combined)
+    context.lake.replace_quarantine(quarantine, combined)
+    rows_quarantined: int = quarantined.get["rows"]
+    return rows_quarantined

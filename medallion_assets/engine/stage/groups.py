@@ -1,0 +1,103 @@
+"""Gold by groups: a gold table brought up to date by recomputing only the groups its silver input's
+changes touched (see `plan.gold_groups` for when a stage can be)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from medallion_assets.catalog.days import day_column
+from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine import changes
+from medallion_assets.engine.stage.context import StageContext
+from medallion_assets.engine.stage.outcome import StageOutcome
+from medallion_assets.engine.stage.plan import Mode
+from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys
+from medallion_assets.engine.stage.shape import rows_made, shape
+from medallion_assets.engine.transform import group_key_column, with_group_keys
+from medallion_assets.naming import INGESTION_COLUMNS
+from medallion_assets.storage.lake.layout import table_of
+
+
+def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tuple[StageOutcome, DataFrame]:
+    """Bring a gold table up to date by recomputing the groups its silver input's changes since
+    `plan.since` touched: the group-key values of every row the changes deleted or inserted (Iceberg's
+    changelog: both images; each key's expression evaluated on them), recomputed from the silver rows of
+    those groups alone (the rows whose keys' values are a touched group's, a null matching a null). On
+    the run's branch the groups' rows are replaced by the recomputed ones, so a group that vanished is
+    deleted; checked there, then published. The touched groups stay on the outcome for the warehouse
+    load."""
+    assert plan.since is not None
+    silver = stage.input_id
+    silver_table = table_of(context.snapshot.targets[silver])
+    end = context.lake.current_snapshot(silver_table)
+    assert end is not None, "the plan found silver's current snapshot"
+    if end == plan.since:
+        return nothing_new(context, stage, target, plan, end)
+    helpers = [group_key_column(output) for output in plan.groups]
+    with context.lake.changelog(silver_table, plan.since, end) as changed:
+        # Cached and counted here: the changelog is read once, and its view does not outlive this block.
+        touched = (
+            with_group_keys(context.spark, changed, silver, plan.groups, stage.sql_dialect)
+            .select(*[F.col(f"`{helper}`") for helper in helpers])
+            .distinct()
+            .cache()
+        )
+        groups = touched.count()
+    if not groups:
+        touched.unpersist()
+        return nothing_new(context, stage, target, plan, end)
+    silver_rows = context.read_dataset(silver, end)
+    within = _groups_window(plan.groups, touched, silver_rows)
+    rows = with_group_keys(
+        context.spark, silver_rows.where(within or "TRUE"), silver, plan.groups, stage.sql_dialect
+    )
+    # Cached: read by the count of rows read, by the count of what the SQL makes of them, and by the SQL.
+    of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers).cache()
+    shaped = shape(context, stage, target, {silver: of_groups})
+    table = table_of(target)
+    replaced_in = context.lake.current_snapshot(table)
+    # The groups' keys named and typed as the gold table's columns, so that their rows are found there;
+    # kept until the warehouse load (`run_stage` lets them go).
+    types = {f.name.lower(): f.dataType for f in context.lake.read(table).schema.fields}
+    keys = touched.select(
+        *[
+            F.col(f"`{helper}`").cast(types[output.lower()]).alias(output)
+            if output.lower() in types
+            else F.col(f"`{helper}`").alias(output)
+            for output, helper in zip(plan.groups, helpers, strict=True)
+        ]
+    ).cache()
+    outcome, written = replace_keys(
+        context,
+        stage,
+        target,
+        plan,
+        Replacement(
+            shaped.frame.drop(*INGESTION_COLUMNS), keys, list(plan.groups), shaped.rejects, of_groups.count()
+        ),
+        {silver: end},
+        rows_in=rows_made(context, stage, {silver: of_groups}),
+    )
+    touched.unpersist()
+    of_groups.unpersist()
+    outcome.details["groups_recomputed"] = groups
+    outcome.changed_groups, outcome.groups_replaced_in = keys, replaced_in
+    return outcome, written
+
+
+def _groups_window(groups: dict[str, exp.Expr], touched: DataFrame, silver: DataFrame) -> str | None:
+    """Where the rows of the `touched` groups lie in silver, as far as their keys say: each key that is a
+    date or timestamp column, or the day of one, bounds its column to the touched groups' days, which
+    the scan prunes to (None: anywhere)."""
+    types = {f.name.lower(): f.dataType for f in silver.schema.fields}
+    windows = []
+    for output, key in groups.items():
+        column = day_column(key)
+        if column is None or column.lower() not in types:
+            continue
+        window = changes.window_of(touched, group_key_column(output), column, types[column.lower()])
+        if window is not None:
+            windows.append(f"({window})")
+    return " AND ".join(windows) or None

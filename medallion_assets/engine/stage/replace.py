@@ -1,0 +1,152 @@
+"""What the incremental modes share: an incremental run replaces the rows of the keys (or days) it
+recomputed, on the run's branch, and its rules judge this run's rows and, when they need the whole table, the
+branch; or, when its input brought nothing new, the table stays as it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import DataFrame, Observation
+
+from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine.stage.context import StageContext
+from medallion_assets.engine.stage.outcome import StageOutcome
+from medallion_assets.engine.stage.plan import Mode
+from medallion_assets.engine.stage.publish import audit_and_publish
+from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, judges_per_key, reads_written_data
+from medallion_assets.storage.lake.layout import TableRef, table_of
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What an incremental run puts in its table: `rows` replace every row whose `key_columns` are one of
+    `keys`' (a key without a row in `rows` loses its rows), made from `rows_read` input rows. `within`, a SQL
+    condition, holds of every row those keys have in the table (None: they may be anywhere). Without `keys`,
+    `rows` replace every row `within` holds (gold's days), each `key_columns` value's rows all among them."""
+
+    rows: DataFrame
+    keys: DataFrame | None
+    key_columns: list[str]
+    rejects: list[tuple[DataFrame, Observation]]
+    rows_read: int
+    within: str | None = None
+
+
+def replace_keys(
+    context: StageContext,
+    stage: Stage,
+    target: Target,
+    plan: Mode,
+    replacement: Replacement,
+    input_snapshots: dict[str, int],
+    rows_in: int,
+) -> tuple[StageOutcome, DataFrame]:
+    """Replace the rows of `replacement.keys` in the table by its rows on the run's branch, judge the
+    rules there, and publish unless a blocking one failed. `rows_in` are the rows the casts and rules
+    judged: what the SQL, if any, made of the input rows read. Returns the outcome and the version
+    written (published, or the staged branch)."""
+    table = table_of(target)
+    existing = context.lake.read(table).columns
+    # This run's rows are few: counted and judged directly, not observed during the write. An observation
+    # is lost when Spark plans an empty result away (a batch whose every row was rejected).
+    rows = replacement.rows.cache()
+    written = rows.count()
+    context.lake.ensure(table, rows.schema, target.lake_table)
+    columns = [c for c in existing if c in rows.columns] + [c for c in rows.columns if c not in existing]
+    branch = context.lake.stage_replacing(
+        table,
+        replacement.keys,
+        rows.select(*[f"`{c}`" for c in columns]),
+        replacement.key_columns,
+        context.run_id,
+        within=replacement.within,
+    )
+    outcome = StageOutcome(
+        replacement.rows_read,
+        written,
+        _append_rejected(context, table.quarantine(), replacement.rejects),
+        details={"rows_in": rows_in, "rows_merged": written, "mode": plan.mode, "why": plan.why},
+        read=list(input_snapshots),
+        input_snapshots=input_snapshots,
+    )
+    outcome, version = audit_and_publish(
+        context,
+        stage,
+        table,
+        branch,
+        columns,
+        lambda staged: judge_merge(context, stage, target, rows, staged, replacement.key_columns),
+        outcome,
+    )
+    rows.unpersist()
+    if outcome.snapshot_id is not None:  # published
+        # The dataset's size (Dagster's row count) is the table's, not this run's rows: read from metadata.
+        outcome.details["rows_in_dataset"] = context.lake.total_rows(table, outcome.snapshot_id)
+    return outcome, version
+
+
+def nothing_new(
+    context: StageContext, stage: Stage, target: Target, plan: Mode, end: int
+) -> tuple[StageOutcome, DataFrame]:
+    """The input brought nothing new since the last commit: the table stays as it is. As in any
+    incremental run, the rules judge this run's rows (none), and those that need the whole table judge
+    it: a row count from its metadata, no data file read."""
+    table = table_of(target)
+    snapshot_id = context.lake.current_snapshot(table)
+    current = context.lake.read(table, snapshot_id=snapshot_id)
+    outcome = StageOutcome(
+        rule_outcomes=judge_merge(context, stage, target, current.limit(0), current, target.keys),
+        snapshot_id=snapshot_id,
+        details={
+            "rows_in": 0,
+            "rows_merged": 0,
+            "rows_in_dataset": context.lake.total_rows(table, snapshot_id) if snapshot_id else 0,
+            "mode": plan.mode,
+            "why": plan.why + ": none",
+        },
+        read=[stage.input_id],
+        input_snapshots={stage.input_id: end},
+    )
+    return outcome, current
+
+
+def judge_merge(
+    context: StageContext,
+    stage: Stage,
+    target: Target,
+    rows: DataFrame,
+    staged: DataFrame,
+    key_columns: list[str],
+) -> list[RuleOutcome]:
+    """The stage's rules on this run's `rows`, which are every row the table now has of the keys
+    (`key_columns`) the run replaced; those that need the whole table on the staged branch (a row count is
+    the dataset's, not the run's). A rule that judges each key's rows apart (a type 2 history's checks, a
+    unique rule over columns holding the keys) needs only the replaced keys' rows: this run's."""
+    rules = context.rules(stage)
+    unique_on = [] if target.scd_type == 2 else target.keys
+    whole = {
+        i
+        for i, rule in enumerate(rules)
+        if (rule.type == "row_count" or reads_written_data(rule, unique_on))
+        and not judges_per_key(rule, key_columns)
+    }
+    on_rows = evaluate_rules(rows, [rule for i, rule in enumerate(rules) if i not in whole])
+    on_table = evaluate_rules(staged, [rule for i, rule in enumerate(rules) if i in whole])
+    ordered = iter(on_rows), iter(on_table)
+    return [next(ordered[1] if i in whole else ordered[0]) for i in range(len(rules))]
+
+
+def _append_rejected(
+    context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]
+) -> int:
+    """Add this run's rejects to the dataset's quarantine, counted directly (see `replace_keys`)."""
+    if not rejects:
+        return 0
+    frames = [frame for frame, _ in rejects]
+    combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), frames).cache()
+    rows = combined.count()
+    if rows:
+        context.lake.append_quarantine(quarantine, combined)
+    combined.unpersist()
+    return rows

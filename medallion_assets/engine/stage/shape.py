@@ -1,0 +1,74 @@
+"""A stage's transformation, shared by every mode that computes rows: its SQL, the casts to its declared
+schema, deduplication, and the rows its drop and quarantine rules take out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine import changes
+from medallion_assets.engine.stage.context import StageContext
+from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
+from medallion_assets.engine.validation import row_violation
+from medallion_assets.naming import INGESTION_COLUMNS
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A stage's rows before they are written, and what the write will count: rows in, each kind of reject."""
+
+    frame: DataFrame
+    counts: Observation  # holds `rows_in_metric`, the rows the transformation made
+    rejects: list[tuple[DataFrame, Observation]]
+    rows_in_metric: str = "rows"
+
+    def rows_in(self) -> int:
+        return int(self.counts.get[self.rows_in_metric])
+
+
+def shape(
+    context: StageContext, stage: Stage, target: Target, inputs: dict[str, DataFrame], apply: bool = True
+) -> Shaped:
+    """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,
+    deduplication, and the rows drop or quarantine rules take out; of a change feed, the events those
+    rules keep, applied to the keys' rows unless `apply` is false."""
+    source_frame = (
+        run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect)
+        if stage.transform_sql
+        else inputs[stage.input_id]
+    )
+    rejects: list[tuple[DataFrame, Observation]] = []  # each kind of rejected rows, with its observed count
+    if target.columns:  # conform counts the rows in too: one observation fewer
+        conformed = conform(source_frame, target.columns)
+        frame, counts, rows_in_metric = conformed.valid, conformed.counts, "rows in"
+        rejects.append((conformed.rejected, conformed.counts))
+    else:
+        (frame, counts), rows_in_metric = counted(source_frame), "rows"
+    if target.cdc is None:  # a change feed keeps every event until they are applied
+        frame = deduplicate(frame, target.keys, target.keep_latest_by)
+    for rule in context.rules(stage):
+        violation = row_violation(rule)
+        if violation is None or rule.action not in ("drop", "quarantine"):
+            continue
+        if rule.action == "quarantine":
+            rejected = frame.where(violation).select(
+                *[c for c in INGESTION_COLUMNS if c in frame.columns],
+                F.lit(f"rule {rule.name} failed").alias("reason"),
+                F.to_json(F.struct(*frame.columns)).alias("raw"),
+            )
+            frame, violations = counted(frame, violation)
+            rejects.append((rejected, violations))
+        frame = frame.where(~violation)
+    if target.cdc is not None and apply:
+        frame = changes.apply_changes(changes.events_of(frame, target, frame), target)
+    return Shaped(frame, counts, rejects, rows_in_metric)
+
+
+def rows_made(context: StageContext, stage: Stage, inputs: dict[str, DataFrame]) -> int:
+    """The rows the stage's SQL makes of an incremental run's `inputs` (few), counted: the observation
+    `shape` makes of them is lost when Spark plans an empty result away (see `replace.replace_keys`)."""
+    assert stage.transform_sql, "only a stage with SQL makes rows other than those it reads"
+    return run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect).count()
