@@ -69,12 +69,13 @@ def catalog_init() -> None:
 
 
 def _validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedRows:
-    from medallion_assets.catalog.loader import CatalogInvalid
+    from medallion_assets.catalog.loader import CatalogInvalid, CatalogNote
     from medallion_assets.catalog.models import DeprecatedName
     from medallion_assets.loading import validate_files
 
     try:
         with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
+            warnings.simplefilter("always", CatalogNote)
             loaded = validate_files(snapshot, list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
         echo(str(error), err=True)
@@ -84,6 +85,8 @@ def _validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> Loaded
     ) in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
         if issubclass(warning.category, DeprecatedName):
             echo(f"warning: {warning.message}", err=True)
+        elif issubclass(warning.category, CatalogNote):
+            echo(f"note: {warning.message}", err=True)
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     return loaded

@@ -419,7 +419,7 @@ class StageRunner:
         deduplication, and the rows drop or quarantine rules take out; of a change feed, the events those
         rules keep, applied to the keys' rows unless `apply` is false."""
         source_frame = (
-            run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect)
+            run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect, list(target.columns or ()))
             if stage.transform_sql
             else inputs[stage.input_id]
         )
@@ -918,7 +918,8 @@ class StageRunner:
         """The rows the stage's SQL makes of an incremental run's `inputs` (few), counted: the observation
         `_shape` makes of them is lost when Spark plans an empty result away (see `_replace_keys`)."""
         assert stage.transform_sql, "only a stage with SQL makes rows other than those it reads"
-        return run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect).count()
+        declared = self.snapshot.targets[stage.target_id].columns or ()
+        return run_sql(self.spark, inputs, stage.transform_sql, stage.sql_dialect, list(declared)).count()
 
     def _replace_keys(
         self,
