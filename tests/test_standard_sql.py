@@ -10,9 +10,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 
 from medallion_assets.catalog.loader import CatalogInvalid, CatalogNote
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.cli import main
 from medallion_assets.engine.transform import run_sql
 from medallion_assets.loading import validate_files
 from medallion_assets.sql_safety import UnsafeSql, checked_query
@@ -64,10 +66,15 @@ def test_an_unnamed_output_takes_the_declared_name_at_its_place_and_validate_say
     [stage] = [stage for stage in loaded.rows["stages"] if stage.transform_sql]
     assert stage.transform_sql == tpch.QUERIES["q18"][2], "the row keeps the SQL as written"
     sum_line = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "sum(l_quantity)" in line)
-    assert [str(note.message) for note in noted] == [
+    note = (
         f"{path}:{sum_line}: stages[tpch.q18].transform_sql: output column 6, SUM(l_quantity), has no "
         "name: it takes the target's declared name sum_l_quantity at its place"
-    ]
+    )
+    assert [str(warning.message) for warning in noted] == [note]
+    validated = CliRunner().invoke(
+        main, ["catalog", "validate", str(path)], env={"MEDALLION_CATALOG_URL": store.url}
+    )
+    assert (validated.exit_code, validated.stderr) == (0, f"note: {note}\n")
 
 
 def test_an_unnamed_aggregate_is_refused_at_validate_when_the_target_declares_no_columns(store, tmp_path):
