@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.onboarding.lineage import SqlAnalyzer  # noqa: E402
 from medallion_assets.onboarding.onboard import onboard  # noqa: E402
-from medallion_assets.onboarding.parse import SqlStatement, parse_statement  # noqa: E402
+from medallion_assets.onboarding.parse import parse_statement  # noqa: E402
+from medallion_assets.onboarding.statements import SqlStatement
 from tests.onboarding_accuracy import ALL_CORPORA, CORPUS, corpus_files, score  # noqa: E402
 
 DIALECT = "redshift"

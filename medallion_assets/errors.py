@@ -62,3 +62,13 @@ def causes(error: BaseException | None) -> Iterator[BaseException]:
     while error is not None:
         yield error
         error = error.__cause__ or error.__context__
+
+
+class ServiceUnreachable(Exception):
+    """A configured service (the catalog, a lake catalog, the warehouse, S3) that cannot be reached, or that
+    refuses the connection: the setting to fix, its value, and the server's own reason, in one line. Whoever
+    prints it masks the value's password (`redaction.scrub`)."""
+
+    def __init__(self, setting: str, value: str, reason: str, hint: str = ""):
+        self.setting, self.value, self.reason, self.hint = setting, value, reason, hint
+        super().__init__(f"{setting}={value}: {reason}" + (f" ({hint})" if hint else ""))

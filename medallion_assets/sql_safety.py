@@ -8,7 +8,7 @@ parser and Spark's can smuggle a second meaning past the check.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -66,9 +66,15 @@ def checked_query(
     inputs: Collection[str],
     schemas: Mapping[str, Mapping[str, str]] | None = None,
     output: Mapping[str, str] | None = None,
+    names: Sequence[str] | None = (),
 ) -> exp.Query:
     """The parsed query, after checking it reads only `inputs` (temporary views named by dataset id) and
     every column it outputs has a plain name.
+
+    `names` are the target's declared columns in order: an output without a name takes the one at its place
+    when the target declares as many columns as the query outputs, as a derived column list
+    (`CREATE TABLE t (a, b) AS SELECT …`) names them; `named_by_place` lists those. None when the query is
+    only analyzed and the names of its outputs do not matter.
 
     With `schemas` (each input's declared columns, name → Spark type), every column the query names must
     resolve by SQL's scoping rules; with `output` too (the target's declared columns), the query must
@@ -103,7 +109,8 @@ def checked_query(
             _check_relation(node, declared, named_subqueries, inputs)
         elif isinstance(node, exp.Func) and _function_name(node) in JVM_ESCAPES:
             raise UnsafeSql(f"calls {_function_name(node)}(), which runs JVM code; it is not allowed")
-    _check_output_names(query)
+    if names is not None:
+        _name_outputs(query, names)
     if schemas is not None:
         # Spark resolves names regardless of case, as sqlglot does once they are lower case.
         schemas = {
@@ -115,15 +122,47 @@ def checked_query(
     return query
 
 
-def _check_output_names(query: exp.Query) -> None:
+_NAMED_BY_PLACE = "named_by_place"
+
+
+def _name_outputs(query: exp.Query, names: Sequence[str]) -> None:
     """Spark names an unnamed expression after its text (`sum(x)`), which no declared column or later
-    stage can name plainly."""
-    for position, item in enumerate(query.selects, start=1):
-        if not isinstance(item, (exp.Alias, exp.Column, exp.Star, exp.Dot)):
+    stage can name plainly: it takes the declared name at its place, or is refused."""
+    select = query
+    while isinstance(select, exp.SetOperation):  # a UNION's outputs are named by its first query's
+        select = select.this
+    declared = len(names) == len(select.selects)
+    for position, item in enumerate(select.selects, start=1):
+        if isinstance(item, (exp.Alias, exp.Column, exp.Star, exp.Dot)):
+            continue
+        if not declared:
             raise UnsafeSql(
-                f"output column {position}, {_excerpt(item)}, has no name: give it one with AS",
+                f"output column {position}, {_excerpt(item)}, has no name: give it one with AS"
+                + (
+                    f" (the target declares {len(names)} columns for its {len(select.selects)}, so none is "
+                    "taken by place)"
+                    if names
+                    else ""
+                ),
                 _line(item),
             )
+        named = exp.alias_(item.copy(), names[position - 1])
+        named.meta[_NAMED_BY_PLACE] = True
+        item.replace(named)
+
+
+def named_by_place(query: exp.Query) -> list[tuple[str, int | None]]:
+    """What `checked_query` named after the target's declared columns: one line per output, with the line of
+    the SQL it is on."""
+    return [
+        (
+            f"output column {position}, {_excerpt(item.this)}, has no name: it takes the target's declared "
+            f"name {item.alias} at its place",
+            _line(item.this),
+        )
+        for position, item in enumerate(query.selects, start=1)
+        if item.meta.get(_NAMED_BY_PLACE)
+    ]
 
 
 def checked_condition(sql: str, dialect: str = "spark") -> str:

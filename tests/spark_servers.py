@@ -140,12 +140,17 @@ def standalone_cluster(
 
 @contextmanager
 def connect_server(
-    folder: Path, env: Mapping[str, str], master: str = "local[2]", hidden: Path | None = None
+    folder: Path,
+    env: Mapping[str, str],
+    master: str = "local[2]",
+    hidden: Path | None = None,
+    lake_runtime: bool = True,
 ) -> Iterator[str]:
     """A Spark Connect server in the foreground of its own process; yields its sc:// URL.
 
     With `hidden`, the server runs in a mount namespace of its own where that folder is an empty tmpfs: a
-    server on another machine, which cannot see what this one writes there.
+    server on another machine, which cannot see what this one writes there. Without `lake_runtime`, it is
+    started as a user who forgot the README's `--jars` and `--conf spark.sql.extensions=…` would start it.
     """
     port = free_port()
     log = folder / "connect.log"
@@ -168,11 +173,10 @@ def connect_server(
         "--conf",
         "spark.driver.memory=2g",
         # The lake's jars and Iceberg's SQL extensions, as the start command of docs/spark.md gives them.
-        "--jars",
-        lake_jars(),
+        *(["--jars", lake_jars()] if lake_runtime else []),
         *[
             part
-            for key, value in {**PYTHON_WORKER_CONF, **LAKE_CONF}.items()
+            for key, value in {**PYTHON_WORKER_CONF, **(LAKE_CONF if lake_runtime else {})}.items()
             for part in ("--conf", f"{key}={value}")
         ],
     ]

@@ -32,7 +32,7 @@ PRODUCERS = {
 REASONS = [
     "run.facets.parent.run: 'runId' is a required property",
     "job.facets.ownership.owners[0]: 'name' is a required property",
-    "eventTime: '2026-11-03 08:00:00' is not a time with its UTC offset (ISO 8601, as 2026-11-02T03:00:00Z)",
+    "eventTime: '2026-11-03 at 08:00' is not a time (ISO 8601, as 2026-11-02T03:00:00Z)",
     "inputs[0].namespace: ' ' names no place; a namespace has 1 to 1024 characters, not only blanks",
     "run.facets.flink_job: 'a12f4f1e53a43f9f9a3c8e7b6d5c4b3a' is not of type 'object'",
     "event: is both a DatasetEvent (with dataset, without job and run) and a JobEvent (with job, without"

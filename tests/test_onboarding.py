@@ -28,7 +28,7 @@ from medallion_assets.engine.transform import run_sql
 from medallion_assets.onboarding import parse
 from medallion_assets.onboarding.lineage import SqlAnalyzer
 from medallion_assets.onboarding.onboard import onboard
-from medallion_assets.onboarding.parse import split_statements
+from medallion_assets.onboarding.statements import split_statements
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.objects import list_objects, read_bytes
 from tests.onboarding_accuracy import ALL_CORPORA, CORPUS, DOCS_CORPUS, NO_DDL_CORPUS, corpus_files, score

@@ -265,6 +265,26 @@ def test_a_connect_server_that_is_down_is_named_at_once(medallion):
     )
 
 
+def test_a_connect_server_without_the_lake_runtime_fails_the_run_at_its_start(medallion, tmp_path):
+    with connect_server(tmp_path, {}, lake_runtime=False) as url:
+        code, report, stderr = medallion_run(medallion, "user_events_etl", SPARK_REMOTE=url)
+    assert code == 1
+    reasons = {asset["key"]: asset["reason"] for asset in report["assets"]}
+    assert reasons["bronze/user_events"] == (
+        f"SparkUnreachable: SPARK_REMOTE={url} lacks the lake's runtime (Iceberg's classes "
+        "(org.apache.iceberg.spark.SparkCatalog), spark.sql.extensions="
+        "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions): start it with "
+        '--jars "$(ls jars/lib/*.jar | paste -sd,)" --conf spark.sql.extensions='
+        "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions, as README.md's "
+        "start-connect-server.sh command does (a cluster: jars/lib on its classpath)"
+    )
+    assert "Cannot find catalog plugin class" not in json.dumps(report) + stderr
+    # No stage was attempted: nothing ingested, nothing audited as run, no table written.
+    assert not medallion.store.processed_objects("user_events_raw")
+    assert not medallion.stage_audit("bronze_ingest")
+    assert not list(Path(medallion.lake).rglob("*.parquet"))
+
+
 def test_a_lake_the_spark_server_cannot_see_is_refused_before_anything_is_written(
     medallion, tmp_path, s3_endpoint
 ):

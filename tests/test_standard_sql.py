@@ -10,9 +10,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 
-from medallion_assets.catalog.loader import CatalogInvalid
+from medallion_assets.catalog.loader import CatalogInvalid, CatalogNote
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.cli import main
 from medallion_assets.engine.transform import run_sql
 from medallion_assets.loading import validate_files
 from medallion_assets.sql_safety import UnsafeSql, checked_query
@@ -40,7 +42,7 @@ def test_the_tpch_queries_validate_unchanged(store, tmp_path):
 def with_sql(name: str, old: str, new: str, output: dict[str, str] | None = None) -> dict:
     tables, declared, sql = tpch.QUERIES[name]
     assert old in sql
-    return {name: (tables, output or declared, sql.replace(old, new))}
+    return {name: (tables, declared if output is None else output, sql.replace(old, new))}
 
 
 def test_a_typo_in_a_correlated_subquery_points_at_its_line_with_the_inner_scopes_columns(store, tmp_path):
@@ -56,13 +58,42 @@ def test_a_typo_in_a_correlated_subquery_points_at_its_line_with_the_inner_scope
     )
 
 
-def test_an_unnamed_aggregate_is_refused_at_validate(store, tmp_path):
-    path = tpch.write_catalog(tmp_path, with_sql("q6", "l_discount) as revenue", "l_discount)"))
+def test_an_unnamed_output_takes_the_declared_name_at_its_place_and_validate_says_so(store, tmp_path):
+    path = tpch.write_catalog(tmp_path, {"q18": tpch.QUERIES["q18"]})
+    assert "sum(l_quantity)\n" in path.read_text(), "Q18 as the specification writes it"
+    with pytest.warns(CatalogNote) as noted:
+        loaded = validate_files(store.snapshot(), [path])
+    [stage] = [stage for stage in loaded.rows["stages"] if stage.transform_sql]
+    assert stage.transform_sql == tpch.QUERIES["q18"][2], "the row keeps the SQL as written"
+    sum_line = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "sum(l_quantity)" in line)
+    note = (
+        f"{path}:{sum_line}: stages[tpch.q18].transform_sql: output column 6, SUM(l_quantity), has no "
+        "name: it takes the target's declared name sum_l_quantity at its place"
+    )
+    assert [str(warning.message) for warning in noted] == [note]
+    validated = CliRunner().invoke(
+        main, ["catalog", "validate", str(path)], env={"MEDALLION_CATALOG_URL": store.url}
+    )
+    assert (validated.exit_code, validated.stderr) == (0, f"note: {note}\n")
+
+
+def test_an_unnamed_aggregate_is_refused_at_validate_when_the_target_declares_no_columns(store, tmp_path):
+    path = tpch.write_catalog(tmp_path, with_sql("q6", "l_discount) as revenue", "l_discount)", {}))
     [problem] = problems_of(store, path)
     sum_line = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "l_discount)" in line)
     assert problem == (
         f"{sum_line}: stages[tpch.q6].transform_sql: output column 1, SUM(l_extendedprice * l_discount), has "
         "no name: give it one with AS"
+    )
+
+
+def test_declared_names_are_taken_by_place_only_when_the_counts_match(store, tmp_path):
+    two = {"revenue": "decimal(22,4)", "extra": "string"}
+    path = tpch.write_catalog(tmp_path, with_sql("q6", "l_discount) as revenue", "l_discount)", two))
+    [problem] = problems_of(store, path)
+    assert problem.split(": ", 1)[1] == (
+        "stages[tpch.q6].transform_sql: output column 1, SUM(l_extendedprice * l_discount), has no name: "
+        "give it one with AS (the target declares 2 columns for its 1, so none is taken by place)"
     )
 
 
@@ -96,7 +127,7 @@ def answer(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("name", tpch.QUERIES)
 def test_each_tpch_query_computes_in_spark_what_duckdb_does(spark, name, tpch_rows):
-    tables, _, sql = tpch.QUERIES[name]
+    tables, declared, sql = tpch.QUERIES[name]
     frames = {
         table: spark.createDataFrame(
             tpch_rows[table], ", ".join(f"{c} {t}" for c, t in tpch.TABLES[table].items())
@@ -115,7 +146,10 @@ def test_each_tpch_query_computes_in_spark_what_duckdb_does(spark, name, tpch_ro
             f"INSERT INTO {table} VALUES ({', '.join('?' for _ in columns)})", tpch_rows[table]
         )
 
-    spark_rows = [tuple(row) for row in run_sql(spark, frames, sql, "spark").collect()]
+    # As a stage runs it: an output the SQL leaves unnamed (Q18's sum) takes the target's declared name.
+    result = run_sql(spark, frames, sql, "spark", list(declared))
+    assert result.columns == list(declared)
+    spark_rows = [tuple(row) for row in result.collect()]
 
     expected = answer(reference.execute(sql).fetchall())
     assert expected, f"{name} finds rows in the generated data, so the comparison means something"

@@ -48,7 +48,7 @@ def day_source(
     Raises NotDaywise, saying why: `by` is not an output, is made from several columns or none, from a
     column of another input, by anything but a day (an aggregate, a window, `DATE_TRUNC`), or from a column
     that is not a date or timestamp."""
-    query = checked_query(sql, dialect, list(schemas))
+    query = checked_query(sql, dialect, list(schemas), names=None)
     known = {name: dict(columns) for name, columns in schemas.items() if columns}
     try:
         step = lineage(by, query, schema=known, dialect=dialect)

@@ -40,7 +40,7 @@ from medallion_assets.naming import (
     split_qualified,
     warehouse_name_problems,
 )
-from medallion_assets.sql_safety import UnsafeSql, checked_query
+from medallion_assets.sql_safety import UnsafeSql, checked_query, named_by_place
 
 # A check a layer above the catalog adds to a load: (table, row, field, message) for every row it refuses.
 RowCheck = Callable[[CatalogSnapshot], Iterable[tuple[str, Row, str, str]]]
@@ -66,6 +66,11 @@ class CatalogProblem:
         where = f"{self.file}:{self.line}" if self.line else self.file
         subject = f"{self.table}[{self.key}]" if self.key else self.table
         return f"{where}: {subject}{'.' + self.field if self.field else ''}: {self.message}"
+
+
+class CatalogNote(UserWarning):
+    """What the loader read in a way the user may not expect, though it is valid (an output column named by
+    its place); `catalog validate` and `load` print it as a note."""
 
 
 class CatalogInvalid(Exception):
@@ -285,13 +290,15 @@ def check_references(
     def unknown(ref: str | None, known: Container[str]) -> bool:
         return bool(ref) and ref not in known and ref not in broken
 
-    def problem(table: str, row: Row, field: str, message: str, sql_line: int | None = None) -> None:
+    def located(table: str, row: Row, field: str, message: str, sql_line: int | None) -> CatalogProblem:
         file, line = origins.get((table, row.key()), ("catalog", None))
         first_sql_line = (sql_lines or {}).get(row.key()) if table == "stages" else None
         if sql_line is not None and first_sql_line is not None:
             line = first_sql_line + sql_line - 1
-        label = _row_key_label(table, row.model_dump())
-        problems.append(CatalogProblem(file, line, table, label, field, message))
+        return CatalogProblem(file, line, table, _row_key_label(table, row.model_dump()), field, message)
+
+    def problem(table: str, row: Row, field: str, message: str, sql_line: int | None = None) -> None:
+        problems.append(located(table, row, field, message, sql_line))
 
     sources, targets, pipelines = snapshot.sources, snapshot.targets, snapshot.pipelines
     for pipeline in pipelines.values():
@@ -358,10 +365,14 @@ def check_references(
                     stage.input_ids(),
                     None if len(schemas) < len(declared) else schemas,
                     target.columns if target is not None else None,
+                    list(target.columns or ()) if target is not None else (),
                 )
             except UnsafeSql as error:
                 problem("stages", stage, "transform_sql", str(error), error.line)
             else:
+                for named, sql_line in named_by_place(query):
+                    noted = located("stages", stage, "transform_sql", named, sql_line)
+                    warnings.warn(CatalogNote(str(noted)), stacklevel=2)
                 if construct := unfaithful(query, stage.sql_dialect):
                     problem(
                         "stages",

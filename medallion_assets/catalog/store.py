@@ -36,6 +36,7 @@ from sqlalchemy import (
     RowMapping,
     create_engine,
     delete,
+    exc,
     insert,
     select,
     text,
@@ -60,6 +61,7 @@ from medallion_assets.catalog.versions import (
     record_lineage_versions,
     stored_versions,
 )
+from medallion_assets.errors import ServiceUnreachable
 from medallion_assets.redaction import scrub
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -71,8 +73,14 @@ CATALOG_LOCK_KEY = int.from_bytes(b"medallio", "big") >> 1
 def open_catalog(url: str | None = None) -> CatalogStore:
     """The catalog at `url`, by default the configured one, migrated to the newest schema: how every entry
     point (the CLI, the code location, a run's resource, a Pipes step) opens it."""
-    store = CatalogStore(url or config.catalog_url())
-    store.migrate()
+    url = url or config.catalog_url()
+    try:
+        store = CatalogStore(url)
+        store.migrate()
+    except (exc.OperationalError, exc.InterfaceError) as error:  # the server's refusal, or no server
+        raise ServiceUnreachable(config.CATALOG_ENV, url, " ".join(str(error.orig).split())) from error
+    except (exc.ArgumentError, exc.NoSuchModuleError) as error:  # not a database URL SQLAlchemy knows
+        raise ServiceUnreachable(config.CATALOG_ENV, url, " ".join(str(error).split())) from error
     return store
 
 

@@ -19,6 +19,7 @@ EXIT_FAILED = 1
 EXIT_INVALID = 2
 EXIT_HALTED = 3
 EXIT_UNAVAILABLE = 4
+EXIT_CONFIGURATION = 5  # a configured service (catalog, lake catalog, warehouse, S3) cannot be reached
 
 
 def catalog_store() -> CatalogStore:
@@ -36,12 +37,13 @@ def refuse(message: str, code: int = EXIT_INVALID) -> NoReturn:
 
 def validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedRows:
     """The files' rows, checked against `snapshot`; on any problem, validate's messages and exit 2."""
-    from medallion_assets.catalog.loader import CatalogInvalid
+    from medallion_assets.catalog.loader import CatalogInvalid, CatalogNote
     from medallion_assets.catalog.models import DeprecatedName
     from medallion_assets.loading import validate_files
 
     try:
         with warnings.catch_warnings(record=True, action="always", category=DeprecatedName) as caught:
+            warnings.simplefilter("always", CatalogNote)
             loaded = validate_files(snapshot, list(paths))
     except (CatalogInvalid, FileNotFoundError) as error:
         echo(str(error), err=True)
@@ -51,6 +53,8 @@ def validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedR
     ) in caught:  # a deprecated spelling is the user's to fix, so said plainly; others as Python would
         if issubclass(warning.category, DeprecatedName):
             echo(f"warning: {warning.message}", err=True)
+        elif issubclass(warning.category, CatalogNote):
+            echo(f"note: {warning.message}", err=True)
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     return loaded

@@ -55,10 +55,11 @@ def lake() -> None:
 def maintain(datasets: tuple[str, ...], as_json: bool) -> None:
     """Compact, expire snapshots and remove orphan files now, as the table_maintenance rows say: of DATASETS,
     or of every dataset an enabled row covers."""
-    from medallion_assets.control.steering.maintenance import run_maintenance
+    from medallion_assets.control.steering.maintenance import chosen_policies, run_maintenance
 
     store = catalog_store()
     try:
+        chosen_policies(store.snapshot(), list(datasets) or None)  # refused before Spark starts, not after
         reports = run_maintenance(_spark(), store, config.lake_url(), list(datasets) or None)
     except ValueError as error:
         refuse(str(error))

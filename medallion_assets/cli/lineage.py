@@ -139,6 +139,8 @@ def ingest(file: IO[bytes]) -> None:
     report = ingest_events(catalog_store(), lines(file, name), config.lake_url(), config.warehouse_url())
     for rejection in report.rejected:
         echo(str(rejection), err=True)
+    for warning in report.warnings:
+        echo(f"warning: {warning}", err=True)
     echo(report.summary())
     if report.rejected:
         sys.exit(EXIT_INVALID)

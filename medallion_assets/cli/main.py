@@ -14,6 +14,7 @@ import click
 
 from medallion_assets import config
 from medallion_assets.cli.common import (
+    EXIT_CONFIGURATION,
     EXIT_FAILED,
     EXIT_HALTED,
     EXIT_INVALID,
@@ -22,6 +23,7 @@ from medallion_assets.cli.common import (
     refuse,
     validated,
 )
+from medallion_assets.cli.configuration import debugging, unreachable_service
 from medallion_assets.cli.healing import healing
 from medallion_assets.cli.instance import instance
 from medallion_assets.cli.lake import lake, rollback
@@ -46,10 +48,33 @@ SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
 READS_RAW_OBJECTS = {"run", "paths", "lineage", "ui"}
 
 
-@click.group()
+class _Medallion(click.Group):
+    """The command group that says a configured service it cannot reach in one line (cli/configuration.py),
+    exiting with EXIT_CONFIGURATION, unless asked for the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            said = unreachable_service(error)
+            if said is None or debugging(ctx.params.get("debug", False)):
+                raise
+            echo(said, err=True)
+            ctx.exit(EXIT_CONFIGURATION)
+
+
+@click.group(cls=_Medallion)
+@click.option(
+    "--debug", is_flag=True, help="show the traceback of a failure to reach a service (or MEDALLION_DEBUG=1)"
+)
 @click.pass_context
-def main(ctx: click.Context) -> None:
-    """Medallion: metadata-driven pipelines, S3 → bronze → silver → gold → warehouse."""
+def main(ctx: click.Context, debug: bool) -> None:
+    """Medallion: metadata-driven pipelines, S3 → bronze → silver → gold → warehouse.
+
+    Exit codes, for every command: 0 success, 1 a failure, 2 an argument or file it cannot act on, 3 halted
+    by a kill switch, 4 the Dagster deployment cannot take the work, 5 a configured service it cannot reach
+    (MEDALLION_CATALOG_URL, MEDALLION_LAKE_CATALOG, MEDALLION_WAREHOUSE_URL, AWS_ENDPOINT_URL_S3), said in one
+    line; --debug shows the traceback."""
     config.use_embedded_dagster_home()
     if ctx.invoked_subcommand in READS_RAW_OBJECTS and config.serves_embedded_s3():
         from medallion_assets.local_s3 import serve_folder
@@ -388,6 +413,8 @@ def ui(port: int) -> None:
     """Open the Dagster UI (dagster dev) on the catalog's assets; Ctrl-C or SIGTERM stops all it started."""
     import yaml
 
+    catalog_store()  # a catalog it cannot open is said now, not as a code location that fails to load
+
     workspace = _dagster_home() / "workspace.yaml"
     workspace.write_text(
         yaml.safe_dump(
@@ -430,10 +457,10 @@ def demo(rows: int) -> None:
     from medallion_assets.sample_data import write_sample_data
     from medallion_assets.storage.warehouse import warehouse_from_url
 
+    store = catalog_store()
     raw = config.raw_objects_folder()
     echo(f"writing {rows} sample events to {raw / 'medallion-raw'}, served as s3://medallion-raw/")
     echo(str(write_sample_data(str(raw / "medallion-raw"), rows)))
-    store = catalog_store()
     echo(_load(store, [SEED]))
     _dagster_home()
     with serve_folder(raw):

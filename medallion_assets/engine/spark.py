@@ -143,14 +143,18 @@ def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
     finally:
         marker.unlink(missing_ok=True)
     if not seen:
-        remote = config.spark_remote()
-        where = f"SPARK_REMOTE={_shown(remote)}" if remote else f"SPARK_MASTER={config.spark_master()}"
         raise SparkUnreachable(
             f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
-            f"executors ({where}) cannot see; use storage every node shares "
+            f"executors ({engine_setting()}) cannot see; use storage every node shares "
             "(s3a://…, hdfs://…, or a shared mount)"
         )
     _visible_lakes.add((lake_root, engine))
+
+
+def engine_setting() -> str:
+    """The setting that picks the Spark engine, as messages name it (a Connect URL without its token)."""
+    remote = config.spark_remote()
+    return f"SPARK_REMOTE={_shown(remote)}" if remote else f"SPARK_MASTER={config.spark_master()}"
 
 
 def _shown(remote: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -47,20 +47,27 @@ def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, O
     return frame.observe(observation, rows.alias("rows")), observation
 
 
-def to_spark_sql(sql: str, dialect: str, inputs: Mapping[str, Mapping[str, str]]) -> str:
+def to_spark_sql(
+    sql: str, dialect: str, inputs: Mapping[str, Mapping[str, str]], names: Sequence[str] = ()
+) -> str:
     """The Spark SQL of a transformation (written for Spark, or for another engine such as Redshift), checked
     again just before it runs to be one query over `inputs` (each input's columns, name → Spark type), and
-    generated from the checked syntax tree, with the source dialect's semantics kept (dialects.py)."""
-    return redshift_semantics(checked_query(sql, dialect, inputs), dialect, inputs).sql(dialect="spark")
+    generated from the checked syntax tree, with the source dialect's semantics kept (dialects.py). An output
+    without a name takes the one at its place in `names`, the target's declared columns (`checked_query`)."""
+    query = checked_query(sql, dialect, inputs, names=names)
+    return redshift_semantics(query, dialect, inputs).sql(dialect="spark")
 
 
-def run_sql(spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dialect: str) -> DataFrame:
-    """Run SQL in which each input is a table named by its catalog id."""
+def run_sql(
+    spark: SparkSession, inputs: Mapping[str, DataFrame], sql: str, dialect: str, names: Sequence[str] = ()
+) -> DataFrame:
+    """Run SQL in which each input is a table named by its catalog id; `names`: the target's declared
+    columns, which name the outputs the SQL leaves unnamed."""
     schemas = {
         name: {f.name: f.dataType.simpleString() for f in frame.schema.fields}
         for name, frame in inputs.items()
     }
-    spark_sql = to_spark_sql(sql, dialect, schemas)
+    spark_sql = to_spark_sql(sql, dialect, schemas, names)
     for name, frame in inputs.items():
         frame.createOrReplaceTempView(name)
     try:
@@ -109,7 +116,7 @@ def row_by_row(sql: str, dialect: str, inputs: Collection[str]) -> bool:
     """Whether the query makes each output row from one input row alone (a projection and filter of one
     input): then it may run over new input rows only. No join, aggregation, window, DISTINCT, LIMIT, set
     operation, subquery or row generator."""
-    query = checked_query(sql, dialect, inputs)
+    query = checked_query(sql, dialect, inputs, names=None)
     if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Table))) != 1:
         return False
     return not any(isinstance(node, _NOT_ROW_BY_ROW) for node in query.walk())
@@ -135,7 +142,7 @@ def group_keys(sql: str, dialect: str, input_id: str, input_columns: Collection[
     holds an aggregate, names something other than an input column or is not an output column; a join,
     window, subquery, CTE, LIMIT, DISTINCT row, set operation; a function whose value changes from run to run
     (`current_date`, `rand`), or one sqlglot does not know, which may."""
-    query = checked_query(sql, dialect, [input_id])
+    query = checked_query(sql, dialect, [input_id], names=None)
     if not isinstance(query, exp.Select) or len(list(query.find_all(exp.Table))) != 1:
         raise NotGroupwise("its SQL is not one SELECT over its input alone")
     group = query.args.get("group")

@@ -10,8 +10,8 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
 from medallion_assets.onboarding.datasets import Datasets
 from medallion_assets.onboarding.layers import LayerDecider
-from medallion_assets.onboarding.lineage import StatementLineage
-from medallion_assets.onboarding.parse import CopyLoad
+from medallion_assets.onboarding.statements import CopyLoad
+from medallion_assets.onboarding.temporary_tables import StatementLineage
 
 
 def slug(text: str) -> str:

@@ -32,20 +32,14 @@ from medallion_assets.catalog.models import (
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier
 from medallion_assets.onboarding.catalog_ids import CatalogIds
+from medallion_assets.onboarding.column_lineage import AMBIGUOUS, IDENTITY, JOIN_KEY, UNKNOWN_TYPE, stronger
 from medallion_assets.onboarding.datasets import Dataset, Datasets
 from medallion_assets.onboarding.layers import LayerDecider, LayerDecision
-from medallion_assets.onboarding.lineage import (
-    AMBIGUOUS,
-    IDENTITY,
-    JOIN_KEY,
-    UNKNOWN_TYPE,
-    SqlAnalyzer,
-    StatementLineage,
-    stronger,
-    union_all,
-)
-from medallion_assets.onboarding.parse import LOAD_KINDS, CopyLoad, canonical_table, unexpected_error
+from medallion_assets.onboarding.lineage import SqlAnalyzer
+from medallion_assets.onboarding.parse import unexpected_error
 from medallion_assets.onboarding.stage_plans import StagePlanner
+from medallion_assets.onboarding.statements import LOAD_KINDS, CopyLoad, canonical_table
+from medallion_assets.onboarding.temporary_tables import StatementLineage, union_all
 
 _CATALOG_TYPES = {
     exp.DataType.Type.TEXT: "string",

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from medallion_assets.catalog.models import Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.onboarding.lineage import StatementLineage
-from medallion_assets.onboarding.parse import DEFAULT_SCHEMA, DIRECT_KINDS, LOAD_KINDS
+from medallion_assets.onboarding.statements import DEFAULT_SCHEMA, DIRECT_KINDS, LOAD_KINDS
+from medallion_assets.onboarding.temporary_tables import StatementLineage
 
 
 def canonical_name(name: str) -> str:

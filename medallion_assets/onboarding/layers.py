@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from medallion_assets.onboarding.datasets import Dataset, Datasets, canonical_name
-from medallion_assets.onboarding.parse import CopyLoad
+from medallion_assets.onboarding.statements import CopyLoad
 
 LAYERS = ("bronze", "silver", "gold")
 # Schema names and table-name prefixes that say a layer, as teams commonly name them.

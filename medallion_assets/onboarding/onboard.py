@@ -28,15 +28,11 @@ from medallion_assets.loading import check_references
 from medallion_assets.naming import IDENTIFIER, check_identifier
 from medallion_assets.onboarding.catalog_ids import slug
 from medallion_assets.onboarding.catalog_rows import CatalogPlan, PlanBuilder
+from medallion_assets.onboarding.column_lineage import UNKNOWN_TYPE, WHOLE_TARGET
 from medallion_assets.onboarding.datasets import canonical_name
-from medallion_assets.onboarding.lineage import (
-    UNKNOWN_TYPE,
-    WHOLE_TARGET,
-    SqlAnalyzer,
-    StatementLineage,
-    TemporaryTables,
-)
-from medallion_assets.onboarding.parse import (
+from medallion_assets.onboarding.lineage import SqlAnalyzer
+from medallion_assets.onboarding.parse import parse_file, unexpected_error
+from medallion_assets.onboarding.statements import (
     DIRECT_KINDS,
     LOAD_KINDS,
     CopyLoad,
@@ -46,10 +42,9 @@ from medallion_assets.onboarding.parse import (
     StatementError,
     TableSchema,
     Transformation,
-    parse_file,
     session_name,
-    unexpected_error,
 )
+from medallion_assets.onboarding.temporary_tables import StatementLineage, TemporaryTables
 
 DEFAULT_DIALECT = "redshift"
 

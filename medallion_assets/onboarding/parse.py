@@ -1,4 +1,5 @@
-"""SQL files → typed statements: split with file and line, parsed by sqlglot one at a time, classified.
+"""SQL files → typed statements (`statements`): split with file and line, parsed by sqlglot one at a time,
+classified; COPY and external tables are read in `raw_loads`.
 
 Each statement is parsed on its own, so one that does not parse is reported with its file, line and the
 parser's reason while the others are still onboarded. Classification says what a statement does for the
@@ -11,188 +12,35 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlglot
-from sqlglot import TokenType, exp
-from sqlglot.dialects.dialect import Dialect
+from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-DEFAULT_SCHEMA = "public"
-TEMP_PREFIX = "#"
-LOAD_KINDS = ("copy", "create_external_table")
-"""Statements that make a table of raw files (a source and its bronze dataset)."""
-DIRECT_KINDS = (
-    "create_table_as",
-    "insert",
-    "insert_values",
-    "select_into",
-    "create_view",
-    "merge",
-    "unload",
-    "alter_table_append",
+from medallion_assets.onboarding.raw_loads import EXTERNAL_READABLE, copy_load, external_table
+from medallion_assets.onboarding.statements import (
+    Failed,
+    Parsed,
+    ParseFunction,
+    Skipped,
+    SqlStatement,
+    StatementError,
+    TableSchema,
+    Transformation,
+    canonical_table,
+    is_temporary_table,
+    split_statements,
+    table_and_columns,
 )
-"""Statements whose rows become the target's rows: each makes a stage. UPDATE and DELETE change rows in
-place."""
 
-CopyOption = str | bool | None
-"""A reader option of the bronze ingest: a delimiter, quote or null marker, or whether files have a header."""
-
-ParseFunction = Callable[[str, str], list[exp.Expr | None]]
-"""Text and dialect → sqlglot expressions: sqlglot.parse, or a cache in front of it."""
-
-# Strings, quoted identifiers, comments and dollar-quoted bodies may hold semicolons that end nothing.
-_SPLITTER = re.compile(
-    r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\$(\w*)\$.*?\$\1\$|;""", re.S
-)
-_LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 _TOKEN_REPR = re.compile(r"<Token token_type: [^,]+, text: (.*?), line: \d+, col: \d+, [^>]*>")
 _UNLOAD = re.compile(r"^\(\s*'((?:[^'\\]|\\.|'')*)'\s*\)\s*TO\s*'([^']+)'", re.S | re.I)
 _APPEND = re.compile(
     r"^TABLE\s+([\w.#\"]+)\s+APPEND\s+FROM\s+([\w.#\"]+)(?:\s+(IGNOREEXTRA|FILLTARGET))?\s*$", re.I
 )
 _CREATE_EXTERNAL = re.compile(r"^CREATE\s+EXTERNAL\s+TABLE\b", re.I)
-
-
-@dataclass(frozen=True)
-class SqlStatement:
-    """One statement as written: its file, the line its first token is on, and its text."""
-
-    file: str
-    line: int
-    text: str
-
-    def where(self) -> str:
-        """`file:line`, as messages cite a statement."""
-        return f"{self.file}:{self.line}"
-
-
-class StatementError(Exception):
-    """A statement that cannot be onboarded, with the line (in its file) the reason points at."""
-
-    def __init__(self, line: int, reason: str):
-        super().__init__(reason)
-        self.line = line
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Transformation:
-    """Rows read from tables flowing into a table (or, for UNLOAD, into S3).
-
-    `lineage_query` is a SELECT whose i-th projection feeds `target_columns[i]` (names may repeat, as in a
-    MERGE's UPDATE and INSERT clauses); for UPDATE, DELETE and MERGE it is built from the statement, with the
-    target as one of its sources. `stage_query`, when set, yields exactly the rows the target receives.
-    """
-
-    statement: SqlStatement
-    kind: str
-    target: str
-    temporary: bool
-    lineage_query: exp.Query
-    target_columns: tuple[str, ...] | None
-    stage_query: exp.Query | None
-    merge_keys: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    unnamed_values: int = 0
-    """How many of the last target columns a MERGE's INSERT feeds without naming them: the target's
-    columns, in order (placeholders until the analysis names them)."""
-
-
-@dataclass(frozen=True)
-class CopyLoad:
-    """`COPY table FROM 's3://…'`: raw files feeding a table, with what the bronze ingest needs to read
-    them."""
-
-    statement: SqlStatement
-    target: str
-    temporary: bool
-    columns: tuple[str, ...] | None
-    s3_path: str
-    file_format: str
-    options: dict[str, CopyOption] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    kind: str = "copy"
-    compression: str = "auto"
-    declared: dict[str, exp.DataType] | None = None
-    """The columns' SQL types, when the statement declares them (CREATE EXTERNAL TABLE)."""
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    """`CREATE TABLE` without a query: column names and SQL types (or those of the `LIKE` table)."""
-
-    statement: SqlStatement
-    target: str
-    columns: dict[str, exp.DataType]
-    temporary: bool
-    like: str | None = None
-    kind: str = "create_table"
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """Not a transformation (GRANT, VACUUM, ANALYZE, SET, DROP, CALL…): listed with the reason, nothing
-    onboarded."""
-
-    statement: SqlStatement
-    kind: str
-    reason: str = "moves no rows between tables"
-
-
-@dataclass(frozen=True)
-class Failed:
-    """Could not be parsed or understood; `line` is where the reason points."""
-
-    statement: SqlStatement
-    kind: str
-    line: int
-    error: str
-
-
-Parsed = Transformation | CopyLoad | TableSchema | Skipped | Failed
-
-
-def split_statements(file: str, text: str) -> list[SqlStatement]:
-    """Statements separated by semicolons outside strings, quoted names and comments, with their first
-    line."""
-    statements, start, line, counted = [], 0, 1, 0
-
-    def add(end: int) -> None:
-        nonlocal line, counted
-        noise = _LEADING_NOISE.match(text, start, end)
-        # The pattern matches the empty string, so it matches at any position: `noise` is never None.
-        first = noise.end() if noise else start
-        body = text[first:end].rstrip()
-        if body:
-            line += text.count("\n", counted, first)
-            counted = first
-            statements.append(SqlStatement(file, line, body))
-
-    for match in _SPLITTER.finditer(text):
-        if match.group() == ";":
-            add(match.start())
-            start = match.end()
-    add(len(text))
-    return statements
-
-
-def canonical_table(table: exp.Table) -> str:
-    """`schema.table` in lower case, unqualified names in Redshift's default schema."""
-    return f"{(table.db or DEFAULT_SCHEMA).lower()}.{table.name.lower()}"
-
-
-def is_temporary_name(canonical: str) -> bool:
-    """Whether a table is temporary by its name alone (`#name`); CREATE TEMP TABLE says so in the
-    statement."""
-    return canonical.rpartition(".")[2].startswith(TEMP_PREFIX)
-
-
-def session_name(canonical: str) -> str:
-    """A temporary table as written: it lives in the session, not in the schema qualification gave it."""
-    return canonical.rpartition(".")[2]
 
 
 def parse_file(path: str | Path, dialect: str, parse: ParseFunction | None = None) -> list[Parsed]:
@@ -276,10 +124,10 @@ def _classify(
     if isinstance(expression, exp.Create):
         return _create(statement, expression)
     if isinstance(expression, exp.Insert) and isinstance(expression.expression, exp.Query):
-        table, columns = _table_and_columns(expression.this)
+        table, columns = table_and_columns(expression.this)
         query = _with_statement_ctes(expression, _unwrapped(expression.expression))
         return Transformation(
-            statement, "insert", canonical_table(table), _temporary(table), query, columns, query
+            statement, "insert", canonical_table(table), is_temporary_table(table), query, columns, query
         )
     if isinstance(expression, exp.Query) and (into := _leftmost(expression).args.get("into")):
         # `SELECT … INTO t FROM a UNION ALL SELECT … FROM b`: the INTO sits in the first SELECT.
@@ -289,7 +137,7 @@ def _classify(
             statement,
             "select_into",
             canonical_table(into.this),
-            bool(into.args.get("temporary")) or _temporary(into.this),
+            bool(into.args.get("temporary")) or is_temporary_table(into.this),
             query,
             None,
             query,
@@ -301,7 +149,7 @@ def _classify(
     if isinstance(expression, exp.Delete):
         return _delete(statement, expression)
     if isinstance(expression, exp.Copy):
-        return _copy(statement, expression, dialect)
+        return copy_load(statement, expression, dialect)
     if isinstance(expression, exp.Command):
         return _command(statement, expression, dialect, parse)
     if isinstance(expression, exp.Insert) and isinstance(expression.expression, exp.Values):
@@ -331,14 +179,14 @@ def _command(
     if name == "ALTER" and (append := _APPEND.match(command.text("expression").strip())):
         return _alter_table_append(statement, append, dialect)
     if name == "CREATE" and _CREATE_EXTERNAL.match(statement.text):
-        raise StatementError(statement.line, _EXTERNAL_READABLE)
+        raise StatementError(statement.line, EXTERNAL_READABLE)
     return Skipped(statement, _kind_name(command))
 
 
 def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformation:
     """`INSERT … VALUES`: rows of literals (a reference table), which no stage makes; a value may be a
     subquery (`(SELECT max(id) FROM a)`), whose tables are then the target's sources."""
-    table, columns = _table_and_columns(insert.this)
+    table, columns = table_and_columns(insert.this)
     first, *others = insert.expression.expressions
     # The first row says which column each value feeds; later rows matter only for the tables they read.
     # A long VALUES list is a list of literals: one SELECT per row would make its lineage query huge.
@@ -355,7 +203,7 @@ def _insert_values(statement: SqlStatement, insert: exp.Insert) -> Transformatio
         statement,
         "insert_values",
         canonical_table(table),
-        _temporary(table),
+        is_temporary_table(table),
         query,
         columns,
         None,
@@ -387,7 +235,7 @@ def _alter_table_append(statement: SqlStatement, append: re.Match[str], dialect:
         statement,
         "alter_table_append",
         canonical_table(target),
-        _temporary(target),
+        is_temporary_table(target),
         query,
         None,
         query,
@@ -447,17 +295,6 @@ def _with_statement_ctes(statement: exp.Expr, query: exp.Query) -> exp.Query:
     return query
 
 
-def _temporary(table: exp.Table) -> bool:
-    return table.name.startswith(TEMP_PREFIX)
-
-
-def _table_and_columns(node: exp.Table | exp.Schema) -> tuple[exp.Table, tuple[str, ...] | None]:
-    """`t` or `t (a, b)` (a Schema node) → the table and its column list, if written."""
-    if isinstance(node, exp.Schema):
-        return node.this, tuple(column.name.lower() for column in node.expressions)
-    return node, None
-
-
 def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
     kind = (create.args.get("kind") or "").upper()
     query = create.expression if isinstance(create.expression, exp.Query) else None
@@ -472,9 +309,9 @@ def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
         return Skipped(statement, f"create_{kind.lower() or 'other'}")
     properties = create.args.get("properties")
     if properties and properties.find(exp.ExternalProperty):
-        return _external_table(statement, create)
-    table, columns = _table_and_columns(create.this)
-    temporary = _temporary(table) or bool(properties and properties.find(exp.TemporaryProperty))
+        return external_table(statement, create)
+    table, columns = table_and_columns(create.this)
+    temporary = is_temporary_table(table) or bool(properties and properties.find(exp.TemporaryProperty))
     if query is not None:
         query = _unwrapped(query)
         return Transformation(
@@ -501,64 +338,6 @@ def _create(statement: SqlStatement, create: exp.Create) -> Parsed:
         types,
         temporary,
         canonical_table(like.this) if like is not None else None,
-    )
-
-
-_EXTERNAL_FORMATS = {"PARQUET": "parquet", "TEXTFILE": "csv"}
-_EXTERNAL_READABLE = (
-    "CREATE EXTERNAL TABLE: only ROW FORMAT DELIMITED text, STORED AS TEXTFILE or STORED AS PARQUET "
-    "with a LOCATION 's3://…' become sources (a SerDe is not read)"
-)
-
-
-def _external_table(statement: SqlStatement, create: exp.Create) -> CopyLoad:
-    """`CREATE EXTERNAL TABLE … LOCATION 's3://…'` (Redshift Spectrum): the files there are a raw source and
-    the table their bronze dataset, as a COPY of every column would make it."""
-    properties = create.args["properties"]
-    location = properties.find(exp.LocationProperty)
-    if location is None or not location.this.name.startswith("s3://"):
-        raise StatementError(statement.line, "CREATE EXTERNAL TABLE needs LOCATION 's3://…'")
-    if properties.find(exp.RowFormatSerdeProperty):
-        raise StatementError(statement.line, _EXTERNAL_READABLE)
-    stored = properties.find(exp.FileFormatProperty)
-    stored_as = stored.name.upper() if stored else "TEXTFILE"
-    if stored_as not in _EXTERNAL_FORMATS:
-        raise StatementError(
-            statement.line,
-            f"CREATE EXTERNAL TABLE STORED AS {stored_as}: the bronze ingest reads "
-            "text (CSV), JSON lines and parquet files",
-        )
-    options: dict[str, CopyOption] = {}
-    warnings: list[str] = []
-    if _EXTERNAL_FORMATS[stored_as] == "csv":
-        delimited = properties.find(exp.RowFormatDelimitedProperty)
-        fields = delimited.args.get("fields") if delimited else None
-        # Hive's default field delimiter is \x01 (Ctrl-A), Spectrum's too.
-        options = {
-            "delimiter": fields.name.encode().decode("unicode_escape") if fields else "\x01",
-            "header": False,
-        }
-    if properties.find(exp.PartitionedByProperty):
-        warnings.append(
-            "PARTITIONED BY: the partition columns live in the S3 keys, which the bronze ingest does "
-            "not read as columns"
-        )
-    declared = {
-        d.name.lower(): d.args["kind"]
-        for d in create.this.expressions
-        if isinstance(d, exp.ColumnDef) and d.args.get("kind")
-    }
-    return CopyLoad(
-        statement,
-        canonical_table(create.this.this),
-        False,
-        tuple(declared),
-        location.this.name,
-        _EXTERNAL_FORMATS[stored_as],
-        options,
-        tuple(warnings),
-        kind="create_external_table",
-        declared=declared,
     )
 
 
@@ -620,7 +399,7 @@ def _update(statement: SqlStatement, update: exp.Update) -> Transformation:
         statement,
         "update",
         canonical_table(target),
-        _temporary(target),
+        is_temporary_table(target),
         _synthetic_select(projections, target, joins, where),
         columns,
         None,
@@ -636,7 +415,7 @@ def _delete(statement: SqlStatement, delete: exp.Delete) -> Transformation:
         statement,
         "delete",
         canonical_table(target),
-        _temporary(target),
+        is_temporary_table(target),
         _synthetic_select([], target, joins, where),
         (),
         None,
@@ -702,7 +481,7 @@ def _merge(statement: SqlStatement, merge: exp.Merge) -> Transformation:
         statement,
         "merge",
         canonical_table(target),
-        _temporary(target),
+        is_temporary_table(target),
         lineage_query,
         tuple(names),
         stage_query,
@@ -740,136 +519,3 @@ def _unload(
     if not isinstance(query, exp.Query) or query.args.get("into"):
         raise StatementError(statement.line, "the UNLOAD query must be one SELECT")
     return Transformation(statement, "unload", match.group(2), False, query, None, query)
-
-
-# Redshift COPY parameters. Options are parsed here from the tokens: sqlglot pairs Redshift's
-# space-separated options with the wrong values (CSV IGNOREHEADER 1 → CSV=IGNOREHEADER, 1=…).
-_COPY_FORMATS = {"CSV": "csv", "JSON": "jsonl", "PARQUET": "parquet"}
-_READS = "it reads CSV, JSON lines and parquet"
-_COPY_UNREADABLE = {
-    "AVRO": f"Avro files ({_READS}: export them as parquet)",
-    "ORC": f"ORC files ({_READS}: export them as parquet)",
-    "FIXEDWIDTH": f"fixed-width files ({_READS}: export them delimited)",
-    "SHAPEFILE": f"shapefiles ({_READS})",
-    "LZOP": "lzop-compressed files (it reads gzip, bzip2 and zstd)",
-    "ENCRYPTED": "client-side encrypted files (use server-side encryption, which S3 undoes on read)",
-    "SSH": "SSH sources (it reads S3)",
-    "MANIFEST": "manifests, which list the files to load (point the COPY at the files' prefix instead)",
-}
-_COPY_COMPRESSIONS = {"GZIP": "gzip", "BZIP2": "bzip2", "ZSTD": "zstd"}
-# Credentials come from the environment, never the catalog; bad records are quarantined whatever the
-# error tolerance; statistics are the warehouse's business. So these change nothing in Medallion.
-_COPY_NO_EFFECT = {
-    "IAM_ROLE",
-    "CREDENTIALS",
-    "ACCESS_KEY_ID",
-    "SECRET_ACCESS_KEY",
-    "SESSION_TOKEN",
-    "MASTER_SYMMETRIC_KEY",
-    "REGION",
-    "MAXERROR",
-    "IGNOREALLERRORS",
-    "COMPUPDATE",
-    "STATUPDATE",
-    "COMPROWS",
-    "IGNOREBLANKLINES",
-}
-_COPY_NOT_CARRIED = {
-    "ACCEPTANYDATE",
-    "ACCEPTINVCHARS",
-    "BLANKSASNULL",
-    "EMPTYASNULL",
-    "ESCAPE",
-    "EXPLICIT_IDS",
-    "FILLRECORD",
-    "REMOVEQUOTES",
-    "ROUNDEC",
-    "TRIMBLANKS",
-    "TRUNCATECOLUMNS",
-    "READRATIO",
-    "NOLOAD",
-    "SERIALIZETOJSON",
-    "ENCODING",
-    "DATEFORMAT",
-    "TIMEFORMAT",
-}
-_COPY_DEFAULTS = {("DATEFORMAT", "AUTO"), ("TIMEFORMAT", "AUTO"), ("ENCODING", "UTF8")}
-_COPY_CARRIED = {"FORMAT", "DELIMITER", "QUOTE", "IGNOREHEADER", "NULL", *_COPY_FORMATS}
-_COPY_OPTIONS = (
-    _COPY_CARRIED | set(_COPY_UNREADABLE) | set(_COPY_COMPRESSIONS) | _COPY_NO_EFFECT | _COPY_NOT_CARRIED
-)
-
-
-def _copy_options(statement: SqlStatement, dialect: str) -> list[tuple[str, list[str], int]]:
-    """(option, values, line) after the FROM 's3://…' of a COPY, from the statement's own tokens."""
-    tokens = Dialect.get_or_raise(dialect).tokenize(statement.text)
-    start = next(i for i, token in enumerate(tokens) if token.token_type == TokenType.FROM) + 2
-    options: list[tuple[str, list[str], int]] = []
-    for token in tokens[start:]:
-        word = token.text.upper()
-        line = statement.line + token.line - 1
-        if token.token_type not in (TokenType.STRING, TokenType.NUMBER) and word in _COPY_OPTIONS:
-            options.append((word, [], line))
-        elif word != "AS" and token.token_type != TokenType.SEMICOLON:
-            if not options:
-                raise StatementError(line, f"unknown COPY option {token.text!r}")
-            options[-1][1].append(token.text)
-    return options
-
-
-def _copy(statement: SqlStatement, copy: exp.Copy, dialect: str) -> CopyLoad:
-    table, columns = _table_and_columns(copy.this)
-    files = copy.args.get("files") or []
-    if len(files) != 1 or not files[0].name.startswith("s3://"):
-        raise StatementError(statement.line, "COPY must read FROM one 's3://…' path")
-    file_format: str | None = None
-    compression = "auto"
-    options: dict[str, CopyOption] = {}
-    warnings: list[str] = []
-    for name, values, line in _copy_options(statement, dialect):
-        value = values[0] if values else None
-        if name in _COPY_UNREADABLE:
-            raise StatementError(line, f"COPY {name}: the bronze ingest cannot read {_COPY_UNREADABLE[name]}")
-        if name in _COPY_COMPRESSIONS:
-            compression = _COPY_COMPRESSIONS[name]
-        if name in _COPY_FORMATS:
-            file_format = _COPY_FORMATS[name]
-            if name == "JSON" and value and not value.lower().startswith(("auto", "noshred")):
-                raise StatementError(
-                    line, f"COPY JSON {value}: JSONPaths files are not supported, use 'auto'"
-                )
-        elif name == "DELIMITER":
-            options["delimiter"] = value
-        elif name == "QUOTE":
-            options["quote"] = value
-        elif name == "NULL":
-            options["nullValue"] = value
-        elif name == "IGNOREHEADER":
-            if value not in ("0", "1"):
-                warnings.append(f"IGNOREHEADER {value}: the bronze ingest skips one header line at most")
-            options["header"] = value != "0"
-        elif name in _COPY_NOT_CARRIED and (name, (value or "").upper()) not in _COPY_DEFAULTS:
-            warnings.append(f"COPY option {name} is not carried over to the bronze ingest")
-    if file_format is None:
-        # Without a format, Redshift reads pipe-delimited text; CSV with that delimiter is the nearest reader.
-        file_format = "csv"
-        options.setdefault("delimiter", "|")
-        warnings.append(
-            "Redshift's default text format is read as CSV with delimiter "
-            f"{options['delimiter']!r}; backslash escapes are not interpreted"
-        )
-    if file_format == "csv":
-        options.setdefault("header", False)
-    else:
-        options = {}
-    return CopyLoad(
-        statement,
-        canonical_table(table),
-        _temporary(table),
-        columns,
-        files[0].name,
-        file_format,
-        options,
-        tuple(warnings),
-        compression=compression,
-    )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.onboarding.datasets import Dataset, Datasets
-from medallion_assets.onboarding.parse import LOAD_KINDS
+from medallion_assets.onboarding.statements import LOAD_KINDS
 
 _APPENDING = ("create_table_as", "insert", "insert_values", "select_into", "alter_table_append")
 

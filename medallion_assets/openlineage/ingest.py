@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import networkx as nx
@@ -52,7 +52,8 @@ MAX_ERROR_MESSAGE = 300
 
 @dataclass(frozen=True)
 class Rejection:
-    """An event left out, where it was (`events.ndjson:3`, `event`) and why."""
+    """An event left out, where it was (`events.ndjson:3`, `event`) and why; or, in a report's warnings, an
+    event taken with something its sender should know."""
 
     where: str
     reason: str
@@ -63,12 +64,14 @@ class Rejection:
 
 @dataclass
 class IngestReport:
-    """What a batch of events did: events accepted, edges written, datasets new to the graph, rejections."""
+    """What a batch of events did: events accepted, edges written, datasets new to the graph, rejections, and
+    warnings about accepted events (a time read as UTC), each placed as a rejection is."""
 
     accepted: int = 0
     edges: list[ExternalLineage] = field(default_factory=list)
     new_datasets: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    warnings: list[Rejection] = field(default_factory=list)
 
     def summary(self) -> str:
         return (
@@ -110,20 +113,32 @@ def _quoted(value: str) -> str:
     return repr(printable(value if len(value) <= MAX_QUOTED else value[:MAX_QUOTED] + "…"))
 
 
-def _event_time(event: dict[str, Any]) -> str:
-    """The event's time, which the catalog keeps as ISO 8601: a date, a time and its UTC offset, as the
-    specification's date-time and Marquez ask."""
+def _moment(event: dict[str, Any]) -> datetime:
+    """The event's time (ISO 8601); the specification's schemas take any text, formats being annotations."""
     text: str = event["eventTime"]
     try:
-        moment = datetime.fromisoformat(text)
+        return datetime.fromisoformat(text)
     except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
         raise EventInvalid(
-            f"eventTime: {_quoted(text)} is not a time with its UTC offset "
-            "(ISO 8601, as 2026-11-02T03:00:00Z)"
-        )
-    return text
+            f"eventTime: {_quoted(text)} is not a time (ISO 8601, as 2026-11-02T03:00:00Z)"
+        ) from None
+
+
+def _event_time(event: dict[str, Any]) -> str:
+    """The event's time as the catalog keeps it, with its UTC offset: one written without (as OpenLineage's
+    and Marquez's own examples write it) is read as UTC."""
+    moment = _moment(event)
+    return event["eventTime"] if moment.tzinfo else moment.replace(tzinfo=UTC).isoformat()
+
+
+def _time_warning(event: dict[str, Any]) -> str | None:
+    """What the sender should know about how its event's time was read: as UTC, when it has no offset. A time
+    that is none is refused where it is read (`_event_time`)."""
+    try:
+        naive = _moment(event).tzinfo is None
+    except EventInvalid:
+        return None
+    return f"eventTime: {_quoted(event['eventTime'])} has no UTC offset: read as UTC" if naive else None
 
 
 def _run_id(event: dict[str, Any]) -> str | None:
@@ -280,6 +295,7 @@ class CatalogLineage:
                 edges = _edges(event, self._names)
                 if cycle := _closes_cycle(self._graph, edges):
                     raise EventInvalid(cycle)
+                warning = _time_warning(event)
             except EventInvalid as error:
                 report.rejected.append(Rejection(where, str(error)))
                 continue
@@ -288,6 +304,8 @@ class CatalogLineage:
                 report.rejected.append(Rejection(where, _unexpected(error)))
                 continue
             report.accepted += 1
+            if warning:
+                report.warnings.append(Rejection(where, warning))
             new_datasets.update(
                 n for edge in edges for n in (edge.upstream, edge.downstream) if n not in self._graph
             )

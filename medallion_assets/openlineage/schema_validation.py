@@ -7,11 +7,12 @@ container validate against the same copy, and nothing outside the package is rea
 An event is checked against the core schema as the kind of event (RunEvent, DatasetEvent, JobEvent) the core
 schema's own `required` and `not` rules make it. Then each facet whose name is one of the specification's
 standard facets for its place (`parent` under `run.facets`, `schema` under a dataset's `facets`, …) is
-checked against that facet's schema, as Marquez and OpenLineage's validating proxy do: the version its
-`_schemaURL` names when the specification has it, else the newest known. Any other name is a custom facet
-(Spark's `spark.logicalPlan`, Airflow's `airflow`), held only to the core schema's rules for facets (an object
-with `_producer` and `_schemaURL`), unless `standard_facets_only` asks that every facet be a standard one, as
-Medallion's own events are.
+checked against the version of that facet's schema its `_schemaURL` names, when the specification here has
+that version. A standard facet of a version not here (an older `dataQualityMetrics` without `columnMetrics`,
+a URL of the producer's own), and any other name, a custom facet (Spark's `spark.logicalPlan`, Airflow's
+`airflow`), are held only to the core schema's rules for facets (an object with `_producer` and
+`_schemaURL`): a newer version's rules are not the ones its producer wrote it by. `standard_facets_only` asks
+that every facet be a standard one of a version here, as Medallion's own events are.
 
 `format` is an annotation, as JSON Schema 2020-12 leaves it by default: `file` and `bigquery` are the
 `dataSource.uri`s Spark and dbt send. What Medallion parses itself is checked where it is used.
@@ -109,15 +110,16 @@ class Specification:
     kinds: tuple[EventKind, ...]
     facets: dict[tuple[str, str], list[FacetSchema]]
 
-    def facet_schema(self, bases: tuple[str, ...], name: str, schema_url: Any) -> FacetSchema | None:
-        """The standard facet `name` is in a place of these bases, in the version `schema_url` names if the
-        specification has it, else the newest; None for a custom facet."""
-        for base in bases:
-            if versions := self.facets.get((base, name)):
-                document = schema_url.partition("#")[0] if isinstance(schema_url, str) else None
-                named = [schema for schema in versions if schema.document == document]
-                return named[0] if named else versions[-1]
-        return None
+    def facet_versions(self, bases: tuple[str, ...], name: str) -> list[FacetSchema]:
+        """The versions of the standard facet `name` in a place of these bases, oldest first; none for a
+        custom facet."""
+        return next((versions for base in bases if (versions := self.facets.get((base, name)))), [])
+
+    @staticmethod
+    def named_version(versions: list[FacetSchema], schema_url: Any) -> FacetSchema | None:
+        """The version `schema_url` names, when it is one of `versions`."""
+        document = schema_url.partition("#")[0] if isinstance(schema_url, str) else None
+        return next((schema for schema in versions if schema.document == document), None)
 
 
 def _event_kind(core: dict[str, Any], name: str, validator: Draft202012Validator) -> EventKind:
@@ -221,10 +223,15 @@ def validate_event(event: Any, standard_facets_only: bool = False) -> dict[str, 
         bases = FACET_BASES.get(place)
         if bases is None:  # an inputFacets group on an output: the core schema knows no such group
             continue
-        schema = spec.facet_schema(bases, key, facet["_schemaURL"])
-        if schema is None:
-            if standard_facets_only:
-                raise EventInvalid(f"{_place((*path, key))}: not a standard facet of the specification")
+        versions = spec.facet_versions(bases, key)
+        schema = spec.named_version(versions, facet["_schemaURL"])
+        if schema is None and standard_facets_only:
+            raise EventInvalid(
+                f"{_place((*path, key))}: not a standard facet of the specification"
+                if not versions
+                else f"{_place((*path, key))}: names a version of its schema the specification here lacks"
+            )
+        if schema is None:  # the core schema's rules for facets, checked with the event, are all there is
             continue
         if error := best_match(schema.validator.iter_errors(facet)):
             raise EventInvalid(_message(error, (*path, key)))

@@ -2,12 +2,14 @@
 `POST /api/v1/lineage`, so any OpenLineage integration (Airflow, dbt, Spark) can send Medallion its lineage by
 pointing its http transport here.
 
-As Marquez does, an accepted event gets `201 Created` with an empty body. A refused one gets `400 Bad Request`
-and a JSON body `{"code": 400, "message": …}` with the schema error; every other failure (no or a bad
-Content-Length, a body over the limit or too slow, a missing bearer token) gets its status and a JSON body
-too. Bodies may be gzip-compressed (the client's `compression: gzip`). Events are ingested one at a time, so
-each is checked against the graph the previous left. That graph and the recovery paths are kept between events
-and read again only when the catalog changed otherwise, so an event's cost does not grow with the catalog.
+As Marquez does, an accepted event gets `201 Created` with an empty body; one taken with a warning (an
+`eventTime` without a UTC offset, read as UTC) gets `{"code": 201, "warnings": […]}` as its body. A refused
+one gets `400 Bad Request` and a JSON body `{"code": 400, "message": …}` with the schema error; every other
+failure (no or a bad Content-Length, a body over the limit or too slow, a missing bearer token) gets its
+status and a JSON body too. Bodies may be gzip-compressed (the client's `compression: gzip`). Events are
+ingested one at a time, so each is checked against the graph the previous left. That graph and the recovery
+paths are kept between events and read again only when the catalog changed otherwise, so an event's cost does
+not grow with the catalog.
 """
 
 from __future__ import annotations
@@ -150,6 +152,11 @@ class _Handler(BaseHTTPRequestHandler):
         report = self.server.ingest(body)
         if report.rejected:
             return self._reply(HTTPStatus.BAD_REQUEST, report.rejected[0].reason)
+        if report.warnings:  # taken, with what the sender should know (a time read as UTC)
+            warnings = [warning.reason for warning in report.warnings]
+            return self._reply(
+                HTTPStatus.CREATED, body={"code": HTTPStatus.CREATED.value, "warnings": warnings}
+            )
         self._reply(HTTPStatus.CREATED)
 
     def _authorized(self, token: str) -> bool:
@@ -194,17 +201,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(HTTPStatus(code), message or HTTPStatus(code).phrase)
 
     def _reply(
-        self, status: HTTPStatus, message: str | None = None, headers: dict[str, str] | None = None
+        self,
+        status: HTTPStatus,
+        message: str | None = None,
+        headers: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
-        body = json.dumps({"code": status.value, "message": message}).encode() if message else b""
+        if message:
+            body = {"code": status.value, "message": message}
+        content = json.dumps(body).encode() if body else b""
         self.send_response(status)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
-        if body:
+        if content:
             self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(content)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(content)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
         log.info("%s %s", self.address_string(), printable(format % args))

@@ -12,7 +12,16 @@ from pyspark.sql import SparkSession
 
 from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore, open_catalog
-from medallion_assets.engine.spark import check_lake_visible, prepare_session, session_conf
+from medallion_assets.engine.spark import (
+    LAKE_CONF,
+    SparkUnreachable,
+    check_lake_visible,
+    engine_setting,
+    is_single_machine,
+    prepare_session,
+    session_conf,
+)
+from medallion_assets.storage.lake.runtime import LakeRuntimeMissing, check_lake_runtime
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 
 
@@ -29,9 +38,15 @@ class SparkResource(LazyPySparkResource):
     )
 
     def get_session(self, lake_root: str) -> SparkSession:
-        """The session, once the Connect server answers and the executors can see the lake."""
+        """The session, once the Connect server answers, has the lake's runtime, and its executors can see the
+        lake."""
         prepare_session()
         session: SparkSession = self.spark_session
+        if not is_single_machine():  # a driver Medallion starts itself is given the runtime (session_conf)
+            try:
+                check_lake_runtime(session, engine_setting(), LAKE_CONF)
+            except LakeRuntimeMissing as missing:
+                raise SparkUnreachable(str(missing)) from None
         check_lake_visible(session, lake_root)
         return session
 

@@ -119,6 +119,22 @@ class MaintenanceReport:
     error: str | None = None
 
 
+def chosen_policies(snapshot: CatalogSnapshot, datasets: list[str] | None) -> dict[str, TableMaintenance]:
+    """The row each of `datasets` (every maintained one by default) is maintained by; ValueError for a dataset
+    that is not a target, or has no row (nor a default)."""
+    if datasets is None:
+        return maintained(snapshot)
+    chosen = {}
+    for dataset in datasets:
+        if dataset not in snapshot.targets:
+            raise ValueError(f"unknown dataset {dataset!r}: no target of the catalog has it")
+        policy = policy_for(snapshot, dataset)
+        if policy is None:
+            raise ValueError(f"{dataset} has no table_maintenance row, and there is no `default` row")
+        chosen[dataset] = policy
+    return chosen
+
+
 def run_maintenance(
     spark: SparkSession,
     store: CatalogStore,
@@ -136,17 +152,7 @@ def run_maintenance(
     from medallion_assets.storage.lake.maintenance import LakeMaintenance
 
     snapshot = store.snapshot()
-    if datasets is None:
-        chosen = maintained(snapshot)
-    else:
-        chosen = {}
-        for dataset in datasets:
-            if dataset not in snapshot.targets:
-                raise ValueError(f"unknown dataset {dataset!r}: no target of the catalog has it")
-            policy = policy_for(snapshot, dataset)
-            if policy is None:
-                raise ValueError(f"{dataset} has no table_maintenance row, and there is no `default` row")
-            chosen[dataset] = policy
+    chosen = chosen_policies(snapshot, datasets)
     now = now or datetime.now(UTC)
     lake = LakeMaintenance(spark, lake_root)
     reports = []

@@ -36,7 +36,7 @@ def shape(
     deduplication, and the rows drop or quarantine rules take out; of a change feed, the events those
     rules keep, applied to the keys' rows unless `apply` is false."""
     source_frame = (
-        run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect)
+        run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect, list(target.columns or ()))
         if stage.transform_sql
         else inputs[stage.input_id]
     )
@@ -71,4 +71,5 @@ def rows_made(context: StageContext, stage: Stage, inputs: dict[str, DataFrame])
     """The rows the stage's SQL makes of an incremental run's `inputs` (few), counted: the observation
     `shape` makes of them is lost when Spark plans an empty result away (see `replace.replace_keys`)."""
     assert stage.transform_sql, "only a stage with SQL makes rows other than those it reads"
-    return run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect).count()
+    declared = context.snapshot.targets[stage.target_id].columns or ()
+    return run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect, list(declared)).count()
