@@ -22,11 +22,6 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import HALT_REASON_TAG, STATUS_TAG, disabled_reason, read_control_state
 from medallion_assets.control.throttles import sync_pool_limits
 
-# A queued run waits at most this long to be cancelled; slower ticks would delay that, faster ones flood the
-# sensor's tick history (at 5 s, 17k ticks a day) for nothing, since running runs check the switches
-# themselves.
-DEFAULT_INTERVAL_SECONDS = 30
-
 
 def cancel_disabled_queued_runs(
     context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore
@@ -65,7 +60,7 @@ def cancel_disabled_queued_runs(
 
 
 def build_control_sensor(
-    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int
 ) -> SensorDefinition:
     """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every
     tick."""
