@@ -27,6 +27,7 @@ from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.dagster_compat import (
     RegisteredCodeLocationOrigin,
     RemoteJobOrigin,
@@ -37,7 +38,6 @@ from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
-from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"

@@ -134,7 +134,9 @@ def sensor_interval_seconds() -> int:
     """The sensors' minimum interval: MEDALLION_SENSOR_INTERVAL_SECONDS, else 30 s."""
     configured = os.environ.get(SENSOR_INTERVAL_ENV, str(DEFAULT_SENSOR_INTERVAL_SECONDS))
     if not configured.isdecimal() or int(configured) < 1:
-        raise ValueError(f"{SENSOR_INTERVAL_ENV}={configured!r} is not a whole number of seconds of at least 1")
+        raise ValueError(
+            f"{SENSOR_INTERVAL_ENV}={configured!r} is not a whole number of seconds of at least 1"
+        )
     return int(configured)
 
 

@@ -25,6 +25,7 @@ from medallion_assets.catalog.schema import throttle_buckets
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
+from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.control.throttles import (
     DEFAULT_CONCURRENCY_LIMIT,
     CatalogThrottles,
@@ -38,7 +39,6 @@ from medallion_assets.instance import instance_config
 from medallion_assets.loading import validate_files
 from medallion_assets.pool_storage import PoolSafePostgresEventLogStorage, PoolSafeSqliteEventLogStorage
 from medallion_assets.recovery.routes import CatalogRoutes
-from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.sensors.control import build_control_sensor
 from tests.conftest import REPO, SEED
 from tests.throttle_workers import run_pooled_step, take_in_a_process
@@ -209,7 +209,9 @@ def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(
     tally = tmp_path / "tally.json"
     # On Dagster's own claim of a slot this test once saw four steps inside a pool of three (the test above
     # shows how).
-    build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)(build_sensor_context(instance=deployed_instance))
+    build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)(
+        build_sensor_context(instance=deployed_instance)
+    )
     runs = [SPAWN.Process(target=run_pooled_step, args=(pool, str(tally), RUNS)) for _ in range(RUNS)]
     for run in runs:
         run.start()

@@ -103,9 +103,7 @@ def notification_tick(
     return new_cursor, summary
 
 
-def build_notification_sensor(
-    store: CatalogStore, interval_seconds: int
-) -> SensorDefinition:
+def build_notification_sensor(store: CatalogStore, interval_seconds: int) -> SensorDefinition:
     """The sensor that tells people: notifications rows and SLAs are read fresh on every tick."""
 
     @sensor(
