@@ -27,6 +27,7 @@ from sqlalchemy import text
 
 from medallion_assets.assets.factory import target_key
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.dagster_compat import (
     RegisteredCodeLocationOrigin,
     RemoteJobOrigin,
@@ -37,7 +38,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
-from medallion_assets.sensors.control import DEFAULT_INTERVAL_SECONDS, cancel_disabled_queued_runs
+from medallion_assets.sensors.control import cancel_disabled_queued_runs
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 QUEUED_COORDINATOR = {"run_coordinator": {"module": "dagster", "class": "QueuedRunCoordinator"}}
@@ -133,7 +134,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--flips", type=int, default=5)
-    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS)
+    parser.add_argument("--interval", type=float, default=DEFAULT_SENSOR_INTERVAL_SECONDS)
     parser.add_argument("--rows", type=int, default=20_000, help="events for the running-run measurement")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()

@@ -122,6 +122,24 @@ def probe_timeout_sec() -> float:
     return float(os.environ.get("MEDALLION_PROBE_TIMEOUT_SEC", 10.0))
 
 
+# How often the sensors tick. A queued run waits at most this long to be cancelled by a kill switch; slower
+# ticks would delay that, faster ones flood each sensor's tick history (at 5 s, 17k ticks a day) for nothing,
+# since running runs check the switches themselves. Dagster's sensor daemon looks at its sensors every 5 s, so
+# a shorter interval gains nothing.
+SENSOR_INTERVAL_ENV = "MEDALLION_SENSOR_INTERVAL_SECONDS"
+DEFAULT_SENSOR_INTERVAL_SECONDS = 30
+
+
+def sensor_interval_seconds() -> int:
+    """The sensors' minimum interval: MEDALLION_SENSOR_INTERVAL_SECONDS, else 30 s."""
+    configured = os.environ.get(SENSOR_INTERVAL_ENV, str(DEFAULT_SENSOR_INTERVAL_SECONDS))
+    if not configured.isdecimal() or int(configured) < 1:
+        raise ValueError(
+            f"{SENSOR_INTERVAL_ENV}={configured!r} is not a whole number of seconds of at least 1"
+        )
+    return int(configured)
+
+
 def is_embedded_dagster_home() -> bool:
     """Whether the Dagster instance in use is the embedded home's, which no one chose explicitly."""
     return os.environ.get("DAGSTER_HOME") == str(embedded_dagster_home())

@@ -67,6 +67,7 @@ class _Settings:
     catalog_variable: EnvVar | None
     warehouse_variable: EnvVar | None
     executor: str
+    sensor_interval_seconds: int
 
 
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
@@ -93,6 +94,7 @@ def build_definitions(
         _from_environment(catalog_url, config.CATALOG_ENV),
         _from_environment(warehouse_url, config.WAREHOUSE_ENV),
         config.executor(),
+        config.sensor_interval_seconds(),
     )
     context, key = DefinitionsLoadContext.get(), snapshot_key(settings.catalog_url, domain)
     if context.load_type == DefinitionsLoadType.RECONSTRUCTION and key in context.reconstruction_metadata:
@@ -115,12 +117,13 @@ def _reconstructed(packed_snapshot: str, settings: _Settings) -> Definitions:
 
 def _assemble(snapshot: CatalogSnapshot, store: CatalogStore, settings: _Settings) -> Definitions:
     assets = build_assets(snapshot, settings.lake_root)
-    sensors = [build_control_sensor(snapshot, store)]
+    interval = settings.sensor_interval_seconds
+    sensors = [build_control_sensor(snapshot, store, interval)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
         sensors += [
-            build_launcher_sensor(snapshot, store),
-            build_healing_sensor(snapshot, store, settings.lake_root, settings.warehouse_url),
-            build_notification_sensor(store),
+            build_launcher_sensor(snapshot, store, interval),
+            build_healing_sensor(snapshot, store, settings.lake_root, settings.warehouse_url, interval),
+            build_notification_sensor(store, interval),
         ]
     return Definitions(
         assets=assets,

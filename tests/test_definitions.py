@@ -169,7 +169,24 @@ def test_the_seed_loads_with_all_four_sensors_on_dagsters_own_asset_job(catalog_
         "medallion_healing": "RUNNING",
         "medallion_notifications": "RUNNING",
     }
-    assert next(s for s in defs.sensors if s.name == "medallion_control").minimum_interval_seconds == 30
+    assert {sensor.minimum_interval_seconds for sensor in defs.sensors} == {30}
+
+
+def test_the_sensors_tick_as_often_as_configured(catalog_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDALLION_SENSOR_INTERVAL_SECONDS", "5")
+    defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    assert {sensor.name: sensor.minimum_interval_seconds for sensor in defs.sensors} == {
+        "medallion_control": 5,
+        "medallion_launcher": 5,
+        "medallion_healing": 5,
+        "medallion_notifications": 5,
+    }
+    monkeypatch.setenv("MEDALLION_SENSOR_INTERVAL_SECONDS", "0.5")
+    with pytest.raises(ValueError) as refused:
+        build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    assert str(refused.value) == (
+        "MEDALLION_SENSOR_INTERVAL_SECONDS='0.5' is not a whole number of seconds of at least 1"
+    )
 
 
 def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(

@@ -22,6 +22,7 @@ from medallion_assets.catalog.store import open_catalog
 from medallion_assets.change.categories import CATEGORIES
 from medallion_assets.change.plan import HELD, WAIVED_EVENT, Plan, plan_files, plan_schema
 from medallion_assets.cli.main import main
+from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.control.steering.flags import read_control_state
 from medallion_assets.loading import validate_files
 from medallion_assets.sensors.control import build_control_sensor
@@ -689,7 +690,7 @@ GOLD_STAGE = "user_events_etl.gold_daily_aggregate"
 
 def test_sql_update_is_planned_recorded_on_the_asset_and_a_contract_break_held(loaded_seed: Path) -> None:
     store = open_catalog()
-    sensor = build_control_sensor(store.snapshot(), store)
+    sensor = build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)
     with instance_for_test() as instance:
         cursor = None
 
@@ -749,7 +750,7 @@ def test_sql_update_is_planned_recorded_on_the_asset_and_a_contract_break_held(l
 
 def test_a_hold_is_released_by_loading_the_same_change_with_allow_breaking(loaded_seed: Path) -> None:
     store = open_catalog()
-    sensor = build_control_sensor(store.snapshot(), store)
+    sensor = build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)
     narrowed = {"event_date": "date", "total_events": "int", "unique_users": "bigint"}
     with store.engine.begin() as connection:
         connection.execute(

@@ -38,11 +38,6 @@ from medallion_assets.control.steering.flags import (
 )
 from medallion_assets.control.steering.throttles import sync_pool_limits
 
-# A queued run waits at most this long to be cancelled; slower ticks would delay that, faster ones flood the
-# sensor's tick history (at 5 s, 17k ticks a day) for nothing, since running runs check the switches
-# themselves.
-DEFAULT_INTERVAL_SECONDS = 30
-
 
 def cancel_disabled_queued_runs(
     context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore
@@ -163,7 +158,7 @@ def _hold_contract_breaks(
 
 
 def build_control_sensor(
-    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int
 ) -> SensorDefinition:
     """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every
     tick."""

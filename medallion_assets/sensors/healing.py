@@ -46,7 +46,6 @@ from medallion_assets.control.steering.flags import HALTED_TAGS, STATUS_TAG
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 from medallion_assets.naming import PIPELINE_TAG
 
-DEFAULT_INTERVAL_SECONDS = 30
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
 FIRST_LOOKBACK = timedelta(hours=1)
 RERUN_OF, RERUN_NUMBER = "medallion/rerun_of", "medallion/rerun"
@@ -161,7 +160,7 @@ def build_healing_sensor(
     store: CatalogStore,
     lake_root: str,
     warehouse_url: str,
-    interval_seconds: int = DEFAULT_INTERVAL_SECONDS,
+    interval_seconds: int,
 ) -> SensorDefinition:
     @sensor(
         name="medallion_healing",

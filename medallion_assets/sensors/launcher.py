@@ -58,7 +58,6 @@ from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.storage.objects import list_objects
 
-DEFAULT_INTERVAL_SECONDS = 30
 PRIORITY_TAG = "dagster/priority"
 PROFILE_TAG = "medallion/profile"
 HELD_TAG = "medallion/held"
@@ -267,7 +266,7 @@ class Launcher:
 
 
 def build_launcher_sensor(
-    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int
 ) -> SensorDefinition:
     """The profile-aware launcher; targets every asset the catalog defines. Stopped until turned on (the UI's
     Automation page, or `dagster sensor start medallion_launcher`), so opening the UI launches nothing

@@ -35,7 +35,6 @@ from medallion_assets.control.monitoring.notifications import Message, deliver_d
 from medallion_assets.naming import PIPELINE_TAG
 from medallion_assets.sensors.healing import failed_steps
 
-DEFAULT_INTERVAL_SECONDS = 30
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
 FIRST_LOOKBACK = timedelta(hours=1)
 
@@ -104,9 +103,7 @@ def notification_tick(
     return new_cursor, summary
 
 
-def build_notification_sensor(
-    store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
-) -> SensorDefinition:
+def build_notification_sensor(store: CatalogStore, interval_seconds: int) -> SensorDefinition:
     """The sensor that tells people: notifications rows and SLAs are read fresh on every tick."""
 
     @sensor(
