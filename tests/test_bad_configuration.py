@@ -50,6 +50,7 @@ def arguments(tmp_path) -> dict[tuple[str, ...], list[str]]:
         ("catalog", "validate"): [str(SEED)],
         ("catalog", "load"): [str(SEED)],
         ("catalog", "show"): ["pipelines"],
+        ("plan",): [str(SEED)],
         ("disable",): ["pipeline", "user_events_etl", "--reason", "drill"],
         ("enable",): ["pipeline", "user_events_etl"],
         ("sample-data",): ["--to", str(tmp_path / "raw")],
