@@ -75,6 +75,7 @@ class AssetReport:
     quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
     mode: str | None = None  # a silver or gold stage's: full or incremental
     why: str | None = None  # why that mode
+    snapshot_id: int | None = None  # the lake table's version the stage published, its data version
 
 
 @dataclass
@@ -380,6 +381,7 @@ def _reports(
             else {},
             _text(metadata, "mode"),
             _text(metadata, "why"),
+            int(published) if (published := _text(metadata, "snapshot_id")) else None,
         )
     return reports
 

@@ -273,7 +273,9 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
             )
             echo(
                 f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
-                f"quarantined={asset.rows_quarantined}  {checks}"
+                f"quarantined={asset.rows_quarantined}"
+                + (f" snapshot={asset.snapshot_id}" if asset.snapshot_id is not None else "")
+                + f"  {checks}"
                 + (f"  ({asset.reason})" if asset.reason else "")
             )
             if asset.mode:
