@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -237,7 +238,7 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
     covers every dataset when it is None."""
     from medallion_assets.definitions import build_definitions
     from medallion_assets.engine.refresh import RefreshRefused, full_refresh_tags
-    from medallion_assets.instance import DeploymentError
+    from medallion_assets.instance import DeploymentError, QueuedRunCanceled
     from medallion_assets.runner import instance, route, run_pipeline
 
     store = catalog_store()
@@ -256,9 +257,15 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
         path = route(dagster_instance)
         echo(f"{pipeline_id}: {path.why}", err=True)  # stderr: stdout may be the JSON report
         workspace = config.workspace_file() if path.queued else None
-        report = run_pipeline(
-            build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace, tags
-        )
+        try:
+            report = run_pipeline(
+                build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace, tags
+            )
+        except QueuedRunCanceled as canceled:
+            echo(f"{canceled}; running it in this process instead", err=True)
+            report = run_pipeline(
+                build_definitions(), snapshot, store, pipeline_id, dagster_instance, None, tags
+            )
     except DeploymentError as error:
         echo(str(error), err=True)
         sys.exit(EXIT_UNAVAILABLE)
@@ -394,11 +401,18 @@ def ui(port: int) -> None:
         "MEDALLION_HOME": str(config.home()),
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
     }
-    sys.exit(
-        run_process_group(
-            [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env
-        )
+    started = time.time()
+    code = run_process_group(
+        [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env
     )
+    # Its daemon is gone with it: the instance is told, so the next `medallion run` does not wait for it.
+    from medallion_assets.instance import DeploymentError, forget_daemon, open_instance
+
+    try:
+        forget_daemon(open_instance(), started)
+    except DeploymentError as error:
+        echo(f"the stopped daemon's heartbeats are left in place: {error}", err=True)
+    sys.exit(code)
 
 
 @main.command("demo")
