@@ -320,3 +320,27 @@ def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path
     assert installation.run("user_events_etl").status == "success"
     assert len(installation.rows("bronze.user_events")) == 2 * counts["bronze"]
     assert len(installation.rows("silver.user_events")) == counts["silver"]
+
+
+def test_lake_history_names_an_unknown_dataset_a_table_not_yet_written_and_a_catalog_down(tmp_path):
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    env = {"MEDALLION_CATALOG_URL": store.url, "MEDALLION_LAKE_URL": str(tmp_path / "lake")}
+
+    def history_of(dataset: str, **more: str):
+        return CliRunner().invoke(main, ["lake", "history", dataset], env={**env, **more})
+
+    unknown = history_of("no_such")
+    assert unknown.exit_code == 2 and unknown.output.startswith("unknown dataset 'no_such'; datasets: ")
+    not_yet = history_of(SILVER)
+    assert (not_yet.exit_code, not_yet.output) == (
+        2,
+        f"{SILVER}: lake table lake.silver.user_events does not exist (yet)\n",
+    )
+    down = history_of(SILVER, MEDALLION_LAKE_CATALOG="postgresql://nobody:secret@127.0.0.1:9/lake")
+    assert down.exit_code == 4
+    assert down.output.startswith(
+        "MEDALLION_LAKE_CATALOG=postgresql://nobody:***@127.0.0.1:9/lake: the lake catalog cannot be read: "
+    )
+    assert "secret" not in down.output and "Traceback" not in down.output
