@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-unit lint ui java chromium postgresql clean
+.PHONY: demo test test-unit lint ui java chromium postgresql clean rest-server
 
 $(VENV)/installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -26,6 +26,16 @@ $(JARS): jars/pom.xml
 	touch $@
 
 jars: $(JARS)
+
+# The tests' Iceberg REST catalog server (Iceberg's own RESTCatalogServer), resolved from jars/rest-server/pom.xml
+# into jars/rest-server/lib (ignored by git); tests/rest_catalog.py starts it on loopback.
+REST_SERVER := jars/rest-server/lib/.resolved
+$(REST_SERVER): jars/rest-server/pom.xml
+	rm -rf jars/rest-server/lib
+	mvn -q -B -f jars/rest-server/pom.xml dependency:copy-dependencies -DoutputDirectory=lib
+	touch $@
+
+rest-server: $(REST_SERVER)
 
 # The demo fills the embedded home, .medallion/, afresh; every other command then defaults to it.
 demo: java $(JARS) $(VENV)/installed
@@ -59,7 +69,7 @@ lint: $(VENV)/installed
 	$(VENV)/bin/ruff format --check medallion_assets tests bench
 	$(VENV)/bin/mypy
 
-test: lint java chromium postgresql $(JARS) $(VENV)/installed
+test: lint java chromium postgresql $(JARS) $(REST_SERVER) $(VENV)/installed
 	PGPASSWORD=$(TEST_PG_PASSWORD) $(VENV)/bin/pytest -q
 
 # The unit tier alone (no Spark, S3, PostgreSQL, daemon or browser): tests/conftest.py says which tests those are.
@@ -71,4 +81,4 @@ ui: java $(JARS) $(VENV)/installed
 	$(VENV)/bin/medallion ui
 
 clean:
-	rm -rf .medallion $(VENV) jars/lib
+	rm -rf .medallion $(VENV) jars/lib jars/rest-server/lib

@@ -36,6 +36,11 @@ class DaemonGone(DeploymentError):
     """The dagster-daemon stopped sending heartbeats while a run it was to start or watch was followed."""
 
 
+class QueuedRunCanceled(DaemonGone):
+    """The dagster-daemon fell silent before it started the queued run, which was canceled: nothing of it ran,
+    so it may be run elsewhere."""
+
+
 # dagster-daemon writes a heartbeat every 30 s (Dagster's heartbeat interval); one older than that plus this
 # margin means the daemon has stopped. Dagster's own default tolerance, 30 minutes, would leave a run queued
 # for half an hour before anyone said the daemon is gone.
@@ -105,6 +110,21 @@ def has_daemon(instance: DagsterInstance) -> bool:
 def daemon_running(instance: DagsterInstance) -> bool:
     """Whether the daemon's queue loop has sent a heartbeat within its interval plus a margin of seconds."""
     return queue_daemon_running(instance, HEARTBEAT_MARGIN_SECONDS)
+
+
+def forget_daemon(instance: DagsterInstance, since: float) -> None:
+    """Clear the heartbeats a dagster-daemon wrote since `since` (seconds since the epoch), once it has
+    stopped: the next `medallion run` then goes in process at once, instead of being queued for a daemon
+    whose last heartbeat looks alive for another 45 s. Heartbeats older than `since` (not that daemon's) are
+    kept."""
+    heartbeats = instance.get_daemon_heartbeats()
+    if not any(heartbeat.timestamp >= since for heartbeat in heartbeats.values()):
+        return
+    # Dagster clears heartbeats all at once only: the others are written back.
+    instance.wipe_daemon_heartbeats()
+    for heartbeat in heartbeats.values():
+        if heartbeat.timestamp < since:
+            instance.add_daemon_heartbeat(heartbeat)
 
 
 def config_file() -> Path | None:

@@ -50,6 +50,7 @@ from medallion_assets.instance import (
     DAEMON_SILENCE_SECONDS,
     DaemonGone,
     DeploymentError,
+    QueuedRunCanceled,
     config_file,
     daemon_running,
     has_daemon,
@@ -76,6 +77,7 @@ class AssetReport:
     quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
     mode: str | None = None  # a silver or gold stage's: full or incremental
     why: str | None = None  # why that mode
+    snapshot_id: int | None = None  # the lake table's version the stage published, its data version
 
 
 @dataclass
@@ -279,18 +281,16 @@ def _through_queue(
 
 def _abandon(dagster_instance: DagsterInstance, run: DagsterRun) -> None:
     """Raise DaemonGone for a followed run whose daemon went silent. A run still queued would never start:
-    it is canceled. A started one is left to its run worker, which may still finish it; without the daemon's
-    run monitoring nothing would mark it failed if the worker died, so this command stops following."""
+    it is canceled (QueuedRunCanceled). A started one is left to its run worker, which may still finish it;
+    without the daemon's run monitoring nothing would mark it failed if the worker died, so this command stops
+    following."""
     silent = (
         f"the dagster-daemon of the Dagster instance configured in {config_file()} has sent no heartbeat "
         f"in the last {DAEMON_SILENCE_SECONDS} s"
     )
     if run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
         dagster_instance.report_run_canceled(run, message=f"{silent}, so nothing would start this run")
-        raise DaemonGone(
-            f"{silent}; canceled run {run.run_id}, which it had not started: start `dagster-daemon run` "
-            "(or `medallion ui`) and run again"
-        )
+        raise QueuedRunCanceled(f"{silent}; canceled run {run.run_id}, which it had not started")
     raise DaemonGone(
         f"{silent}; left run {run.run_id} ({run.status.value.lower()}) to its run worker, which may still "
         "finish it: see it in the Dagster UI"
@@ -381,6 +381,7 @@ def _reports(
             else {},
             _text(metadata, "mode"),
             _text(metadata, "why"),
+            int(published) if (published := _text(metadata, "snapshot_id")) else None,
         )
     return reports
 

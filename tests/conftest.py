@@ -46,11 +46,16 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 
 # The fixtures that start or reach a real server; a test using any of them, directly or through another
 # fixture, is an integration test.
-REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url"})
+REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url", "rest_catalog"})
 
 # Fixtures that several test modules use, shared from here rather than imported from one test module into
 # another.
-pytest_plugins = ["tests.fixtures.lineage", "tests.fixtures.warehouse", "tests.fixtures.webhook"]
+pytest_plugins = [
+    "tests.fixtures.lineage",
+    "tests.fixtures.rest_catalog",
+    "tests.fixtures.warehouse",
+    "tests.fixtures.webhook",
+]
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker

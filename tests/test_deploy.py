@@ -33,6 +33,7 @@ from medallion_assets.instance import (
     write_instance_config,
 )
 from medallion_assets.loading import validate_files
+from medallion_assets.runner import Route, route
 from medallion_assets.sensors.launcher import PIPELINE_TAG
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import RAW, REPO, SEED, fresh_database
@@ -366,7 +367,7 @@ def test_medallion_run_after_the_daemon_stopped_runs_in_process_and_says_so(depl
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
 
-def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops(deployment):
+def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops_and_runs_it_in_process(deployment):
     deployment.start_launcher("stop")
     deployment.hold_runs_of("orders_etl")
     daemon = deployment.start_daemon()
@@ -383,15 +384,69 @@ def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops(deployment):
 
     _, stderr = command.communicate(timeout=DEADLINE_SECONDS)
 
-    assert command.returncode == 4
+    assert command.returncode == 0, stderr
     where = deployment.home / "dagster.yaml"
-    assert stderr.splitlines() == [
+    assert stderr.splitlines()[:2] == [
         f"orders_etl: queued for the dagster-daemon of the Dagster instance configured in {where}",
         f"the dagster-daemon of the Dagster instance configured in {where} has sent no heartbeat in the last "
-        f"{DAEMON_SILENCE_SECONDS} s; canceled run {queued.run_id}, which it had not started: start "
-        "`dagster-daemon run` (or `medallion ui`) and run again",
+        f"{DAEMON_SILENCE_SECONDS} s; canceled run {queued.run_id}, which it had not started; running it in "
+        "this process instead",
     ]
     assert deployment.instance.get_run_by_id(queued.run_id).status == DagsterRunStatus.CANCELED
+    [in_process] = [r for r in deployment.runs("orders_etl") if r.run_id != queued.run_id]
+    assert in_process.status == DagsterRunStatus.SUCCESS
+    assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
+
+
+def test_after_medallion_ui_stops_its_queued_run_and_the_next_run_go_in_process_at_once(
+    deployment, unused_port
+):
+    deployment.start_launcher("stop")
+    deployment.hold_runs_of("orders_etl")
+    with open(deployment.home.parent / "ui.log", "wb") as log:
+        ui = subprocess.Popen(
+            [str(Path(sys.executable).parent / "medallion"), "ui", "--port", str(unused_port)],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    wait_for("the UI's daemon's first heartbeat", lambda: daemon_running(deployment.instance))
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "medallion"), "run", "orders_etl"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    [queued] = wait_for("the command's run to be queued", lambda: deployment.runs("orders_etl"))
+
+    ui.send_signal(signal.SIGTERM)
+    assert ui.wait(timeout=60) == 128 + signal.SIGTERM
+    stopped_at = time.time()
+
+    # The next run goes in process at once: the stopped UI's daemon left no heartbeat behind.
+    where = deployment.home / "dagster.yaml"
+    assert route(deployment.instance) == Route(
+        False,
+        "running in this process: no dagster-daemon has sent a heartbeat for the Dagster instance configured "
+        f"in {where} in the last {DAEMON_SILENCE_SECONDS} s",
+    )
+    # The run queued for it is canceled, well before a heartbeat would look stale, and run in process.
+    _, stderr = command.communicate(timeout=DEADLINE_SECONDS)
+    assert command.returncode == 0, stderr
+    assert stderr.splitlines()[:2] == [
+        f"orders_etl: queued for the dagster-daemon of the Dagster instance configured in {where}",
+        f"the dagster-daemon of the Dagster instance configured in {where} has sent no heartbeat in the last "
+        f"{DAEMON_SILENCE_SECONDS} s; canceled run {queued.run_id}, which it had not started; running it in "
+        "this process instead",
+    ]
+    canceled = deployment.instance.get_run_record_by_id(queued.run_id)
+    assert canceled.dagster_run.status == DagsterRunStatus.CANCELED
+    # At once, not after the 45 s a daemon's silence takes to be noticed.
+    assert canceled.end_time - stopped_at < 15
+    [in_process] = [r for r in deployment.runs("orders_etl") if r.run_id != queued.run_id]
+    assert in_process.status == DagsterRunStatus.SUCCESS
+    assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
 
 def test_postgresql_storage_down_at_start_names_the_instance_config(deployment, monkeypatch, unused_port):

@@ -9,7 +9,6 @@ import os
 import textwrap
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
 from click.testing import CliRunner
 
@@ -29,7 +28,7 @@ from medallion_assets.storage.lake.maintenance import LakeMaintenance
 from medallion_assets.storage.lake.metadata import current_snapshot_id
 from medallion_assets.storage.lake.tables import LakeTables
 from tests.conftest import SEED, Medallion
-from tests.lake import lake_rows
+from tests.lake import add_new_events, lake_rows
 
 BRONZE, SILVER, GOLD = "bronze_user_events", "silver_user_events", "gold_daily_user_events"
 
@@ -43,16 +42,6 @@ def _current(medallion: Medallion, dataset: str) -> int:
     snapshot_id = current_snapshot_id(str(medallion.lake), table)
     assert snapshot_id is not None
     return snapshot_id
-
-
-def _add_new_events(count: int = 5) -> None:
-    """A new raw object with events never seen before (new event ids), so the next run changes every layer."""
-    s3 = boto3.client("s3")
-    first = s3.list_objects_v2(Bucket="medallion-raw", Prefix="user_events/")["Contents"][0]["Key"]
-    lines = s3.get_object(Bucket="medallion-raw", Key=first)["Body"].read().decode().splitlines()[:count]
-    events = [{**json.loads(line), "event_id": f"late-{i}"} for i, line in enumerate(lines)]
-    body = "".join(json.dumps(event) + "\n" for event in events)
-    s3.put_object(Bucket="medallion-raw", Key="user_events/late.jsonl", Body=body.encode())
 
 
 def _cli(medallion: Medallion, *arguments: str):
@@ -69,9 +58,13 @@ def test_rollback_by_snapshot_and_run_refused_cascaded_healed_and_audited(medall
     rows_bronze_1 = len(medallion.rows("bronze.user_events"))
     run_1 = store.lake_commits(SILVER)[-1]["run_id"]
 
-    _add_new_events()
-    assert medallion.run("user_events_etl").status == "success"
-    bronze_2 = _current(medallion, BRONZE)
+    add_new_events()
+    report_2 = medallion.run("user_events_etl")
+    assert report_2.status == "success"
+    bronze_2, silver_2 = _current(medallion, BRONZE), _current(medallion, SILVER)
+    # The run's report names each asset's published version.
+    published = {asset.key: asset.snapshot_id for asset in report_2.assets}
+    assert published["bronze/user_events"] == bronze_2 and published["silver/user_events"] == silver_2
     run_2 = store.lake_commits(BRONZE)[-1]["run_id"]
     assert bronze_2 != bronze_1 and run_2 != run_1
     assert len(medallion.rows("silver.user_events")) == len(rows_silver_1) + 5
@@ -102,6 +95,46 @@ def test_rollback_by_snapshot_and_run_refused_cascaded_healed_and_audited(medall
     assert set(moved) == {SILVER, GOLD} and moved[SILVER]["to_snapshot"] == silver_1
     assert _sorted(medallion.rows("silver.user_events")) == rows_silver_1
     assert _sorted(medallion.rows("gold.daily_user_events")) == rows_gold_1
+
+    # The history shows both versions: main back at the first, the second rolled away from, each with its
+    # run, rows and the bronze version it was built from.
+    listed = _cli(medallion, "lake", "history", SILVER, "--json")
+    assert listed.exit_code == 0, listed.output
+    found = json.loads(listed.output)
+    assert found["table"] == "lake.silver.user_events" and found["main"] == silver_1
+    versions = {v["snapshot_id"]: v for v in found["versions"]}
+    order = [v["snapshot_id"] for v in found["versions"]]
+    assert order[0] == silver_2 and order.index(silver_1) > 0  # newest first
+    assert versions[silver_1] | {"committed_at": None} == {
+        "snapshot_id": silver_1,
+        "parent_id": versions[silver_1]["parent_id"],
+        "committed_at": None,
+        "operation": versions[silver_1]["operation"],
+        "run_id": run_1,
+        "batch_id": None,
+        "rows": len(rows_silver_1),
+        "built_from": {BRONZE: bronze_1},
+        "refs": ["main"],
+        "on_main": True,
+    }
+    assert versions[silver_2]["built_from"] == {BRONZE: bronze_2}
+    assert versions[silver_2]["rows"] == len(rows_silver_1) + 5 and not versions[silver_2]["on_main"]
+    text = _cli(medallion, "lake", "history", SILVER)
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert (
+        lines[0]
+        == f"{SILVER} (lake.silver.user_events): main at snapshot {silver_1}, {len(versions)} snapshot(s)"
+    )
+    second = next(line for line in lines if f" {silver_2} " in line)
+    first = next(line for line in lines if f" {silver_1} " in line)
+    assert second.startswith("  ") and f"{BRONZE}@{bronze_2}" in second
+    assert first.startswith("* ") and run_1 in first and first.endswith(f"{BRONZE}@{bronze_1}  [main]")
+    bronze_history = json.loads(_cli(medallion, "lake", "history", BRONZE, "--json").output)
+    assert [v["snapshot_id"] for v in bronze_history["versions"]] == [bronze_2, bronze_1]
+    assert all(v["batch_id"] and v["run_id"] for v in bronze_history["versions"])
+    unknown = _cli(medallion, "lake", "history", "no_such")
+    assert unknown.exit_code == 2 and "unknown dataset 'no_such'; datasets: " in unknown.output
 
     # A healing rule rolls back the layer whose checks failed, to its previous published version.
     assert "rollback_dataset" in ACTIONS
@@ -287,3 +320,27 @@ def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path
     assert installation.run("user_events_etl").status == "success"
     assert len(installation.rows("bronze.user_events")) == 2 * counts["bronze"]
     assert len(installation.rows("silver.user_events")) == counts["silver"]
+
+
+def test_lake_history_names_an_unknown_dataset_a_table_not_yet_written_and_a_catalog_down(tmp_path):
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    env = {"MEDALLION_CATALOG_URL": store.url, "MEDALLION_LAKE_URL": str(tmp_path / "lake")}
+
+    def history_of(dataset: str, **more: str):
+        return CliRunner().invoke(main, ["lake", "history", dataset], env={**env, **more})
+
+    unknown = history_of("no_such")
+    assert unknown.exit_code == 2 and unknown.output.startswith("unknown dataset 'no_such'; datasets: ")
+    not_yet = history_of(SILVER)
+    assert (not_yet.exit_code, not_yet.output) == (
+        2,
+        f"{SILVER}: lake table lake.silver.user_events does not exist (yet)\n",
+    )
+    down = history_of(SILVER, MEDALLION_LAKE_CATALOG="postgresql://nobody:secret@127.0.0.1:9/lake")
+    assert down.exit_code == 4
+    assert down.output.startswith(
+        "MEDALLION_LAKE_CATALOG=postgresql://nobody:***@127.0.0.1:9/lake: the lake catalog cannot be read: "
+    )
+    assert "secret" not in down.output and "Traceback" not in down.output

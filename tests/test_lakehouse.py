@@ -15,8 +15,10 @@ from pathlib import Path
 import boto3
 import pytest
 from dagster import AssetKey, instance_for_test, materialize
+from pyiceberg.catalog.rest import RestCatalog
 
 from medallion_assets.catalog.models import LakeTable, ValidationRuleSet
+from medallion_assets.control.rollback import rollback
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.refresh import EVERY_DATASET, FULL_REFRESH_TAG
 from medallion_assets.errors import LakeCommitConflict
@@ -28,7 +30,7 @@ from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import table_info
 from medallion_assets.storage.lake.tables import LakeTables, branch_name
 from tests.conftest import Medallion
-from tests.lake import lake_rows, lake_snapshots
+from tests.lake import add_new_events, lake_rows, lake_snapshots
 
 SILVER = TableRef("lake", "silver", "user_events")
 RAW = "s3://medallion-raw"
@@ -384,6 +386,7 @@ def test_rejects_whose_quarantine_write_failed_after_bronze_committed_are_quaran
 TWO_WRITERS = """
 import sys
 from dagster import AssetKey, instance_for_test, materialize
+from pyiceberg.catalog.rest import RestCatalog
 from medallion_assets.definitions import build_definitions
 defs = build_definitions(sys.argv[1], sys.argv[2], sys.argv[3])
 with instance_for_test() as instance:
@@ -419,6 +422,43 @@ def test_two_processes_writing_silver_at_once_neither_lose_nor_duplicate_a_row(m
         for e in audit
         if e["status"] == "failed"
     )
+
+
+def test_an_iceberg_rest_catalog_holds_the_tables_through_runs_and_a_rollback(
+    medallion, rest_catalog, monkeypatch
+):
+    """Iceberg's own REST catalog server on loopback: the seed pipeline, an incremental batch and a rollback
+    go through it, and pyiceberg reads back through the same catalog what Spark wrote."""
+    monkeypatch.setenv("MEDALLION_LAKE_CATALOG", rest_catalog)
+    lake = str(medallion.lake)
+    catalog = configured_catalogs(lake)["lake"].metadata()
+    assert isinstance(catalog, RestCatalog)
+
+    first = medallion.run("user_events_etl")
+    assert first.status == "success", first
+    assert {name for _, name in catalog.list_tables("silver")} == {"user_events", "user_events_quarantine"}
+    [silver] = medallion.stage_audit("silver_clean")
+    info = table_info(lake, SILVER)
+    assert info is not None and str(info.current_snapshot_id) == silver["details"]["snapshot_id"]
+    assert not info.location.startswith(medallion.lake.as_uri())  # the server placed it, in its warehouse
+    silver_1 = info.current_snapshot_id
+    rows_1 = sorted_rows(lake_rows(lake, "silver.user_events"), "event_id")
+    gold_1 = sorted_rows(lake_rows(lake, "gold.daily_user_events"), "event_date")
+    assert len(rows_1) == silver["rows_written"] and gold_1
+
+    add_new_events(5)
+    second = medallion.run("user_events_etl")
+    assert second.status == "success", second
+    silver_run = next(asset for asset in second.assets if asset.key == "silver/user_events")
+    assert silver_run.mode == "incremental", silver_run
+    assert silver_run.snapshot_id == table_info(lake, SILVER).current_snapshot_id != silver_1
+    assert len(lake_rows(lake, "silver.user_events")) == len(rows_1) + 5
+
+    moved = rollback(medallion.store, lake, "silver_user_events", str(silver_1), cascade=True)
+    assert {m.dataset for m in moved} == {"silver_user_events", "gold_daily_user_events"}
+    assert catalog.load_table(("silver", "user_events")).current_snapshot().snapshot_id == silver_1
+    assert sorted_rows(lake_rows(lake, "silver.user_events"), "event_id") == rows_1
+    assert sorted_rows(lake_rows(lake, "gold.daily_user_events"), "event_date") == gold_1
 
 
 def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, monkeypatch, tmp_path):

@@ -1,4 +1,4 @@
-"""`medallion rollback` and `medallion lake maintain | migrate`: operating the lake's tables by hand."""
+"""`medallion rollback` and `medallion lake history | maintain | migrate`: the lake's tables by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from medallion_assets import config
-from medallion_assets.cli.common import EXIT_FAILED, catalog_store, refuse
+from medallion_assets.cli.common import EXIT_FAILED, EXIT_UNAVAILABLE, catalog_store, refuse
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
@@ -46,7 +46,45 @@ def rollback(dataset: str, to: str, cascade: bool, as_json: bool) -> None:
 
 @click.group()
 def lake() -> None:
-    """The lake's Iceberg tables: maintenance, migration of a parquet lake."""
+    """The lake's Iceberg tables: history, maintenance, migration of a parquet lake."""
+
+
+@lake.command("history")
+@click.argument("dataset")
+@click.option("--json", "as_json", is_flag=True, help="print the history as JSON")
+def history(dataset: str, as_json: bool) -> None:
+    """List DATASET's snapshots, newest first: when, the operation, the run that wrote it, the rows, what it
+    was built from, and the branches and tags at it. `*` marks main's version and those it was built on; a
+    snapshot without it was rolled away from or staged on a branch and not published. Reads the table's
+    metadata only (no Spark)."""
+    from medallion_assets.storage.lake.catalogs import LakeCatalogError
+    from medallion_assets.storage.lake.history import LakeHistoryError, table_history
+    from medallion_assets.storage.lake.layout import table_of
+
+    store = catalog_store()
+    target = store.snapshot().targets.get(dataset)
+    if target is None:
+        refuse(f"unknown dataset {dataset!r}; datasets: {', '.join(sorted(store.snapshot().targets))}")
+    try:
+        found = table_history(config.lake_url(), table_of(target), store.lake_commits(dataset))
+    except LakeHistoryError as error:
+        refuse(f"{dataset}: {error}")
+    except LakeCatalogError as error:
+        refuse(str(error), EXIT_UNAVAILABLE)
+    if as_json:
+        echo(json.dumps(found.as_dict(), indent=2))
+        return
+    main = f"main at snapshot {found.main}" if found.main is not None else "main holds no snapshot yet"
+    echo(f"{dataset} ({found.table}): {main}, {len(found.versions)} snapshot(s)")
+    echo(f"  {'snapshot':<20} {'committed (UTC)':<19} {'operation':<9} {'rows':>9}  {'run':<36}  built from")
+    for v in found.versions:
+        built_from = ", ".join(f"{name}@{version}" for name, version in sorted(v.built_from.items()))
+        made_of = built_from or (f"batch {v.batch_id}" if v.batch_id else "")
+        echo(
+            f"{'*' if v.on_main else ' '} {v.snapshot_id:<20} {v.committed_at:%Y-%m-%d %H:%M:%S} "
+            f"{v.operation:<9} {'' if v.rows is None else v.rows:>9}  {v.run_id or '':<36}  {made_of}"
+            + (f"  [{', '.join(v.refs)}]" if v.refs else "")
+        )
 
 
 @lake.command("maintain")

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -283,7 +284,7 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
     covers every dataset when it is None."""
     from medallion_assets.definitions import build_definitions
     from medallion_assets.engine.refresh import RefreshRefused, full_refresh_tags
-    from medallion_assets.instance import DeploymentError
+    from medallion_assets.instance import DeploymentError, QueuedRunCanceled
     from medallion_assets.runner import instance, route, run_pipeline
 
     store = catalog_store()
@@ -302,9 +303,15 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
         path = route(dagster_instance)
         echo(f"{pipeline_id}: {path.why}", err=True)  # stderr: stdout may be the JSON report
         workspace = config.workspace_file() if path.queued else None
-        report = run_pipeline(
-            build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace, tags
-        )
+        try:
+            report = run_pipeline(
+                build_definitions(), snapshot, store, pipeline_id, dagster_instance, workspace, tags
+            )
+        except QueuedRunCanceled as canceled:
+            echo(f"{canceled}; running it in this process instead", err=True)
+            report = run_pipeline(
+                build_definitions(), snapshot, store, pipeline_id, dagster_instance, None, tags
+            )
     except DeploymentError as error:
         echo(str(error), err=True)
         sys.exit(EXIT_UNAVAILABLE)
@@ -319,7 +326,9 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
             )
             echo(
                 f"  {asset.key:<32} {asset.status:<8} read={asset.rows_read} written={asset.rows} "
-                f"quarantined={asset.rows_quarantined}  {checks}"
+                f"quarantined={asset.rows_quarantined}"
+                + (f" snapshot={asset.snapshot_id}" if asset.snapshot_id is not None else "")
+                + f"  {checks}"
                 + (f"  ({asset.reason})" if asset.reason else "")
             )
             if asset.mode:
@@ -355,9 +364,10 @@ def run(pipeline_id: str, as_json: bool, full_refresh: bool, start: str | None) 
 
     An instance with a run queue (dagster.yaml's queued run coordinator) whose dagster-daemon has sent a
     heartbeat in the last 45 s gets the run queued for that daemon, which runs it in a run worker; this
-    command follows it to the end. Should the daemon fall silent meanwhile, a run still queued is canceled,
-    a started one is left to its run worker, and the command exits 4. Any other instance (no DAGSTER_HOME,
-    no daemon running, Dagster's defaults) runs it in this process. Which path it took is said on stderr.
+    command follows it to the end. Should the daemon fall silent meanwhile (`medallion ui` stopping says so at
+    once), a run still queued is canceled and run in this process instead; a started one is left to its run
+    worker, and the command exits 4. Any other instance (no DAGSTER_HOME, no daemon running, Dagster's
+    defaults) runs it in this process. Which path it took is said on stderr.
 
     Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline or --from dataset, 3
     halted by a kill switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while
@@ -440,11 +450,18 @@ def ui(port: int) -> None:
         "MEDALLION_HOME": str(config.home()),
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
     }
-    sys.exit(
-        run_process_group(
-            [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env
-        )
+    started = time.time()
+    code = run_process_group(
+        [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)], env
     )
+    # Its daemon is gone with it: the instance is told, so the next `medallion run` does not wait for it.
+    from medallion_assets.instance import DeploymentError, forget_daemon, open_instance
+
+    try:
+        forget_daemon(open_instance(), started)
+    except DeploymentError as error:
+        echo(f"the stopped daemon's heartbeats are left in place: {error}", err=True)
+    sys.exit(code)
 
 
 @main.command("demo")

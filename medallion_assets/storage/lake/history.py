@@ -1,5 +1,6 @@
-"""A lake table's history without a JVM: which snapshots it has, which came before which, and moving its
-`main` back to one of them (rollback), through pyiceberg against the same catalog Spark writes to.
+"""A lake table's history without a JVM: which snapshots it has, which came before which, what each was
+built from (`medallion lake history`), and moving its `main` back to one of them (rollback), through pyiceberg
+against the same catalog Spark writes to.
 
 Rollback is a metadata commit only: no data file is written or removed, so it is as cheap from the Dagster
 process or the command line as from a Spark job, and the version rolled away from stays in the history
@@ -8,13 +9,20 @@ process or the command line as from a Spark job, and the version rolled away fro
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
 
 from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.storage.lake.layout import TableRef
-from medallion_assets.storage.lake.metadata import load_table
+from medallion_assets.storage.lake.metadata import BATCH_PROPERTY, RUN_PROPERTY, load_table
+
+MAIN = "main"
 
 
 class LakeHistoryError(RuntimeError):
@@ -58,3 +66,67 @@ def set_current(lake_root: str, table: TableRef, snapshot_id: int) -> int | None
             f"lake table {table} changed while it was being set to snapshot {snapshot_id}: {error}"
         ) from None
     return previous.snapshot_id if previous else None
+
+
+@dataclass(frozen=True)
+class Version:
+    """One snapshot of a table, as `medallion lake history` lists it."""
+
+    snapshot_id: int
+    parent_id: int | None
+    committed_at: datetime
+    operation: str  # Iceberg's: append, overwrite, delete, replace
+    run_id: str | None  # the run that wrote it
+    batch_id: str | None  # the ingested batch it appended (bronze)
+    rows: int | None  # the rows the table holds at this snapshot
+    built_from: dict[str, int]  # input dataset → the snapshot of it this version was built from
+    refs: list[str]  # the branches and tags at this snapshot, `main` among them
+    on_main: bool  # main's current version or one it was built on; False: rolled away from, or staged
+
+
+@dataclass(frozen=True)
+class TableHistory:
+    table: str
+    main: int | None  # the snapshot `main` is at
+    refs: dict[str, int]  # every branch and tag → its snapshot
+    versions: list[Version]  # newest first
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "main": self.main,
+            "refs": self.refs,
+            "versions": [{**v.__dict__, "committed_at": v.committed_at.isoformat()} for v in self.versions],
+        }
+
+
+def table_history(lake_root: str, table: TableRef, commits: Iterable[Mapping[str, Any]]) -> TableHistory:
+    """Every snapshot the table still has, newest first, with its branches and tags. `commits` are the
+    versions Medallion recorded committing (the catalog's `lake_commits` rows of the dataset): they say which
+    run made a snapshot and from which snapshot of each input."""
+    loaded = _load(lake_root, table)
+    metadata = loaded.metadata
+    made = {int(c["snapshot_id"]): c for c in commits if c["operation"] != "rollback"}
+    refs = {name: ref.snapshot_id for name, ref in sorted(metadata.refs.items())}
+    current = loaded.current_snapshot()
+    on_main = {s.snapshot_id for s in ancestors_of(current, metadata)} if current else set()
+    versions = []
+    for snapshot in sorted(metadata.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0)):
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        commit = made.get(snapshot.snapshot_id, {})
+        rows = summary.get("total-records")
+        versions.append(
+            Version(
+                snapshot.snapshot_id,
+                snapshot.parent_snapshot_id,
+                datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
+                snapshot.summary.operation.value if snapshot.summary else "",
+                commit.get("run_id") or summary.get(RUN_PROPERTY),
+                summary.get(BATCH_PROPERTY),
+                int(rows) if rows is not None else None,
+                {dataset: int(version) for dataset, version in (commit.get("inputs") or {}).items()},
+                [name for name, at in refs.items() if at == snapshot.snapshot_id],
+                snapshot.snapshot_id in on_main,
+            )
+        )
+    return TableHistory(str(table), refs.get(MAIN), refs, versions[::-1])

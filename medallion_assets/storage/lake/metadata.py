@@ -14,6 +14,10 @@ from pyiceberg.table.snapshots import Snapshot
 from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
 from medallion_assets.storage.lake.layout import TableRef
 
+# What Medallion writes into the summary of each snapshot it commits: the ingested batch, the run.
+BATCH_PROPERTY = "medallion.batch-id"
+RUN_PROPERTY = "medallion.run-id"
+
 
 @dataclass(frozen=True)
 class SnapshotInfo:

@@ -43,6 +43,8 @@ from medallion_assets.storage.lake.layout import (
     sort_clause,
 )
 from medallion_assets.storage.lake.metadata import (
+    BATCH_PROPERTY,
+    RUN_PROPERTY,
     SnapshotInfo,
     batch_snapshots,
     current_snapshot_id,
@@ -52,8 +54,6 @@ from medallion_assets.storage.lake.metadata import (
     snapshots_by_id,
 )
 
-BATCH_PROPERTY = "medallion.batch-id"
-RUN_PROPERTY = "medallion.run-id"
 # How long a branch a run staged and did not publish (its checks failed) is kept for inspection.
 STAGED_BRANCH_RETENTION_DAYS = 7
 # How the JDBC, Glue and REST clients say that their catalog's server cannot be reached.
