@@ -1,4 +1,4 @@
-"""Every naming rule in one place: identifiers, asset keys, groups, pools and storage paths.
+"""Every naming rule in one place: identifiers, asset keys, groups and pools.
 
 Catalog values become SQL identifiers, file paths and Dagster names, so they are checked here once,
 against one pattern, and quoted wherever they reach SQL.
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import re
 from typing import Protocol
-
-from medallion_assets.paths import path_under
 
 # Matched with fullmatch: a `$` anchor would also accept a name with a trailing newline.
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
@@ -151,7 +149,3 @@ def group_name(pipeline_id: str) -> str:
 def pool_name(system_kind: str, system_id: str) -> str:
     """One Dagster concurrency pool per source or target system."""
     return f"{system_kind}_{system_id}"
-
-
-def quarantine_path(lake_root: str, dataset: str) -> str:
-    return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))

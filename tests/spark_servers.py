@@ -17,7 +17,8 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
-from medallion_assets.engine.spark import LAKE_CONF, PYTHON_WORKER_CONF, lake_jars
+from medallion_assets.engine.spark import PYTHON_WORKER_CONF, lake_jars
+from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
 
 SPARK_HOME = Path(_find_spark_home())
 STARTUP_TIMEOUT_SEC = 180
@@ -172,7 +173,7 @@ def connect_server(
         lake_jars(),
         *[
             part
-            for key, value in {**PYTHON_WORKER_CONF, **LAKE_CONF}.items()
+            for key, value in {**PYTHON_WORKER_CONF, **LAKE_SPARK_CONF}.items()
             for part in ("--conf", f"{key}={value}")
         ],
     ]
