@@ -1,4 +1,5 @@
-"""Every naming rule in one place: identifiers, asset keys, groups and pools.
+"""Naming rules below Dagster: identifiers, dataset names and pools. How a dataset looks in Dagster (its
+asset key, group, kinds and owners) is the translator's, `assets/translator.py`.
 
 Catalog values become SQL identifiers, file paths and Dagster names, so they are checked here once,
 against one pattern, and quoted wherever they reach SQL.
@@ -131,19 +132,10 @@ def split_qualified(qualified_name: str) -> list[str]:
     return [check_identifier(part, "table name part") for part in parts]
 
 
-def asset_key_path(layer: str, dataset: str) -> list[str]:
-    """The path of a dataset's Dagster asset key (naming stays Dagster-free, so the engine can use it)."""
-    return [layer, dataset]
-
-
 def dataset_name(target: LayeredTarget) -> str:
     """A target's dataset name: its id without a leading layer prefix, so keys read [silver, user_events]."""
     prefix = f"{target.layer}_"
     return target.target_id.removeprefix(prefix) if target.target_id != prefix else target.target_id
-
-
-def group_name(pipeline_id: str) -> str:
-    return pipeline_id
 
 
 def pool_name(system_kind: str, system_id: str) -> str:

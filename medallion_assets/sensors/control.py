@@ -16,7 +16,7 @@ from dagster import (
     sensor,
 )
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.flags import HALT_REASON_TAG, STATUS_TAG, disabled_reason, read_control_state
@@ -29,7 +29,10 @@ DEFAULT_INTERVAL_SECONDS = 30
 
 
 def cancel_disabled_queued_runs(
-    context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore
+    context: SensorEvaluationContext,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    translator: MedallionTranslator,
 ) -> list[str]:
     """Cancel every queued run whose selection includes a disabled asset; returns the run ids cancelled."""
     state = read_control_state(store)
@@ -37,7 +40,7 @@ def cancel_disabled_queued_runs(
     for stage in snapshot.stages():
         reason = disabled_reason(snapshot, state, stage)
         if reason:
-            disabled[target_key(snapshot.targets[stage.target_id])] = (stage, reason)
+            disabled[translator.get_asset_key(snapshot.targets[stage.target_id])] = (stage, reason)
     if not disabled:
         return []
     cancelled = []
@@ -65,7 +68,10 @@ def cancel_disabled_queued_runs(
 
 
 def build_control_sensor(
-    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int = DEFAULT_INTERVAL_SECONDS
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    translator: MedallionTranslator,
+    interval_seconds: int = DEFAULT_INTERVAL_SECONDS,
 ) -> SensorDefinition:
     """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every
     tick."""
@@ -84,7 +90,7 @@ def build_control_sensor(
         )
         for pool, limit in changed.items():
             context.log.info(f"pool {pool}: limit {limit}")
-        cancelled = cancel_disabled_queued_runs(context, snapshot, store)
+        cancelled = cancel_disabled_queued_runs(context, snapshot, store, translator)
         summary = f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel"
         return SkipReason(summary + (f"; set {len(changed)} pool limit(s)" if changed else ""))
 
