@@ -3,8 +3,9 @@
 As dagster-dbt's `DagsterDbtTranslator` does for dbt's nodes, each method decides one thing of a stage's
 dataset or of a raw source: its asset key, group, description, metadata, tags, kinds, owners, code version,
 freshness policy and pool; `get_asset_spec` and `get_source_spec` put them together. To change naming,
-subclass it and pass an instance to `build_definitions(translator=…)`: the assets, their deps, and the
-sensors that find assets by key all follow it. For example, every key under a prefix:
+subclass it (`from medallion_assets.assets import MedallionTranslator`) and pass an instance to
+`build_definitions(translator=…)`: the assets, their deps, and the sensors that find assets by key all
+follow it. For example, every key under a prefix, in a code location of your own:
 
     class Prefixed(MedallionTranslator):
         def get_asset_key(self, target):
@@ -12,6 +13,12 @@ sensors that find assets by key all follow it. For example, every key under a pr
 
         def get_source_asset_key(self, source):
             return super().get_source_asset_key(source).with_prefix("medallion")
+
+    @definitions
+    def defs():
+        return build_definitions(translator=Prefixed())
+
+`medallion run` runs the default translator's definitions; a custom one's run from the UI or its sensors.
 """
 
 from __future__ import annotations
