@@ -55,6 +55,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
+from medallion_assets.storage.lake.catalogs import LakeCatalog
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.tables import LakeTables
 
@@ -133,23 +134,18 @@ def validation_seconds(spark: SparkSession, store: CatalogStore, lake_root: str)
 
 
 class HandWrittenLake:
-    """Where the hand-written script keeps its layers: Iceberg tables in a JDBC catalog of its own (set up as
-    a data engineer would, by hand), or parquet folders."""
+    """Where the hand-written script keeps its layers: Iceberg tables in a JDBC catalog of its own, configured
+    as the lake configures its catalogs (`LakeCatalog`, so both sides use the same catalog settings), or
+    parquet folders."""
 
     def __init__(self, spark: SparkSession, workdir: Path, iceberg: bool):
         self.spark, self.folder, self.iceberg = spark, workdir / "lake", iceberg
         # A catalog name per run: Spark keeps a catalog it has loaded for the session's lifetime.
         self.catalog = f"hand_{uuid.uuid4().hex[:8]}"
         if iceberg:
-            settings = {
-                "": "org.apache.iceberg.spark.SparkCatalog",
-                ".type": "jdbc",
-                ".uri": f"jdbc:sqlite:{workdir}/catalog.db",
-                ".jdbc.schema-version": "V1",
-                ".warehouse": str(self.folder),
-            }
-            for key, value in settings.items():
-                spark.conf.set(f"spark.sql.catalog.{self.catalog}{key}", value)
+            catalog = LakeCatalog(self.catalog, f"sqlite:///{workdir}/catalog.db", str(self.folder))
+            for key, value in catalog.spark_conf().items():
+                spark.conf.set(key, value)
             for namespace in ("bronze", "silver", "gold", "quarantine"):
                 spark.sql(f"CREATE NAMESPACE {self.catalog}.{namespace}")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from dagster import DagsterRunStatus, build_sensor_context, instance_for_test
 from sqlalchemy import text
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.dagster_compat import (
@@ -62,7 +62,7 @@ def queued_cancel_latency(store: CatalogStore, folder: str, interval: float) -> 
     defs = build_definitions(store.url, f"{folder}/lake", f"duckdb:///{folder}/wh.duckdb")
     job = defs.resolve_implicit_global_asset_job_def()
     snapshot = store.snapshot()
-    key = target_key(snapshot.targets["gold_daily_user_events"])
+    key = MedallionTranslator().get_asset_key(snapshot.targets["gold_daily_user_events"])
     origin = RemoteJobOrigin(
         RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("medallion"), "__repository__"), job.name
     )
@@ -79,7 +79,7 @@ def queued_cancel_latency(store: CatalogStore, folder: str, interval: float) -> 
         def daemon() -> None:
             context = build_sensor_context(instance=instance)
             while not stop.is_set():
-                cancel_disabled_queued_runs(context, snapshot, store)
+                cancel_disabled_queued_runs(context, snapshot, store, MedallionTranslator())
                 stop.wait(interval)
 
         ticker = threading.Thread(target=daemon, daemon=True)

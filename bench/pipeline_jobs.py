@@ -20,15 +20,17 @@ from dagster import AssetSelection, Definitions, define_asset_job
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from definitions import DATASETS_PER_PIPELINE, catalog_rows, code_location_load  # noqa: E402
 
+from medallion_assets.assets.translator import MedallionTranslator  # noqa: E402
+from medallion_assets.catalog.models import Pipeline  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.definitions import build_definitions  # noqa: E402
-from medallion_assets.naming import group_name  # noqa: E402
 
 
-def with_pipeline_jobs(defs: Definitions, pipeline_ids: list[str]) -> Definitions:
+def with_pipeline_jobs(defs: Definitions, pipelines: list[Pipeline]) -> Definitions:
+    translator = MedallionTranslator()
     jobs = [
-        define_asset_job(pipeline_id, AssetSelection.groups(group_name(pipeline_id)))
-        for pipeline_id in pipeline_ids
+        define_asset_job(pipeline.pipeline_id, AssetSelection.groups(translator.get_group_name(pipeline)))
+        for pipeline in pipelines
     ]
     return Definitions.merge(defs, Definitions(jobs=jobs))
 
@@ -39,10 +41,10 @@ def bench_size(datasets: int, repeats: int) -> dict[str, list[float]]:
         store = CatalogStore(urls[0])
         store.migrate()
         store.upsert(catalog_rows(datasets // DATASETS_PER_PIPELINE))
-        pipeline_ids = sorted(store.snapshot().pipelines)
+        pipelines = [pipeline for _, pipeline in sorted(store.snapshot().pipelines.items())]
         sides = {
             "as is": lambda: build_definitions(*urls),
-            "job per pipeline": lambda: with_pipeline_jobs(build_definitions(*urls), pipeline_ids),
+            "job per pipeline": lambda: with_pipeline_jobs(build_definitions(*urls), pipelines),
         }
         totals: dict[str, list[float]] = {side: [] for side in sides}
         for repeat in range(repeats):

@@ -21,6 +21,7 @@ from dagster import Definitions, EnvVar, definitions, in_process_executor, multi
 
 from medallion_assets import config
 from medallion_assets.assets import build_assets
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import DefinitionsLoadContext, DefinitionsLoadType
@@ -68,6 +69,7 @@ class _Settings:
     warehouse_variable: EnvVar | None
     executor: str
     sensor_interval_seconds: int
+    translator: MedallionTranslator
 
 
 def _from_environment(explicit: str | None, variable: str) -> EnvVar | None:
@@ -79,8 +81,11 @@ def build_definitions(
     lake_root: str | None = None,
     warehouse_url: str | None = None,
     domain: str | None = None,
+    translator: MedallionTranslator | None = None,
 ) -> Definitions:
-    """Every pipeline's assets, or with `domain` only that domain's (one code location per domain).
+    """Every pipeline's assets, or with `domain` only that domain's (one code location per domain), named by
+    `translator` (a subclass of `MedallionTranslator` changes keys, groups and the rest; the default's when
+    None).
 
     Built from the catalog (or the domain's share of it) read now, whose snapshot is handed to Dagster to
     keep with the code location's load data; Dagster stores it with every run and gives it back to the run
@@ -95,6 +100,7 @@ def build_definitions(
         _from_environment(warehouse_url, config.WAREHOUSE_ENV),
         config.executor(),
         config.sensor_interval_seconds(),
+        translator or MedallionTranslator(),
     )
     context, key = DefinitionsLoadContext.get(), snapshot_key(settings.catalog_url, domain)
     if context.load_type == DefinitionsLoadType.RECONSTRUCTION and key in context.reconstruction_metadata:
@@ -116,13 +122,15 @@ def _reconstructed(packed_snapshot: str, settings: _Settings) -> Definitions:
 
 
 def _assemble(snapshot: CatalogSnapshot, store: CatalogStore, settings: _Settings) -> Definitions:
-    assets = build_assets(snapshot, settings.lake_root)
-    interval = settings.sensor_interval_seconds
-    sensors = [build_control_sensor(snapshot, store, interval)]
+    translator, interval = settings.translator, settings.sensor_interval_seconds
+    assets = build_assets(snapshot, settings.lake_root, translator)
+    sensors = [build_control_sensor(snapshot, store, translator, interval)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
         sensors += [
-            build_launcher_sensor(snapshot, store, interval),
-            build_healing_sensor(snapshot, store, settings.lake_root, settings.warehouse_url, interval),
+            build_launcher_sensor(snapshot, store, translator, interval),
+            build_healing_sensor(
+                snapshot, store, settings.lake_root, settings.warehouse_url, translator, interval
+            ),
             build_notification_sensor(store, interval),
         ]
     return Definitions(

@@ -1,4 +1,5 @@
-"""Every naming rule in one place: identifiers, asset keys, groups, pools and storage paths.
+"""Naming rules below Dagster: identifiers, dataset names and pools. How a dataset looks in Dagster (its
+asset key, group, kinds and owners) is the translator's, `assets/translator.py`.
 
 Catalog values become SQL identifiers, file paths and Dagster names, so they are checked here once,
 against one pattern, and quoted wherever they reach SQL.
@@ -8,8 +9,6 @@ from __future__ import annotations
 
 import re
 from typing import Protocol
-
-from medallion_assets.paths import path_under
 
 # Matched with fullmatch: a `$` anchor would also accept a name with a trailing newline.
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
@@ -133,25 +132,12 @@ def split_qualified(qualified_name: str) -> list[str]:
     return [check_identifier(part, "table name part") for part in parts]
 
 
-def asset_key_path(layer: str, dataset: str) -> list[str]:
-    """The path of a dataset's Dagster asset key (naming stays Dagster-free, so the engine can use it)."""
-    return [layer, dataset]
-
-
 def dataset_name(target: LayeredTarget) -> str:
     """A target's dataset name: its id without a leading layer prefix, so keys read [silver, user_events]."""
     prefix = f"{target.layer}_"
     return target.target_id.removeprefix(prefix) if target.target_id != prefix else target.target_id
 
 
-def group_name(pipeline_id: str) -> str:
-    return pipeline_id
-
-
 def pool_name(system_kind: str, system_id: str) -> str:
     """One Dagster concurrency pool per source or target system."""
     return f"{system_kind}_{system_id}"
-
-
-def quarantine_path(lake_root: str, dataset: str) -> str:
-    return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))

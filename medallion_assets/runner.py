@@ -35,7 +35,7 @@ from dagster import (
     materialize,
 )
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.steering.flags import disabled_reason, read_control_state
@@ -131,14 +131,18 @@ def run_pipeline(
     dagster_instance: DagsterInstance,
     workspace: Path | None = None,
     tags: Mapping[str, str] | None = None,
+    translator: MedallionTranslator | None = None,
 ) -> PipelineReport:
     """Materialize every stage of a pipeline that no kill switch disables, in one run: through the run queue
     when `workspace` is given (its code location loaded from it, as the daemon loads it; `route` says when),
-    else in process. `tags` go on the run beside the launch's own (a full refresh's, engine/refresh.py)."""
+    else in process. `tags` go on the run beside the launch's own (a full refresh's, engine/refresh.py).
+    `translator` is the one `defs` were built with, which names their assets (the default's when None)."""
+    translator = translator or MedallionTranslator()
     state = read_control_state(store)
     stages = snapshot.stages(pipeline_id)
-    reasons = {target_key(snapshot.targets[s.target_id]): disabled_reason(snapshot, state, s) for s in stages}
-    datasets = {target_key(snapshot.targets[s.target_id]): s.target_id for s in stages}
+    keys = {stage.target_id: translator.get_asset_key(snapshot.targets[stage.target_id]) for stage in stages}
+    reasons = {keys[s.target_id]: disabled_reason(snapshot, state, s) for s in stages}
+    datasets = {keys[s.target_id]: s.target_id for s in stages}
     runnable = {key: datasets[key] for key, reason in reasons.items() if reason is None}
     reports = {
         key: AssetReport(key.to_user_string(), "halted", reason=reason)
@@ -146,7 +150,7 @@ def run_pipeline(
         if reason
     }
     for stage in stages:  # a stage halted before the run never starts a step, which would audit it
-        if reason := reasons[target_key(snapshot.targets[stage.target_id])]:
+        if reason := reasons[keys[stage.target_id]]:
             store.record_audit(
                 pipeline_id=pipeline_id,
                 stage_name=stage.stage_name,
@@ -162,7 +166,7 @@ def run_pipeline(
         started = datetime.now(UTC)
         if workspace is not None:
             run_id, success, events = _through_queue(
-                workspace, snapshot, store, pipeline_id, runnable, dagster_instance, tags or {}
+                workspace, snapshot, store, pipeline_id, runnable, dagster_instance, tags or {}, translator
             )
         else:
             run_id, success, events = _in_process(defs, pipeline_id, runnable, dagster_instance, tags or {})
@@ -220,6 +224,7 @@ def _through_queue(
     datasets: dict[AssetKey, str],
     dagster_instance: DagsterInstance,
     tags: Mapping[str, str],
+    translator: MedallionTranslator,
 ) -> tuple[str, bool, Sequence[DagsterEvent]]:
     """Submit a run of the assets `datasets` maps to the run queue, tagged as the launcher tags its runs, and
     follow it to its end, or until the daemon stops sending heartbeats (DaemonGone); (run id, success, the
@@ -231,9 +236,9 @@ def _through_queue(
         request = context.create_request_context()
         location, repository = _location_of(request, pipeline_id, datasets)
         run_id = str(uuid.uuid4())  # what Dagster's own run ids are
-        decision = Launcher(dagster_instance, logging.getLogger(__name__), snapshot, store).request(
-            pipeline_id, run_id
-        )
+        decision = Launcher(
+            dagster_instance, logging.getLogger(__name__), snapshot, store, translator
+        ).request(pipeline_id, run_id)
         job = location.get_job(
             JobSubsetSelector(
                 location_name=location.name,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
-from medallion_assets.engine.spark import LAKE_CONF, PYTHON_WORKER_CONF, lake_jars
+from medallion_assets.engine.spark import PYTHON_WORKER_CONF, lake_jars
+from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
 
 SPARK_HOME = Path(_find_spark_home())
 STARTUP_TIMEOUT_SEC = 180
@@ -176,7 +177,7 @@ def connect_server(
         *(["--jars", lake_jars()] if lake_runtime else []),
         *[
             part
-            for key, value in {**PYTHON_WORKER_CONF, **(LAKE_CONF if lake_runtime else {})}.items()
+            for key, value in {**PYTHON_WORKER_CONF, **(LAKE_SPARK_CONF if lake_runtime else {})}.items()
             for part in ("--conf", f"{key}={value}")
         ],
     ]

@@ -14,7 +14,7 @@ from dagster import (
 )
 from sqlalchemy import text
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.cli import main
 from medallion_assets.control.steering.flags import (
@@ -206,8 +206,8 @@ def test_a_stage_disabled_after_launch_halts_at_its_start(tmp_path, s3_endpoint,
     store.upsert(validate_files(store.snapshot(), [SEED]).rows)
     defs = build_definitions(store.url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
     set_flag(store, "dataset", "silver_user_events", False, "late data", who="ops")
-    gold = target_key(store.snapshot().targets["gold_daily_user_events"])
-    silver = target_key(store.snapshot().targets["silver_user_events"])
+    gold = MedallionTranslator().get_asset_key(store.snapshot().targets["gold_daily_user_events"])
+    silver = MedallionTranslator().get_asset_key(store.snapshot().targets["silver_user_events"])
     with instance_for_test() as instance:
         result = materialize(
             list(defs.assets),
@@ -276,8 +276,8 @@ def test_the_control_sensor_cancels_queued_runs_of_disabled_work(store, tmp_path
     defs = build_definitions(store.url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
     job = defs.resolve_implicit_global_asset_job_def()
     snapshot = store.snapshot()
-    events_gold = target_key(snapshot.targets["gold_daily_user_events"])
-    orders_gold = target_key(snapshot.targets["gold_daily_revenue"])
+    events_gold = MedallionTranslator().get_asset_key(snapshot.targets["gold_daily_user_events"])
+    orders_gold = MedallionTranslator().get_asset_key(snapshot.targets["gold_daily_revenue"])
     overrides = {"run_coordinator": {"module": "dagster", "class": "QueuedRunCoordinator"}}
     with instance_for_test(overrides=overrides) as instance:
         # Queued runs point at the code location the daemon will launch them from, as the UI's runs do.
@@ -294,12 +294,14 @@ def test_the_control_sensor_cancels_queued_runs_of_disabled_work(store, tmp_path
             for key in (events_gold, orders_gold)
         }
         context = build_sensor_context(instance=instance)
-        assert cancel_disabled_queued_runs(context, snapshot, store) == []
+        assert cancel_disabled_queued_runs(context, snapshot, store, MedallionTranslator()) == []
         with store.engine.begin() as connection:
             connection.execute(
                 text("UPDATE pipelines SET enabled = false WHERE pipeline_id = 'user_events_etl'")
             )
-        assert cancel_disabled_queued_runs(context, snapshot, store) == [queued[events_gold]]
+        assert cancel_disabled_queued_runs(context, snapshot, store, MedallionTranslator()) == [
+            queued[events_gold]
+        ]
         assert instance.get_run_by_id(queued[events_gold]).status in (
             DagsterRunStatus.CANCELED,
             DagsterRunStatus.CANCELING,

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 import pytest
-from dagster import AssetSpec, Definitions, EnvVar, serialize_value
+from dagster import AssetKey, AssetSpec, DagsterInstance, Definitions, EnvVar, serialize_value
 
-from medallion_assets.assets.factory import dagster_owners
+from medallion_assets.assets.translator import MedallionTranslator
+from medallion_assets.catalog.models import Pipeline, Source, Target
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import RepositorySnap
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
+from medallion_assets.sensors.launcher import Launcher
 from tests.conftest import SEED
 
 SNAPSHOT = Path(__file__).with_name("snapshots") / "seed_definitions.json"
@@ -63,6 +66,48 @@ def test_seed_definitions_match_the_snapshot(catalog_url, tmp_path):
     )
 
 
+class Prefixed(MedallionTranslator):
+    """A user's naming: every key under `acme/`, and groups named for the team that owns each pipeline."""
+
+    def get_asset_key(self, target: Target) -> AssetKey:
+        return super().get_asset_key(target).with_prefix("acme")
+
+    def get_source_asset_key(self, source: Source) -> AssetKey:
+        return super().get_source_asset_key(source).with_prefix("acme")
+
+    def get_group_name(self, pipeline: Pipeline) -> str:
+        return f"team_{pipeline.pipeline_id}"
+
+
+def test_a_translator_subclass_renames_the_definitions_and_their_sensors_follow(catalog_url, tmp_path):
+    urls = (catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+    renamed = build_definitions(*urls, translator=Prefixed())
+    Definitions.validate_loadable(renamed)
+    default = describe(build_definitions(*urls))
+    assert describe(renamed) == {
+        f"acme/{key}": {
+            **node,
+            "group": f"team_{node['group']}",
+            "deps": [f"acme/{dep}" for dep in node["deps"]],
+        }
+        for key, node in default.items()
+    }
+    # The launcher selects the keys the definitions have, not the default's.
+    store = CatalogStore(catalog_url)
+    launcher = Launcher(DagsterInstance.ephemeral(), logging.getLogger(), store.snapshot(), store, Prefixed())
+    assert [key.to_user_string() for key in launcher.runnable_assets("user_events_etl")] == [
+        "acme/bronze/user_events",
+        "acme/silver/user_events",
+        "acme/gold/daily_user_events",
+    ]
+    # A run worker builds its definitions again with a new translator: the one built first must be found.
+    assert (
+        Prefixed() == Prefixed()
+        and hash(Prefixed()) == hash(Prefixed())
+        and Prefixed() != MedallionTranslator()
+    )
+
+
 def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
     spec = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["gold", "daily_user_events"])
@@ -76,9 +121,8 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert spec.owners == ["team:growth-data"]
     raw = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["raw", "user_events_raw"])
     assert raw.owners == ["team:growth-data"]  # a source without an owner of its own has its pipeline's
-    assert dagster_owners("Data Platform") == ["team:Data-Platform"] and dagster_owners("a@b.io") == [
-        "a@b.io"
-    ]
+    owners = MedallionTranslator().get_owners
+    assert owners("Data Platform") == ["team:Data-Platform"] and owners("a@b.io") == ["a@b.io"]
     # Gold says how it is built: by the days silver's changes touch, its key an expression of a column.
     assert spec.description == (
         "Events and distinct users per day\n\nIncremental: recomputes only the groups "

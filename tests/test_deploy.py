@@ -22,7 +22,7 @@ import pytest
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.steering.throttles import stage_pool
 from medallion_assets.definitions import SNAPSHOT_KEY, unpack_snapshot
@@ -320,7 +320,7 @@ def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deploy
     snapshot = deployment.store.snapshot()
     assert report["status"] == "success"
     assert {a["key"]: a["status"] for a in report["assets"]} == {
-        target_key(snapshot.targets[s.target_id]).to_user_string(): "success"
+        MedallionTranslator().get_asset_key(snapshot.targets[s.target_id]).to_user_string(): "success"
         for s in snapshot.stages("orders_etl")
     }
     # The launcher's run ingested the raw files already: bronze finds nothing new, and says how many rows it

@@ -24,7 +24,7 @@ import pytest
 from dagster import instance_for_test
 from openlineage.client.serde import Serde
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
@@ -317,7 +317,8 @@ def test_a_pipeline_run_reaches_an_http_endpoint_in_order_and_correlated(
     reported = {asset.key: asset for asset in report.assets}
     snapshot = store.snapshot()
     gold_report, silver_report = (
-        reported[target_key(snapshot.targets[t]).to_user_string()] for t in (GOLD, "silver_orders")
+        reported[MedallionTranslator().get_asset_key(snapshot.targets[t]).to_user_string()]
+        for t in (GOLD, "silver_orders")
     )
     dagster_run_id = dagster_run.run_id
 

@@ -10,8 +10,9 @@ from dagster import AssetExecutionContext, PipesSubprocessClient, asset, instanc
 
 import medallion_assets.pipes_stage
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.engine.spark import LAKE_CONF, lake_jars
+from medallion_assets.engine.spark import lake_jars
 from medallion_assets.loading import validate_files
+from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
 from tests.conftest import SEED
 from tests.lake import lake_rows
 
@@ -36,7 +37,7 @@ def test_a_stage_runs_in_spark_submit_through_pipes(tmp_path, raw_data, monkeypa
                 "local[1]",
                 "--jars",
                 lake_jars(),
-                *[part for key, value in LAKE_CONF.items() for part in ("--conf", f"{key}={value}")],
+                *[part for key, value in LAKE_SPARK_CONF.items() for part in ("--conf", f"{key}={value}")],
                 medallion_assets.pipes_stage.__file__,
             ],
             extras={"pipeline": "user_events_etl", "stage": "bronze_ingest"},

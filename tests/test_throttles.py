@@ -19,6 +19,7 @@ from dagster_postgres import PostgresEventLogStorage
 from sqlalchemy import update
 
 from medallion_assets import dagster_compat
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import Source, Stage, Target, Throttle
 from medallion_assets.catalog.schema import throttle_buckets
@@ -108,7 +109,7 @@ def test_every_pool_the_catalog_uses_gets_a_limit_and_the_shipped_default_matche
 def test_the_control_sensor_syncs_pool_limits_on_every_tick(store, tmp_path):
     snapshot = store.snapshot()
     store.upsert({"throttles": [limit_row("source", "medallion_raw", "concurrency", 3)]})
-    sensor = build_control_sensor(snapshot, store, DEFAULT_SENSOR_INTERVAL_SECONDS)
+    sensor = build_control_sensor(snapshot, store, MedallionTranslator(), DEFAULT_SENSOR_INTERVAL_SECONDS)
     with instance_for_test() as instance:
 
         def pools():
@@ -209,7 +210,7 @@ def test_concurrent_runs_never_exceed_the_pool_limit_synced_from_the_catalog(
     tally = tmp_path / "tally.json"
     # On Dagster's own claim of a slot this test once saw four steps inside a pool of three (the test above
     # shows how).
-    build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)(
+    build_control_sensor(store.snapshot(), store, MedallionTranslator(), DEFAULT_SENSOR_INTERVAL_SECONDS)(
         build_sensor_context(instance=deployed_instance)
     )
     runs = [SPAWN.Process(target=run_pooled_step, args=(pool, str(tally), RUNS)) for _ in range(RUNS)]

@@ -1,14 +1,14 @@
 """The asset factory: catalog rows → Dagster assets and asset checks.
 
-One asset per dataset (a stage's target), keyed [layer, dataset], grouped by pipeline, with deps from the
-stage's inputs and one asset check per validation rule. Raw sources are external assets, so the lineage
-graph starts at the S3 files. Each asset is a thin wrapper (`StageStep`) over `engine.stage.StageRunner`.
+One asset per dataset (a stage's target), with deps from the stage's inputs and one asset check per
+validation rule. Raw sources are external assets, so the lineage graph starts at the S3 files. How each looks
+in Dagster (keys, groups, kinds, owners, metadata, pools) is the translator's (`assets/translator.py`). Each
+asset is a thin wrapper (`StageStep`) over `engine.stage.StageRunner`.
 
 No `from __future__ import annotations` here: Dagster reads the asset function's annotations at definition
 time to recognise its context and resources.
 """
 
-import re
 from collections.abc import Iterator
 from functools import partial
 from typing import Any, cast
@@ -25,20 +25,14 @@ from dagster import (
     Failure,
     MaterializeResult,
     MetadataValue,
-    TableColumn,
-    TableSchema,
     multi_asset,
 )
 
-from medallion_assets.assets.monitoring import (
-    freshness_policy,
-    monitoring_check_results,
-    monitoring_check_specs,
-)
-from medallion_assets.catalog.models import Rule, Stage, Target, history_rules
+from medallion_assets.assets.monitoring import monitoring_check_results, monitoring_check_specs
+from medallion_assets.assets.translator import MedallionTranslator
+from medallion_assets.catalog.models import Rule, Stage, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
-from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.control.healing.failures import adjustments, after_failure, catalog_healed
 from medallion_assets.control.healing.remedies import Fault
 from medallion_assets.control.steering.flags import (
@@ -47,47 +41,19 @@ from medallion_assets.control.steering.flags import (
     disabled_reason,
     read_control_state,
 )
-from medallion_assets.control.steering.throttles import CatalogThrottles, stage_pool
+from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.engine.refresh import RefreshRefused, requested_full_refresh
-from medallion_assets.engine.stage import Adjustments, StageOutcome, StageRunner, gold_mode_description
+from medallion_assets.engine.stage import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.errors import SqlNotAnalyzable, StageHalted
-from medallion_assets.naming import asset_key_path, dataset_name, group_name
 from medallion_assets.openlineage.emitter import emitter
 from medallion_assets.openlineage.events import asset_result, rerouted, stage_asset_run
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
-from medallion_assets.storage.lake.layout import table_location, table_of
+from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.metadata import TableInfo, table_info
-
-
-def target_key(target: Target) -> AssetKey:
-    return AssetKey(asset_key_path(target.layer, dataset_name(target)))
-
-
-def input_key(snapshot: CatalogSnapshot, input_id: str) -> AssetKey:
-    """An input is an upstream target, or else a raw source (an external asset)."""
-    target = snapshot.targets.get(input_id)
-    return target_key(target) if target else AssetKey(asset_key_path("raw", input_id))
-
-
-def dagster_owners(owner: str) -> list[str]:
-    """A catalog owner as a Dagster owner, which must be an email or a `team:` name: anything else names a
-    team."""
-    if not owner:
-        return []
-    if owner.startswith("team:") or "@" in owner:
-        return [owner]
-    return ["team:" + re.sub(r"[^A-Za-z0-9_-]+", "-", owner).strip("-")]
-
-
-def code_version(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
-    """The fingerprint of the dataset's lineage version (inputs, transformation, rules, output): it changes
-    exactly when a new lineage version is recorded, so Dagster flags data made by an older version as
-    stale."""
-    return stage_fingerprint(stage, target, snapshot)
 
 
 def _rule_name(rule: Rule) -> str:
@@ -154,62 +120,22 @@ def _materialize_result(
     )
 
 
-def _description(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> str:
-    """The dataset's description, and for gold how it is built: by changed groups or whole, and why."""
-    described = target.description or stage.stage_name
-    return (
-        f"{described}\n\n{gold_mode_description(stage, target, snapshot)}"
-        if target.layer == "gold"
-        else described
-    )
-
-
-def _stage_spec(stage: Stage, target: Target, snapshot: CatalogSnapshot, lake_root: str) -> AssetSpec:
-    """The stage's dataset as Dagster shows it: key, deps, group, kinds, owners, code version and metadata."""
-    metadata: dict[str, Any] = {
-        "pipeline": stage.pipeline_id,
-        "stage": stage.stage_name,
-        "location": scrub(table_location(lake_root, target)),
-    }
-    if target.columns:
-        metadata["dagster/column_schema"] = TableSchema(
-            columns=[
-                TableColumn(name, type_name, description=(target.column_descriptions or {}).get(name))
-                for name, type_name in target.columns.items()
-            ]
-        )
-    metadata["dagster/table_name"] = target.location if target.kind == "warehouse" else str(table_of(target))
-    return AssetSpec(
-        key=target_key(target),
-        deps=[input_key(snapshot, i) for i in stage.input_ids()],
-        group_name=group_name(stage.pipeline_id),
-        # The layer is a kind too: the graph labels a node by its dataset's name, which layers share.
-        kinds={"spark", target.layer, "warehouse" if target.kind == "warehouse" else "iceberg"},
-        owners=dagster_owners(target.owner or snapshot.pipelines[stage.pipeline_id].owner),
-        code_version=code_version(stage, target, snapshot),
-        description=_description(stage, target, snapshot),
-        metadata=metadata,
-        freshness_policy=freshness_policy(snapshot, stage),
-        # A halted stage yields no materialization (its step fails with the reason); Dagster skips what
-        # follows.
-        skippable=True,
-    )
-
-
-def build_stage_asset(stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetsDefinition:
+def build_stage_asset(
+    stage: Stage, snapshot: CatalogSnapshot, lake_root: str, translator: MedallionTranslator
+) -> AssetsDefinition:
     """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read
-    live."""
-    target = snapshot.targets[stage.target_id]
-    key = target_key(target)
+    live, names from `translator`."""
+    spec = translator.get_asset_spec(stage, snapshot, lake_root)
+    key = spec.key
 
     # A one-asset multi_asset, because only there are check outputs optional too (can_subset): a halted
     # stage evaluates none of its checks.
     @multi_asset(
         name=key.to_python_identifier(),
-        specs=[_stage_spec(stage, target, snapshot, lake_root)],
+        specs=[spec],
         check_specs=[*_check_specs(stage, key, snapshot), *monitoring_check_specs(stage, key, snapshot)],
         can_subset=True,
-        pool=stage_pool(stage, snapshot),
+        pool=translator.get_pool(stage, snapshot),
     )
     def _stage_asset(
         context: AssetExecutionContext,
@@ -361,27 +287,19 @@ class StageStep:
         return _materialize_result(outcome, monitoring, table)
 
 
-def build_source_spec(source_id: str, snapshot: CatalogSnapshot, pipeline_id: str) -> AssetSpec:
-    """A raw source as an external asset: Dagster shows it at the root of the lineage graph, never runs it."""
-    source = snapshot.sources[source_id]
-    return AssetSpec(
-        key=input_key(snapshot, source_id),
-        group_name=group_name(pipeline_id),
-        kinds={"s3", source.file_format},
-        description=source.description or f"raw {source.file_format} files at {scrub(source.s3_path)}",
-        metadata={"location": scrub(source.s3_path), "format": source.file_format},
-        owners=dagster_owners(source.owner or snapshot.pipelines[pipeline_id].owner),
-    )
-
-
-def build_assets(snapshot: CatalogSnapshot, lake_root: str) -> list[AssetsDefinition | AssetSpec]:
-    """Every dataset in the catalog as an asset, and every raw source read by a stage as an external asset."""
+def build_assets(
+    snapshot: CatalogSnapshot, lake_root: str, translator: MedallionTranslator | None = None
+) -> list[AssetsDefinition | AssetSpec]:
+    """Every dataset in the catalog as an asset, and every raw source read by a stage as an external asset,
+    named by `translator` (by default `MedallionTranslator`'s rules)."""
+    translator = translator or MedallionTranslator()
     assets: list[AssetsDefinition | AssetSpec] = []
     sources_seen: set[str] = set()
     for stage in snapshot.stages():
         for input_id in stage.input_ids():
             if input_id in snapshot.sources and input_id not in sources_seen:
                 sources_seen.add(input_id)
-                assets.append(build_source_spec(input_id, snapshot, stage.pipeline_id))
-        assets.append(build_stage_asset(stage, snapshot, lake_root))
+                pipeline = snapshot.pipelines[stage.pipeline_id]
+                assets.append(translator.get_source_spec(snapshot.sources[input_id], pipeline))
+        assets.append(build_stage_asset(stage, snapshot, lake_root, translator))
     return assets

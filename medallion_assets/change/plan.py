@@ -17,12 +17,13 @@ from typing import Any, Literal
 import networkx as nx
 
 from medallion_assets.catalog.loader import LoadedRows, merged_snapshot
+from medallion_assets.catalog.models import Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.change.categories import Category, Finding, category_of, dataset_findings
 from medallion_assets.change.contracts import ContractProblem, contract_problems
 from medallion_assets.change.rows import RowChange, diff_rows
-from medallion_assets.naming import asset_key_path, dataset_name
+from medallion_assets.naming import dataset_name
 from medallion_assets.recovery.graph import build_graph
 from medallion_assets.storage.lake.catalogs import LakeCatalogError
 from medallion_assets.storage.lake.layout import table_of
@@ -32,6 +33,12 @@ SCHEMA_FILE = Path(__file__).with_name("plan.schema.json")
 # The engine's reason for a target that is always recomputed whole, as engine/stage/plan.py says it: importing
 # that would import Spark, which a plan never does.
 ASKED_FULL = "its catalog row asks for a full recompute on every run (incremental: full)"
+
+
+def default_asset_key(target: Target) -> list[str]:
+    """The dataset's asset key as the default `MedallionTranslator` gives it, `[layer, dataset]`: the plan
+    imports no Dagster and no Spark, which the translator's module does."""
+    return [target.layer, dataset_name(target)]
 
 
 @dataclass(frozen=True)
@@ -149,9 +156,7 @@ def _dataset_change(snapshot: CatalogSnapshot, dataset: str, findings: list[Find
     assert stage is not None, "a plan's datasets are made by a stage"
     category = category_of(findings)
     reasons = [f.reason for f in findings] or ["only formatting, comments, or SQL that means the same"]
-    return DatasetChange(
-        dataset, asset_key_path(target.layer, dataset_name(target)), stage.pipeline_id, category, reasons
-    )
+    return DatasetChange(dataset, default_asset_key(target), stage.pipeline_id, category, reasons)
 
 
 def _rebuilds(
@@ -204,7 +209,7 @@ def _rebuilds(
         rebuilds.append(
             Rebuild(
                 dataset,
-                asset_key_path(target.layer, dataset_name(target)),
+                default_asset_key(target),
                 stage.pipeline_id,
                 mode,
                 why,

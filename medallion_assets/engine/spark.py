@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from medallion_assets import config
 from medallion_assets.engine import raw_reader
+from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
 
 # Settings of the driver Medallion starts itself; a Connect server keeps the ones it was started with (the
 # start command of docs/spark.md sets PYTHON_WORKER_CONF too).
@@ -30,16 +31,12 @@ PYTHON_WORKER_CONF = {
     # 15-50 ms over a Unix socket); every bronze read runs Python tasks, two reads when there are rejects.
     "spark.python.unix.domain.socket.enabled": "true",
 }
-# Static settings the lake needs from any Spark, a driver Medallion starts or a Connect server (whose start
-# command sets them, with the jars): Iceberg's SQL extensions give MERGE, branches and procedures. The
-# catalogs themselves are registered when a session first uses the lake (storage/lake/tables.py).
-LAKE_CONF = {"spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"}
 DRIVER_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.log.level": "ERROR",
     **PYTHON_WORKER_CONF,
-    **LAKE_CONF,
+    **LAKE_SPARK_CONF,
 }
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",

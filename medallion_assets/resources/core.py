@@ -13,7 +13,6 @@ from pyspark.sql import SparkSession
 from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore, open_catalog
 from medallion_assets.engine.spark import (
-    LAKE_CONF,
     SparkUnreachable,
     check_lake_visible,
     engine_setting,
@@ -21,6 +20,7 @@ from medallion_assets.engine.spark import (
     prepare_session,
     session_conf,
 )
+from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
 from medallion_assets.storage.lake.runtime import LakeRuntimeMissing, check_lake_runtime
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 
@@ -44,7 +44,7 @@ class SparkResource(LazyPySparkResource):
         session: SparkSession = self.spark_session
         if not is_single_machine():  # a driver Medallion starts itself is given the runtime (session_conf)
             try:
-                check_lake_runtime(session, engine_setting(), LAKE_CONF)
+                check_lake_runtime(session, engine_setting(), LAKE_SPARK_CONF)
             except LakeRuntimeMissing as missing:
                 raise SparkUnreachable(str(missing)) from None
         check_lake_visible(session, lake_root)

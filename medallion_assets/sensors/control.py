@@ -25,7 +25,7 @@ from dagster import (
     sensor,
 )
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore, change_count
 from medallion_assets.change.plan import HELD, WAIVED_EVENT, Plan, plan_since
@@ -40,7 +40,10 @@ from medallion_assets.control.steering.throttles import sync_pool_limits
 
 
 def cancel_disabled_queued_runs(
-    context: SensorEvaluationContext, snapshot: CatalogSnapshot, store: CatalogStore
+    context: SensorEvaluationContext,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    translator: MedallionTranslator,
 ) -> list[str]:
     """Cancel every queued run whose selection includes a disabled asset; returns the run ids cancelled."""
     state = read_control_state(store)
@@ -48,7 +51,7 @@ def cancel_disabled_queued_runs(
     for stage in snapshot.stages():
         reason = disabled_reason(snapshot, state, stage)
         if reason:
-            disabled[target_key(snapshot.targets[stage.target_id])] = (stage, reason)
+            disabled[translator.get_asset_key(snapshot.targets[stage.target_id])] = (stage, reason)
     if not disabled:
         return []
     cancelled = []
@@ -158,7 +161,10 @@ def _hold_contract_breaks(
 
 
 def build_control_sensor(
-    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    translator: MedallionTranslator,
+    interval_seconds: int,
 ) -> SensorDefinition:
     """The kill-switch and pool sensor, running by default, reading control_flags and throttles fresh on every
     tick."""
@@ -181,7 +187,7 @@ def build_control_sensor(
         observations, cursor = record_catalog_changes(
             context, snapshot, store, json.loads(context.cursor) if context.cursor else {}
         )
-        cancelled = cancel_disabled_queued_runs(context, snapshot, store)
+        cancelled = cancel_disabled_queued_runs(context, snapshot, store, translator)
         summary = f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel"
         return SensorResult(
             skip_reason=summary + (f"; set {len(changed)} pool limit(s)" if changed else ""),

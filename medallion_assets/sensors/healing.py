@@ -35,7 +35,7 @@ from dagster import (
     sensor,
 )
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -114,6 +114,7 @@ def rerun_requests(
     runs: list[DagsterRun],
     lake_root: str,
     warehouse_url: str,
+    translator: MedallionTranslator,
 ) -> list[RunRequest]:
     """A re-execution request for every failed run a run-level rule heals; every decision audited."""
     problems = [
@@ -125,7 +126,11 @@ def rerun_requests(
     ]
     if problems:
         raise UnusableHealingRules("healing_actions rows the loader would refuse: " + "; ".join(problems))
-    stages = {target_key(snapshot.targets[s.target_id]).to_python_identifier(): s for s in snapshot.stages()}
+    # A stage's step is named after its asset key (assets/factory.py).
+    stages = {
+        translator.get_asset_key(snapshot.targets[s.target_id]).to_python_identifier(): s
+        for s in snapshot.stages()
+    }
     requests = []
     for run in runs:
         if run.tags.get("dagster/will_retry") == "true":
@@ -160,6 +165,7 @@ def build_healing_sensor(
     store: CatalogStore,
     lake_root: str,
     warehouse_url: str,
+    translator: MedallionTranslator,
     interval_seconds: int,
 ) -> SensorDefinition:
     @sensor(
@@ -181,7 +187,9 @@ def build_healing_sensor(
                 RunsFilter(statuses=[DagsterRunStatus.FAILURE], updated_after=since)
             )
             runs = [record.dagster_run for record in records]
-            requests = rerun_requests(context.instance, snapshot, store, runs, lake_root, warehouse_url)
+            requests = rerun_requests(
+                context.instance, snapshot, store, runs, lake_root, warehouse_url, translator
+            )
         except Exception as error:
             store.record_audit(
                 event="healing_sensor", status="failed", error=f"{type(error).__name__}: {error}"

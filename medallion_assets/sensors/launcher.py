@@ -39,7 +39,7 @@ from dagster import (
     sensor,
 )
 
-from medallion_assets.assets.factory import target_key
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.models import Source
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
@@ -93,9 +93,15 @@ class Launcher:
     by read now (`fresh`)."""
 
     def __init__(
-        self, instance: DagsterInstance, log: logging.Logger, snapshot: CatalogSnapshot, store: CatalogStore
+        self,
+        instance: DagsterInstance,
+        log: logging.Logger,
+        snapshot: CatalogSnapshot,
+        store: CatalogStore,
+        translator: MedallionTranslator,
     ):
         self.instance, self.log, self.snapshot, self.store = instance, log, snapshot, store
+        self.translator = translator
         self.now = time.time()
         self.fresh = snapshot.replaced({table: store.read_table(table) for table in LAUNCH_CONTROLS})
         self.policy = SchedulingPolicy.from_snapshot(self.fresh)
@@ -117,7 +123,7 @@ class Launcher:
     def runnable_assets(self, pipeline_id: str) -> list[AssetKey]:
         """Asset keys of the pipeline's stages that no kill switch disables."""
         return [
-            target_key(self.snapshot.targets[stage.target_id])
+            self.translator.get_asset_key(self.snapshot.targets[stage.target_id])
             for stage in self.snapshot.stages(pipeline_id)
             if disabled_reason(self.snapshot, self.control, stage) is None
         ]
@@ -149,7 +155,7 @@ class Launcher:
             target = self.snapshot.targets[stage.target_id]
             if target.layer != "gold":
                 continue
-            made = self.instance.get_latest_materialization_event(target_key(target))
+            made = self.instance.get_latest_materialization_event(self.translator.get_asset_key(target))
             stale_since = made.timestamp + max_age if made else 0.0
             if stale_since <= self.now and (last is None or last < stale_since):
                 return stale_since or self.now, f"gold {target.target_id} stale"
@@ -266,7 +272,10 @@ class Launcher:
 
 
 def build_launcher_sensor(
-    snapshot: CatalogSnapshot, store: CatalogStore, interval_seconds: int
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    translator: MedallionTranslator,
+    interval_seconds: int,
 ) -> SensorDefinition:
     """The profile-aware launcher; targets every asset the catalog defines. Stopped until turned on (the UI's
     Automation page, or `dagster sensor start medallion_launcher`), so opening the UI launches nothing
@@ -281,7 +290,7 @@ def build_launcher_sensor(
         "and re-prioritizes queued runs when a profile changes.",
     )
     def medallion_launcher(context: SensorEvaluationContext) -> SensorResult:
-        return Launcher(context.instance, context.log, snapshot, store).tick(
+        return Launcher(context.instance, context.log, snapshot, store, translator).tick(
             json.loads(context.cursor or "{}")
         )
 

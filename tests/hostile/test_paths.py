@@ -7,9 +7,9 @@ import gzip
 import boto3
 import pytest
 
-from medallion_assets.naming import InvalidIdentifier, quarantine_path
+from medallion_assets.naming import InvalidIdentifier
 from medallion_assets.paths import UnsafePath, path_under
-from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.layout import TableRef, quarantine_path
 
 ESCAPES = [
     ("../../etc/passwd", "holds the segment '..'"),

@@ -19,8 +19,8 @@ from medallion_assets.control.healing.remedies import HealingContext, NoParams, 
 from medallion_assets.control.steering.flags import set_flag
 from medallion_assets.control.steering.rollback import current_version, previous_version, rollback
 from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
-from medallion_assets.naming import quarantine_path
 from medallion_assets.paths import UnsafePath, path_under
+from medallion_assets.storage.lake.layout import quarantine_path
 from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
 
 if TYPE_CHECKING:

@@ -35,6 +35,12 @@ _NAMED_PREFIX = f"{CATALOG_ENV}__"
 _S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 # The JDBC catalog's current tables (with views), which pyiceberg's SQL catalog reads too.
 _JDBC = {"jdbc.schema-version": "V1"}
+# Static settings the lake needs from any Spark, a driver Medallion starts or a Connect server (whose start
+# command sets them, with the jars): Iceberg's SQL extensions give MERGE, branches and procedures. The
+# catalogs themselves are registered when a session first uses the lake (`LakeCatalog.spark_conf`).
+LAKE_SPARK_CONF = {
+    "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+}
 
 
 class LakeCatalogError(RuntimeError):
@@ -181,15 +187,6 @@ def default_catalog_url(lake_root: str) -> str:
         )
     folder = lake_root.removeprefix("file://")
     return f"sqlite:///{os.path.abspath(folder)}/iceberg_catalog.db"
-
-
-def lake_spark_conf(lake_root: str) -> dict[str, str]:
-    """Every setting a Spark session needs for the lake: Iceberg's SQL extensions (MERGE, procedures,
-    branches) and each configured catalog."""
-    conf = {"spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"}
-    for catalog in configured_catalogs(lake_root).values():
-        conf.update(catalog.spark_conf())
-    return conf
 
 
 def _defined(properties: dict[str, str | None]) -> dict[str, str]:

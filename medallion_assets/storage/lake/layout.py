@@ -17,6 +17,8 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import IDENTIFIER, INGESTION_COLUMNS, check_identifier, dataset_name
 from medallion_assets.paths import path_under
 
+# The lake's table format: what Dagster shows as a lake dataset's kind.
+TABLE_FORMAT = "iceberg"
 QUARANTINE_SUFFIX = "_quarantine"
 # Iceberg's partition transforms: name → how many leading integer arguments it takes before the column.
 _TRANSFORMS = {"identity": 0, "years": 0, "months": 0, "days": 0, "hours": 0, "bucket": 1, "truncate": 1}
@@ -99,6 +101,11 @@ def table_location(lake_root: str, target: Target) -> str:
     `<lake>/<namespace>/<name>`. Lineage names a lake dataset by it."""
     table = table_of(target)
     return path_under(lake_root, table.namespace, table.name)
+
+
+def quarantine_path(lake_root: str, dataset: str) -> str:
+    """The folder where a dataset's unreadable source objects are kept, as they were, under the lake root."""
+    return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))
 
 
 def partition_fields(layout: LakeTable) -> list[str]:
