@@ -58,8 +58,10 @@ class Deployment:
 
     def __init__(self, home: Path, catalog_url: str, run_monitoring: dict):
         config = instance_config(postgres=True)
-        # Run monitoring polls every 120 s by default; the test polls often so it waits on states, not clocks.
+        # Run monitoring polls every 120 s by default, and the run queue is looked at every 5 s; the test polls
+        # both often, so it waits on states, not clocks.
         config["run_monitoring"].update(run_monitoring)
+        config["run_coordinator"]["config"] = {"dequeue_interval_seconds": 1}
         write_instance_config(home, config, postgres=True)
         self.home = home
         self.instance = DagsterInstance.get()
@@ -162,6 +164,9 @@ def deployment(tmp_path, monkeypatch, pg_url, pg_database, raw_data, medallion_h
             "MEDALLION_CATALOG_URL": pg_database,
             "MEDALLION_WAREHOUSE_URL": pg_database,
             "MEDALLION_LAKE_URL": str(tmp_path / "lake"),
+            # The sensors tick every 30 s by default; at 5 s the daemon evaluates them as often as Dagster's
+            # sensor loop (every 5 s) looks at them.
+            "MEDALLION_SENSOR_INTERVAL_SECONDS": "5",
         }
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
