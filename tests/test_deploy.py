@@ -58,7 +58,7 @@ class Deployment:
 
     def __init__(self, home: Path, catalog_url: str, run_monitoring: dict):
         config = instance_config(postgres=True)
-        # Run monitoring polls every 120 s by default, and the run queue is looked at every 5 s; the test polls
+        # Run monitoring polls every 120 s by default, and the run queue is read every 5 s; the test polls
         # both often, so it waits on states, not clocks.
         config["run_monitoring"].update(run_monitoring)
         config["run_coordinator"]["config"] = {"dequeue_interval_seconds": 1}
