@@ -18,7 +18,7 @@ from dagster import AssetKey, instance_for_test, materialize
 from pyiceberg.catalog.rest import RestCatalog
 
 from medallion_assets.catalog.models import LakeTable, ValidationRuleSet
-from medallion_assets.control.rollback import rollback
+from medallion_assets.control.steering.rollback import rollback
 from medallion_assets.definitions import build_definitions
 from medallion_assets.engine.refresh import EVERY_DATASET, FULL_REFRESH_TAG
 from medallion_assets.errors import LakeCommitConflict
