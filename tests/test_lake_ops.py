@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import HealingAction
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.cli.common import EXIT_CONFIGURATION
 from medallion_assets.cli.main import main
 from medallion_assets.control.healing.remedies import ACTIONS, Fault
 from medallion_assets.control.healing.rules import heal
@@ -339,7 +340,7 @@ def test_lake_history_names_an_unknown_dataset_a_table_not_yet_written_and_a_cat
         f"{SILVER}: lake table lake.silver.user_events does not exist (yet)\n",
     )
     down = history_of(SILVER, MEDALLION_LAKE_CATALOG="postgresql://nobody:secret@127.0.0.1:9/lake")
-    assert down.exit_code == 4
+    assert down.exit_code == EXIT_CONFIGURATION  # as every command says a service it cannot reach
     assert down.output.startswith(
         "MEDALLION_LAKE_CATALOG=postgresql://nobody:***@127.0.0.1:9/lake: the lake catalog cannot be read: "
     )

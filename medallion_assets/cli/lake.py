@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from medallion_assets import config
-from medallion_assets.cli.common import EXIT_FAILED, EXIT_UNAVAILABLE, catalog_store, refuse
+from medallion_assets.cli.common import EXIT_FAILED, catalog_store, refuse
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ def history(dataset: str, as_json: bool) -> None:
     was built from, and the branches and tags at it. `*` marks main's version and those it was built on; a
     snapshot without it was rolled away from or staged on a branch and not published. Reads the table's
     metadata only (no Spark)."""
-    from medallion_assets.storage.lake.catalogs import LakeCatalogError
     from medallion_assets.storage.lake.history import LakeHistoryError, table_history
     from medallion_assets.storage.lake.layout import table_of
 
@@ -69,8 +68,6 @@ def history(dataset: str, as_json: bool) -> None:
         found = table_history(config.lake_url(), table_of(target), store.lake_commits(dataset))
     except LakeHistoryError as error:
         refuse(f"{dataset}: {error}")
-    except LakeCatalogError as error:
-        refuse(str(error), EXIT_UNAVAILABLE)
     if as_json:
         echo(json.dumps(found.as_dict(), indent=2))
         return
