@@ -30,7 +30,7 @@ from medallion_assets.cli.lake import lake, rollback
 from medallion_assets.cli.lineage import lineage, paths
 from medallion_assets.cli.monitoring import metrics, notify, status
 from medallion_assets.cli.onboard import onboard
-from medallion_assets.cli.plan import plan
+from medallion_assets.cli.plan import env_group, plan
 from medallion_assets.cli.profile import profile, simulate
 from medallion_assets.cli.throttle import throttle
 from medallion_assets.process_group import run_process_group
@@ -484,6 +484,7 @@ def demo(rows: int) -> None:
 
 SUBCOMMANDS = (
     plan,
+    env_group,
     lineage,
     paths,
     onboard,
