@@ -114,3 +114,47 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     ]
     assert refs(medallion.lake, snapshot, "gold_daily_revenue") == main_refs["gold_daily_revenue"]
     assert cli(medallion, monkeypatch, "env", "list").output == "no environments\n"
+
+
+def new_gold(spark, lake: Path, snapshot: CatalogSnapshot) -> set[tuple]:
+    """gold_daily_revenue as the changed SQL makes it from main's silver: what a full run would publish."""
+    LakeTables(spark, str(lake))
+    silver = table_of(snapshot.targets["silver_orders"]).sql
+    return {
+        tuple(r)
+        for r in spark.sql(
+            "SELECT CAST(order_ts AS DATE), country, CAST(SUM(amount) AS DECIMAL(18,2)), COUNT(*) "
+            f"FROM {silver} WHERE amount >= 100 GROUP BY 1, 2"
+        ).collect()
+    }
+
+
+def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
+    medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert medallion.run("orders_etl").status == "success"
+    changed = edited_seed(tmp_path)
+    assert cli(medallion, monkeypatch, "plan", str(changed), "--env", "review").exit_code == 1
+    snapshot = medallion.store.snapshot()
+    previewed = refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"]
+
+    result = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == f"gold_daily_revenue: fast-forwarded, snapshot {previewed}"
+    # Main is the preview's version, which is what a run of the new catalog makes; the branch is consumed.
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == previewed
+    assert "env_review" not in refs(medallion.lake, snapshot, "gold_daily_revenue")
+    expected = new_gold(spark, medallion.lake, snapshot)
+    gold = table_of(snapshot.targets["gold_daily_revenue"]).sql
+    assert {tuple(r) for r in spark.table(gold).collect()} == expected
+    warehouse = medallion.gold("analytics.daily_revenue_by_country")
+    assert {tuple(r.values()) for r in warehouse} == expected
+    [audit] = medallion.store.audit_entries(stage_name="gold_daily_revenue", event="apply")
+    assert (audit["status"], audit["details"]["how"]) == ("success", "fast-forwarded")
+    # The ledger knows the new definition published: the next run has nothing to rebuild.
+    assert medallion.run("orders_etl").status == "success"
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == previewed
+    assert cli(medallion, monkeypatch, "apply", str(changed), "--env", "review").output == (
+        "no environment review: `medallion env list` shows those there are\n"
+    )
