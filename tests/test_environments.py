@@ -14,6 +14,7 @@ from medallion_assets.cli.main import main
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.metadata import load_table
 from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED, Medallion
 
 GOLD_SQL = "      FROM silver_orders\n      GROUP BY 1, 2\n"
@@ -35,6 +36,15 @@ def edited_seed(folder: Path) -> Path:
     assert orders.read_text().count(GOLD_SQL) == 1
     orders.write_text(orders.read_text().replace(GOLD_SQL, FILTERED_SQL))
     return catalog
+
+
+def warehouse_schemas(medallion: Medallion) -> set[str]:
+    warehouse = warehouse_from_url(medallion.warehouse_url)
+    try:
+        rows = warehouse.query("SELECT schema_name FROM information_schema.schemata")
+        return {r["schema_name"] for r in rows}
+    finally:
+        warehouse.close()
 
 
 def refs(lake: Path, snapshot: CatalogSnapshot, dataset: str) -> dict[str, int]:
@@ -113,6 +123,7 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
         "removed warehouse schema analytics__review",
     ]
     assert refs(medallion.lake, snapshot, "gold_daily_revenue") == main_refs["gold_daily_revenue"]
+    assert "analytics__review" not in warehouse_schemas(medallion)
     assert cli(medallion, monkeypatch, "env", "list").output == "no environments\n"
 
 
@@ -150,6 +161,7 @@ def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
     assert {tuple(r) for r in spark.table(gold).collect()} == expected
     warehouse = medallion.gold("analytics.daily_revenue_by_country")
     assert {tuple(r.values()) for r in warehouse} == expected
+    assert "analytics__review" not in warehouse_schemas(medallion)
     [audit] = medallion.store.audit_entries(stage_name="gold_daily_revenue", event="apply")
     assert (audit["status"], audit["details"]["how"]) == ("success", "fast-forwarded")
     # The ledger knows the new definition published: the next run has nothing to rebuild.
@@ -158,3 +170,25 @@ def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
     assert cli(medallion, monkeypatch, "apply", str(changed), "--env", "review").output == (
         "no environment review: `medallion env list` shows those there are\n"
     )
+
+
+def test_apply_runs_the_stage_again_when_main_moved_since_the_preview(
+    medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert medallion.run("orders_etl").status == "success"
+    changed = edited_seed(tmp_path)
+    assert cli(medallion, monkeypatch, "plan", str(changed), "--env", "review").exit_code == 1
+    snapshot = medallion.store.snapshot()
+    gold = table_of(snapshot.targets["gold_daily_revenue"])
+    previewed = refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"]
+    spark.sql(f"DELETE FROM {gold.sql} WHERE orders = 1")  # main moves on after the preview
+
+    result = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
+
+    assert result.exit_code == 0, result.output
+    now = refs(medallion.lake, snapshot, "gold_daily_revenue")
+    assert result.output.splitlines()[-1] == f"gold_daily_revenue: rebuilt, snapshot {now['main']}"
+    assert now["main"] != previewed and "env_review" not in now
+    expected = new_gold(spark, medallion.lake, snapshot)
+    assert {tuple(r) for r in spark.table(gold.sql).collect()} == expected
+    assert {tuple(r.values()) for r in medallion.gold("analytics.daily_revenue_by_country")} == expected

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from medallion_assets.catalog.models import Stage
 from medallion_assets.change.environment import env_branch
-from medallion_assets.change.preview import branch_snapshot
+from medallion_assets.change.preview import branch_snapshot, drop_environment
 from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.engine.stage.load import load
 from medallion_assets.storage.lake.layout import table_of
@@ -33,12 +33,15 @@ class Applied:
 
 def apply_environment(runner: StageRunner, name: str) -> list[Applied]:
     """Publish environment `name`'s tables to `main` with the catalog `runner` runs (the one just loaded),
-    upstream first; returns what each table did. Tables without a branch left are done already."""
+    upstream first; returns what each table did. Tables without a branch left are done already. When every
+    table is published, the environment's warehouse schemas go."""
     done = []
     for stage in runner.snapshot.stages():
         target = runner.snapshot.targets[stage.target_id]
         if target.layer != "bronze" and branch_snapshot(runner.lake_root, table_of(target), env_branch(name)):
             done.append(_apply_table(runner, stage, name))
+    if all(a.snapshot_id is not None for a in done):
+        drop_environment(runner.spark, runner.lake_root, runner.warehouse, runner.snapshot, name)
     return done
 
 
