@@ -121,7 +121,7 @@ def rebuilt_stages(plan: Plan, snapshot: CatalogSnapshot) -> list[Stage]:
 class EnvironmentRunner(StageRunner):
     """Runs stages in environment `env`: its lake (EnvironmentLake) and the ledger as a preview uses it."""
 
-    env: str = field(default="", kw_only=True)
+    env: str = field(kw_only=True)
 
     def __post_init__(self) -> None:
         self.lake = EnvironmentLake(self.spark, self.lake_root, branch=env_branch(self.env))
@@ -134,7 +134,10 @@ def preview(runner: EnvironmentRunner, plan: Plan) -> list[TableDiff]:
     for stage in rebuilt_stages(plan, runner.snapshot):
         outcome = runner.run_stage(stage)
         target = runner.snapshot.targets[stage.target_id]
-        diffs.append(table_diff(runner.lake, target, env_branch(runner.env), outcome))
+        # A version a blocking rule failed stays on its run's branch, not the environment's: it is compared
+        # from there, and what is made from it reads main.
+        branch = outcome.staged_branch or env_branch(runner.env)
+        diffs.append(table_diff(runner.lake, target, branch, outcome))
     return diffs
 
 
