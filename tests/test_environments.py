@@ -148,6 +148,18 @@ def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
     assert cli(medallion, monkeypatch, "plan", str(changed), "--env", "review").exit_code == 1
     snapshot = medallion.store.snapshot()
     previewed = refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"]
+    # Files edited after the preview are refused before anything is loaded or published.
+    orders = changed / "orders_etl.yaml"
+    orders.write_text(orders.read_text().replace("amount >= 100", "amount >= 200"))
+    refused = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
+    assert refused.exit_code == 2
+    assert refused.output == (
+        "environment review was previewed with other catalog files: gold_daily_revenue changed since; "
+        f"preview again with `medallion plan {changed} --env review`\n"
+    )
+    assert medallion.store.snapshot().tables == snapshot.tables
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"] == previewed
+    orders.write_text(orders.read_text().replace("amount >= 200", "amount >= 100"))
 
     result = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
 

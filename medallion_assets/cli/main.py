@@ -189,10 +189,19 @@ def apply(directory: Path, env: str | None, allow_breaking: bool) -> None:
             echo(line)
         echo(_load(store, [directory], allow_breaking))
         return
+    from medallion_assets.catalog.loader import merged_snapshot
+    from medallion_assets.change.environment import PREVIEW_EVENT, changed_since_preview
     from medallion_assets.change.preview import environments
 
-    if env not in environments(config.lake_url(), store.snapshot()):
+    stored = store.snapshot()
+    if env not in environments(config.lake_url(), stored):
         refuse(f"no environment {env}: `medallion env list` shows those there are")
+    files = merged_snapshot(stored, validated(stored, [directory]))
+    if changed := changed_since_preview(store.audit_entries(event=PREVIEW_EVENT), env, files):
+        refuse(
+            f"environment {env} was previewed with other catalog files: {', '.join(changed)} changed since; "
+            f"preview again with `medallion plan {directory} --env {env}`"
+        )
     echo(_load(store, [directory], allow_breaking))
     for applied in _apply_environment(store, env):
         echo(f"{applied.dataset}: {applied.how}, snapshot {applied.snapshot_id}")

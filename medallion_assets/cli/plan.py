@@ -87,7 +87,7 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None) 
 
 def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
     """Run the plan's rebuilds in environment `env`; each rebuilt table's comparison with main, as text."""
-    from medallion_assets.change.environment import env_branch
+    from medallion_assets.change.environment import PREVIEW_EVENT, definitions, env_branch
     from medallion_assets.change.preview import (
         EnvironmentRunner,
         PreviewLedger,
@@ -116,6 +116,11 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
         diffs = preview(runner, made)
     finally:
         warehouse.close()
+    store.record_audit(
+        event=PREVIEW_EVENT,
+        status="success",
+        details={"environment": env, "definitions": definitions(new, [d.dataset for d in diffs])},
+    )
     lines = [f"environment {env}: {len(diffs)} table(s) on branch {env_branch(env)}"]
     for d in diffs:
         lines.append(
