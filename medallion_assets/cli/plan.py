@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from medallion_assets.cli.common import EXIT_FAILED, EXIT_INVALID, catalog_store
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
+    from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.change.plan import Plan
 
 # Lines per section of the text output, so a plan fits a screen; --json holds everything.
@@ -33,7 +35,14 @@ SHOWN = 12
     is_flag=True,
     help="plan a change that breaks a warehouse target's contract anyway (catalog load needs it too)",
 )
-def plan(directory: Path, as_json: bool, allow_breaking: bool) -> None:
+@click.option(
+    "--env",
+    "env",
+    metavar="NAME",
+    help="preview the change: run what it rebuilds on lake branches env_NAME and warehouse schemas "
+    "SCHEMA__NAME, and compare each rebuilt table with main",
+)
+def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None) -> None:
     """Compare the catalog files in DIRECTORY with the loaded catalog: rows added, changed and removed, each
     changed dataset's category (breaking, non_breaking, checks_only, metadata_only, no_op), every asset it
     rebuilds with its mode, why and the rows it reads (from Iceberg metadata), and the warehouse tables it
@@ -41,13 +50,25 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool) -> None:
 
     Exit codes: 0 nothing to do, 1 changes, 2 invalid files (validate's messages) or a warehouse contract
     broken (a column dropped, renamed or narrowed without a new version), a version gone down.
+
+    With --env NAME it also runs the silver and gold stages the change rebuilds, with the new catalog, in
+    environment NAME (main and the warehouse's own schemas are never written), and prints each rebuilt
+    table's rows against main by its key: added, removed, changed.
     """
+    from medallion_assets.catalog.loader import merged_snapshot
+    from medallion_assets.change.environment import EnvironmentNameRefused, env_name
     from medallion_assets.change.plan import plan_files
 
+    try:
+        if env is not None:
+            env_name(env)
+    except EnvironmentNameRefused as error:
+        refuse(str(error))
     if not directory.is_dir():
         refuse(f"no such catalog folder: {directory}")
     stored = catalog_store().snapshot()
-    made = plan_files(stored, validated(stored, [directory]), config.lake_url())
+    loaded = validated(stored, [directory])
+    made = plan_files(stored, loaded, config.lake_url())
     if as_json:
         echo(json.dumps(made.as_dict(), default=str, indent=2))
     else:
@@ -58,7 +79,108 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool) -> None:
         echo(f"refused: {problem}", err=True)
     if refused:
         sys.exit(EXIT_INVALID)
+    if env is not None:
+        for line in _preview(made, merged_snapshot(stored, loaded), env):
+            echo(line)
     sys.exit(0 if made.nothing_to_do else EXIT_FAILED)
+
+
+def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
+    """Run the plan's rebuilds in environment `env`; each rebuilt table's comparison with main, as text."""
+    from medallion_assets.change.environment import PREVIEW_EVENT, definitions, env_branch
+    from medallion_assets.change.preview import (
+        EnvironmentRunner,
+        PreviewLedger,
+        environment_snapshot,
+        preview,
+    )
+    from medallion_assets.control.steering.throttles import CatalogThrottles
+    from medallion_assets.engine.spark import spark_session
+    from medallion_assets.recovery.routes import CatalogRoutes
+    from medallion_assets.storage.warehouse import warehouse_from_url
+
+    store = catalog_store()
+    snapshot = environment_snapshot(new, env)
+    warehouse = warehouse_from_url(config.warehouse_url())
+    try:
+        runner = EnvironmentRunner(
+            spark_session(app_name=f"medallion-env-{env}"),
+            snapshot,
+            PreviewLedger(store),
+            config.lake_url(),
+            warehouse,
+            throttle=CatalogThrottles(store),
+            recovery=CatalogRoutes(store, snapshot),
+            env=env,
+        )
+        diffs = preview(runner, made)
+    finally:
+        warehouse.close()
+    store.record_audit(
+        event=PREVIEW_EVENT,
+        status="success",
+        details={"environment": env, "definitions": definitions(new, [d.dataset for d in diffs])},
+    )
+    lines = [f"environment {env}: {len(diffs)} table(s) on branch {env_branch(env)}"]
+    for d in diffs:
+        lines.append(
+            f"  {d.dataset:<28} rows {d.rows_main:,} → {d.rows_env:,}: {d.added:,} added, "
+            f"{d.removed:,} removed, {d.changed:,} changed"
+        )
+        lines += [f"    {check}" for check in d.checks]
+    return lines
+
+
+@click.group("env")
+def env_group() -> None:
+    """Environments that `medallion plan DIR --env NAME` previewed a change in."""
+
+
+@env_group.command("list")
+def env_list() -> None:
+    """Every environment: its tables' branches, when each was written and its bytes."""
+    from medallion_assets.change.preview import environments
+
+    now = datetime.now(UTC)
+    found = environments(config.lake_url(), catalog_store().snapshot())
+    if not found:
+        echo("no environments")
+    for name, branches in sorted(found.items()):
+        age = now - min(b.written_at for b in branches)
+        size = sum(b.size_bytes for b in branches)
+        echo(f"{name}: {len(branches)} table(s), {size:,} bytes, {int(age.total_seconds() // 60)} min old")
+        for b in branches:
+            echo(f"  {b.table} snapshot {b.snapshot_id}")
+
+
+@env_group.command("drop")
+@click.argument("name")
+def env_drop(name: str) -> None:
+    """Remove environment NAME: its lake branches and its warehouse schemas."""
+    from medallion_assets.change.environment import EnvironmentNameRefused, env_name
+    from medallion_assets.change.preview import drop_environment
+    from medallion_assets.engine.spark import spark_session
+    from medallion_assets.storage.warehouse import warehouse_from_url
+
+    try:
+        env_name(name)
+    except EnvironmentNameRefused as error:
+        refuse(str(error))
+    warehouse = warehouse_from_url(config.warehouse_url())
+    try:
+        removed = drop_environment(
+            spark_session(app_name="medallion-env"),
+            config.lake_url(),
+            warehouse,
+            catalog_store().snapshot(),
+            name,
+        )
+    finally:
+        warehouse.close()
+    if not removed:
+        refuse(f"no environment {name}: `medallion env list` shows those there are")
+    for line in removed:
+        echo(f"removed {line}")
 
 
 def plan_lines(made: Plan) -> list[str]:

@@ -1,0 +1,206 @@
+"""Previewing a catalog change in an environment (`medallion plan DIR --env NAME`), listing and dropping
+environments: with real Spark, the seed's orders pipeline and its lake and warehouse."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.cli.main import main
+from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.metadata import load_table
+from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.warehouse import warehouse_from_url
+from tests.conftest import SEED, Medallion
+
+GOLD_SQL = "      FROM silver_orders\n      GROUP BY 1, 2\n"
+# A breaking change of one gold stage: it keeps only orders of 100 or more.
+FILTERED_SQL = "      FROM silver_orders\n      WHERE amount >= 100\n      GROUP BY 1, 2\n"
+
+
+def cli(medallion: Medallion, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+    monkeypatch.setenv("MEDALLION_CATALOG_URL", medallion.store.url)
+    monkeypatch.setenv("MEDALLION_LAKE_URL", str(medallion.lake))
+    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", medallion.warehouse_url)
+    return CliRunner().invoke(main, list(args))
+
+
+def edited_seed(folder: Path) -> Path:
+    catalog = folder / "changed"
+    shutil.copytree(SEED, catalog)
+    orders = catalog / "orders_etl.yaml"
+    assert orders.read_text().count(GOLD_SQL) == 1
+    orders.write_text(orders.read_text().replace(GOLD_SQL, FILTERED_SQL))
+    return catalog
+
+
+def warehouse_schemas(medallion: Medallion) -> set[str]:
+    warehouse = warehouse_from_url(medallion.warehouse_url)
+    try:
+        rows = warehouse.query("SELECT schema_name FROM information_schema.schemata")
+        return {r["schema_name"] for r in rows}
+    finally:
+        warehouse.close()
+
+
+def refs(lake: Path, snapshot: CatalogSnapshot, dataset: str) -> dict[str, int]:
+    loaded = load_table(str(lake), table_of(snapshot.targets[dataset]))
+    assert loaded is not None
+    return {name: ref.snapshot_id for name, ref in loaded.refs().items()}
+
+
+@pytest.mark.parametrize("name", ["../x", "it's", "my env", "x" * 200])
+def test_a_bad_environment_name_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+    result = CliRunner().invoke(main, ["plan", str(SEED), "--env", name])
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("environment name ")
+    assert line.endswith(
+        "refused: use 1 to 63 lowercase letters, digits and underscores, starting with a letter"
+    )
+
+
+def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
+    medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert medallion.run("orders_etl").status == "success"
+    snapshot = medallion.store.snapshot()
+    main_refs = {d: refs(medallion.lake, snapshot, d) for d in ("silver_orders", "gold_daily_revenue")}
+    warehouse_before = medallion.gold("analytics.daily_revenue_by_country")
+    commits_before = medallion.store.lake_commits("gold_daily_revenue")
+
+    result = cli(medallion, monkeypatch, "plan", str(edited_seed(tmp_path)), "--env", "review")
+
+    assert result.exit_code == 1, result.output
+    # Main never moved: silver was not rebuilt, gold's main is where the run left it; the warehouse's table
+    # and the ledger are as they were.
+    assert refs(medallion.lake, snapshot, "silver_orders") == main_refs["silver_orders"]
+    gold_refs = refs(medallion.lake, snapshot, "gold_daily_revenue")
+    assert gold_refs["main"] == main_refs["gold_daily_revenue"]["main"]
+    assert set(gold_refs) == {*main_refs["gold_daily_revenue"], "env_review"}
+    assert medallion.gold("analytics.daily_revenue_by_country") == warehouse_before
+    assert medallion.store.lake_commits("gold_daily_revenue") == commits_before
+    # The environment's gold is the new SQL over main's silver, in the branch and in the env's schema.
+    gold = table_of(snapshot.targets["gold_daily_revenue"])
+    LakeTables(spark, str(medallion.lake))
+    expected = {
+        (r.order_date, r.country): (r.revenue, r.orders)
+        for r in spark.sql(
+            f"SELECT CAST(order_ts AS DATE) AS order_date, country, CAST(SUM(amount) AS DECIMAL(18,2)) AS "
+            f"revenue, COUNT(*) AS orders FROM {table_of(snapshot.targets['silver_orders']).sql} "
+            "WHERE amount >= 100 GROUP BY 1, 2"
+        ).collect()
+    }
+    on_branch = spark.table(gold.branch("env_review")).collect()
+    assert {(r.order_date, r.country): (r.revenue, r.orders) for r in on_branch} == expected
+    in_env_schema = medallion.gold("analytics__review.daily_revenue_by_country")
+    assert {(r["order_date"], r["country"]): r["orders"] for r in in_env_schema} == {
+        k: v[1] for k, v in expected.items()
+    }
+    # The diff, against an independent comparison of main's keys and rows with the branch's.
+    before = {(r["order_date"], r["country"]): (r["revenue"], r["orders"]) for r in warehouse_before}
+    added = len(expected.keys() - before.keys())
+    removed = len(before.keys() - expected.keys())
+    changed = sum(1 for k in expected.keys() & before.keys() if expected[k] != before[k])
+    assert (
+        f"  gold_daily_revenue           rows {len(before):,} → {len(expected):,}: {added:,} added, "
+        f"{removed:,} removed, {changed:,} changed"
+    ) in result.output.splitlines()
+    assert changed > 0
+
+    listed = cli(medallion, monkeypatch, "env", "list")
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines()[0].startswith("review: 1 table(s), ")
+
+    dropped = cli(medallion, monkeypatch, "env", "drop", "review")
+    assert dropped.exit_code == 0, dropped.output
+    assert dropped.output.splitlines() == [
+        f"removed branch env_review of {gold}",
+        "removed warehouse schema analytics__review",
+    ]
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue") == main_refs["gold_daily_revenue"]
+    assert "analytics__review" not in warehouse_schemas(medallion)
+    assert cli(medallion, monkeypatch, "env", "list").output == "no environments\n"
+
+
+def new_gold(spark, lake: Path, snapshot: CatalogSnapshot) -> set[tuple]:
+    """gold_daily_revenue as the changed SQL makes it from main's silver: what a full run would publish."""
+    LakeTables(spark, str(lake))
+    silver = table_of(snapshot.targets["silver_orders"]).sql
+    return {
+        tuple(r)
+        for r in spark.sql(
+            "SELECT CAST(order_ts AS DATE), country, CAST(SUM(amount) AS DECIMAL(18,2)), COUNT(*) "
+            f"FROM {silver} WHERE amount >= 100 GROUP BY 1, 2"
+        ).collect()
+    }
+
+
+def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
+    medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert medallion.run("orders_etl").status == "success"
+    changed = edited_seed(tmp_path)
+    assert cli(medallion, monkeypatch, "plan", str(changed), "--env", "review").exit_code == 1
+    snapshot = medallion.store.snapshot()
+    previewed = refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"]
+    # Files edited after the preview are refused before anything is loaded or published.
+    orders = changed / "orders_etl.yaml"
+    orders.write_text(orders.read_text().replace("amount >= 100", "amount >= 200"))
+    refused = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
+    assert refused.exit_code == 2
+    assert refused.output == (
+        "environment review was previewed with other catalog files: gold_daily_revenue changed since; "
+        f"preview again with `medallion plan {changed} --env review`\n"
+    )
+    assert medallion.store.snapshot().tables == snapshot.tables
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"] == previewed
+    orders.write_text(orders.read_text().replace("amount >= 200", "amount >= 100"))
+
+    result = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == f"gold_daily_revenue: fast-forwarded, snapshot {previewed}"
+    # Main is the preview's version, which is what a run of the new catalog makes; the branch is consumed.
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == previewed
+    assert "env_review" not in refs(medallion.lake, snapshot, "gold_daily_revenue")
+    expected = new_gold(spark, medallion.lake, snapshot)
+    gold = table_of(snapshot.targets["gold_daily_revenue"]).sql
+    assert {tuple(r) for r in spark.table(gold).collect()} == expected
+    warehouse = medallion.gold("analytics.daily_revenue_by_country")
+    assert {tuple(r.values()) for r in warehouse} == expected
+    assert "analytics__review" not in warehouse_schemas(medallion)
+    [audit] = medallion.store.audit_entries(stage_name="gold_daily_revenue", event="apply")
+    assert (audit["status"], audit["details"]["how"]) == ("success", "fast-forwarded")
+    # The ledger knows the new definition published: the next run has nothing to rebuild.
+    assert medallion.run("orders_etl").status == "success"
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == previewed
+    assert cli(medallion, monkeypatch, "apply", str(changed), "--env", "review").output == (
+        "no environment review: `medallion env list` shows those there are\n"
+    )
+
+
+def test_apply_runs_the_stage_again_when_main_moved_since_the_preview(
+    medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert medallion.run("orders_etl").status == "success"
+    changed = edited_seed(tmp_path)
+    assert cli(medallion, monkeypatch, "plan", str(changed), "--env", "review").exit_code == 1
+    snapshot = medallion.store.snapshot()
+    gold = table_of(snapshot.targets["gold_daily_revenue"])
+    previewed = refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"]
+    spark.sql(f"DELETE FROM {gold.sql} WHERE orders = 1")  # main moves on after the preview
+
+    result = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
+
+    assert result.exit_code == 0, result.output
+    now = refs(medallion.lake, snapshot, "gold_daily_revenue")
+    assert result.output.splitlines()[-1] == f"gold_daily_revenue: rebuilt, snapshot {now['main']}"
+    assert now["main"] != previewed and "env_review" not in now
+    expected = new_gold(spark, medallion.lake, snapshot)
+    assert {tuple(r) for r in spark.table(gold.sql).collect()} == expected
+    assert {tuple(r.values()) for r in medallion.gold("analytics.daily_revenue_by_country")} == expected
