@@ -51,6 +51,8 @@ def arguments(tmp_path) -> dict[tuple[str, ...], list[str]]:
         ("catalog", "load"): [str(SEED)],
         ("catalog", "show"): ["pipelines"],
         ("plan",): [str(SEED)],
+        ("apply",): [str(SEED)],
+        ("env", "drop"): ["review"],
         ("lake", "history"): ["silver_user_events"],
         ("disable",): ["pipeline", "user_events_etl", "--reason", "drill"],
         ("enable",): ["pipeline", "user_events_etl"],

@@ -166,14 +166,11 @@ def env_drop(name: str) -> None:
         env_name(name)
     except EnvironmentNameRefused as error:
         refuse(str(error))
+    snapshot = catalog_store().snapshot()  # a catalog that does not answer is said before Spark starts
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
         removed = drop_environment(
-            spark_session(app_name="medallion-env"),
-            config.lake_url(),
-            warehouse,
-            catalog_store().snapshot(),
-            name,
+            spark_session(app_name="medallion-env"), config.lake_url(), warehouse, snapshot, name
         )
     finally:
         warehouse.close()
