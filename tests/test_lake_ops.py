@@ -20,7 +20,7 @@ from medallion_assets.cli.main import main
 from medallion_assets.control.healing.remedies import ACTIONS, Fault
 from medallion_assets.control.healing.rules import heal
 from medallion_assets.control.steering.maintenance import cron_problem, run_maintenance
-from medallion_assets.control.steering.rollback import RollbackRefused, rollback
+from medallion_assets.control.steering.rollback import RollbackRefused, WarehouseNotReloaded, rollback
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
 from medallion_assets.storage.lake import history
@@ -46,7 +46,11 @@ def _current(medallion: Medallion, dataset: str) -> int:
 
 
 def _cli(medallion: Medallion, *arguments: str):
-    env = {"MEDALLION_CATALOG_URL": medallion.store.url, "MEDALLION_LAKE_URL": str(medallion.lake)}
+    env = {
+        "MEDALLION_CATALOG_URL": medallion.store.url,
+        "MEDALLION_LAKE_URL": str(medallion.lake),
+        "MEDALLION_WAREHOUSE_URL": medallion.warehouse_url,
+    }
     return CliRunner().invoke(main, list(arguments), env=env)
 
 
@@ -177,6 +181,65 @@ def test_rollback_by_snapshot_and_run_refused_cascaded_healed_and_audited(medall
     commits = store.lake_commits(SILVER)
     assert commits[-1]["operation"] == "rollback" and commits[-1]["snapshot_id"] == silver_1
     assert commits[-1]["inputs"] == {BRONZE: bronze_1}
+
+
+def test_a_rollback_reloads_the_warehouse_it_serves_and_status_names_a_warehouse_left_behind(medallion):
+    def served() -> list[tuple]:
+        return sorted(tuple(r.values()) for r in medallion.gold("analytics.daily_user_events"))
+
+    def in_lake() -> list[tuple]:
+        return sorted(tuple(r.values()) for r in medallion.rows("gold.daily_user_events"))
+
+    assert medallion.run("user_events_etl").status == "success"
+    silver_1, gold_1, rows_1 = _current(medallion, SILVER), _current(medallion, GOLD), in_lake()
+    add_new_events()
+    assert medallion.run("user_events_etl").status == "success"
+    gold_2, rows_2 = _current(medallion, GOLD), in_lake()
+    assert served() == rows_2 != rows_1
+
+    # Gold alone, back and forth: the warehouse follows in the same command.
+    done = _cli(medallion, "rollback", GOLD, "--to", str(gold_1))
+    assert done.exit_code == 0, done.output
+    assert done.output == (
+        f"{GOLD} (lake.gold.daily_user_events): snapshot {gold_2} → {gold_1}; warehouse "
+        f"analytics.daily_user_events reloaded: {len(rows_1)} rows\n"
+    )
+    assert served() == in_lake() == rows_1
+    assert _cli(medallion, "rollback", GOLD, "--to", str(gold_2)).exit_code == 0
+    assert served() == rows_2
+
+    # Silver with --cascade: gold follows it back, and so does the warehouse.
+    done = _cli(medallion, "rollback", SILVER, "--to", str(silver_1), "--cascade", "--json")
+    assert done.exit_code == 0, done.output
+    moved = {m["dataset"]: m for m in json.loads(done.output)}
+    assert moved[GOLD]["warehouse_table"] == "analytics.daily_user_events"
+    assert moved[GOLD]["warehouse_rows"] == len(rows_1)
+    assert served() == in_lake() == rows_1
+    status = _cli(medallion, "status")
+    assert f"FRESH   {GOLD}" in status.output and f"STALE   {GOLD}" not in status.output, status.output
+
+    # A warehouse that cannot be reloaded: the lake moved, and status says the warehouse is behind.
+    with pytest.raises(WarehouseNotReloaded) as not_reloaded:
+        rollback(
+            medallion.store,
+            str(medallion.lake),
+            GOLD,
+            str(gold_2),
+            warehouse_url="postgresql://medallion@127.0.0.1:1/closed",  # nothing listens on port 1
+        )
+    assert str(not_reloaded.value) == (
+        f"rolled back in the lake ({GOLD} to snapshot {gold_2}), but the warehouse could not be reloaded "
+        "(connecting to medallion@127.0.0.1:1/closed failed: OperationalError: connection to server at "
+        '"127.0.0.1", port 1 failed: Connection refused): analytics.daily_user_events may still serve the '
+        "version it held, which `medallion status` shows as stale; run the rollback again once the warehouse "
+        "answers"
+    )
+    assert _current(medallion, GOLD) == gold_2 and served() == rows_1
+    status = _cli(medallion, "status")
+    assert (
+        f"  STALE   {GOLD}: warehouse table analytics.daily_user_events holds lake snapshot {gold_1}; the "
+        f"lake's current version is snapshot {gold_2} (rollback)"
+    ) in status.output.splitlines(), status.output
 
 
 def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path):

@@ -126,6 +126,43 @@ def test_a_failing_blocking_check_leaves_main_unchanged_and_keeps_the_staged_bra
     assert [c["operation"] for c in medallion.store.lake_commits("silver_user_events")] == ["publish"]
 
 
+def test_rejects_reach_the_quarantine_only_with_their_stage_and_a_fixed_rerun_adds_them_once(
+    medallion, raw_data
+):
+    def quarantine() -> list[dict]:
+        return lake_rows(medallion.lake, "silver.user_events_quarantine")
+
+    assert medallion.run("user_events_etl").status == "success"
+    assert len(quarantine()) == raw_data.bad_timestamp_events > 0
+    # A second batch with rejects of its own, and a blocking check that fails on it.
+    day2 = write_sample_data(f"{RAW}/day2", rows=600, lines_per_file=300, seed=7)
+    medallion.move_source("user_events_raw", f"{RAW}/day2/user_events/")
+    rules = medallion.store.snapshot().rule_sets["silver_user_events_rules"]
+    strict = [
+        rule.model_copy(update={"values": ["view"]}) if rule.type == "accepted_values" else rule
+        for rule in rules.check_def
+    ]
+    medallion.store.upsert(
+        {"validation_rules": [ValidationRuleSet(rule_set_id="silver_user_events_rules", check_def=strict)]}
+    )
+    assert medallion.run("user_events_etl").status == "failed"
+    failed = medallion.stage_audit("silver_clean")[-1]
+    assert failed["rows_quarantined"] > 0
+    # Main of both tables is as it was; the rejects wait on the failed run's branch, as its rows do.
+    assert len(quarantine()) == raw_data.bad_timestamp_events
+    assert list(table_info(str(medallion.lake), SILVER.quarantine()).branches) == [
+        failed["details"]["staged_branch"]
+    ]
+    # The rule fixed, the rerun publishes the batch and its rejects, once.
+    medallion.store.upsert({"validation_rules": [rules]})
+    assert medallion.run("user_events_etl").status == "success"
+    rows = quarantine()
+    assert len({(r["_source_file"], r["_source_line"]) for r in rows}) == len(rows)
+    assert len(rows) == raw_data.bad_timestamp_events + day2.bad_timestamp_events
+    published = [e for e in medallion.stage_audit("silver_clean") if e["status"] == "success"]
+    assert sum(e["rows_quarantined"] for e in published) == len(rows)
+
+
 def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_path):
     lake = LakeTables(spark, str(tmp_path / "lake"))
     table = TableRef("lake", "silver", "contested")

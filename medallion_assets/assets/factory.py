@@ -224,8 +224,11 @@ class StageStep:
                 runner.warehouse.close()
         if outcome.rows_quarantined:  # the run report names them: this run's, a bronze batch's or all
             quarantine, batch_id = table_of(self.target).quarantine(), outcome.details.get("batch_id")
+            # Rejects a failed blocking rule kept unpublished wait on the run's branch.
             rejects = (
-                runner.lake.batch_rows(quarantine, batch_id) if batch_id else runner.lake.read(quarantine)
+                runner.lake.batch_rows(quarantine, batch_id)
+                if batch_id
+                else runner.lake.read(quarantine, branch=outcome.quarantine_branch)
             )
             outcome.details["quarantine_reasons"] = top_quarantine_reasons(rejects)
         if outcome.read != self.stage.input_ids():  # re-routed: the closing events name what was really read

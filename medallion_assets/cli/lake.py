@@ -29,19 +29,30 @@ def _spark() -> SparkSession:
 )
 @click.option("--json", "as_json", is_flag=True, help="print what moved as JSON")
 def rollback(dataset: str, to: str, cascade: bool, as_json: bool) -> None:
-    """Put DATASET's lake table back to a snapshot, or to the version a run committed (audited)."""
+    """Put DATASET's lake table back to a snapshot, or to the version a run committed (audited); a warehouse
+    table it serves is reloaded from that version."""
     from medallion_assets.control.steering.rollback import RollbackRefused
     from medallion_assets.control.steering.rollback import rollback as roll_back
 
     try:
-        moved = roll_back(catalog_store(), config.lake_url(), dataset, to, cascade=cascade)
+        moved = roll_back(
+            catalog_store(),
+            config.lake_url(),
+            dataset,
+            to,
+            cascade=cascade,
+            warehouse_url=config.warehouse_url(),
+        )
     except RollbackRefused as error:
         refuse(str(error))
     if as_json:
         echo(json.dumps([m.__dict__ for m in moved], indent=2))
         return
     for m in moved:
-        echo(f"{m.dataset} ({m.table}): snapshot {m.from_snapshot} → {m.to_snapshot}")
+        reloaded = (
+            f"; warehouse {m.warehouse_table} reloaded: {m.warehouse_rows} rows" if m.warehouse_table else ""
+        )
+        echo(f"{m.dataset} ({m.table}): snapshot {m.from_snapshot} → {m.to_snapshot}{reloaded}")
 
 
 @click.group()

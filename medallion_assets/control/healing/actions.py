@@ -293,6 +293,7 @@ def rollback_dataset(context: HealingContext[RollbackParams]) -> Remedy:
         cascade=context.params.cascade,
         by=f"healing rule {context.rule.healing_id}",
         run_id=run_id,
+        warehouse_url=context.warehouse_url,
     )
     done = ", ".join(f"{m.dataset} {m.from_snapshot} → {m.to_snapshot}" for m in moved)
     return Remedy("give_up", f"rolled back {done}")

@@ -73,6 +73,12 @@ def pipeline_status(
                 "explanation": verdict.explanation,
             }
         )
+    for stage in snapshot.stages():
+        behind = warehouse_behind(store, snapshot, stage.target_id)
+        if behind:
+            verdicts.setdefault(stage.pipeline_id, []).append(
+                {"dataset": stage.target_id, "state": "stale", "lag_sec": None, "explanation": behind}
+            )
     pipelines: dict[str, dict[str, Any]] = {}
     for pipeline_id in sorted(snapshot.pipelines):
         reasons = {
@@ -87,6 +93,23 @@ def pipeline_status(
             "profile": policy.profile_of(pipeline_id),
         }
     return {"at": now.isoformat(), "default_profile": policy.default_profile, "pipelines": pipelines}
+
+
+def warehouse_behind(store: CatalogStore, snapshot: CatalogSnapshot, dataset: str) -> str | None:
+    """Why the warehouse table of `dataset` does not hold its lake's current version (a rollback whose
+    reload failed, or a load that did not finish), naming both versions; None when they agree, or when the
+    dataset loads into no warehouse or was never loaded."""
+    target = snapshot.targets[dataset]
+    commits, loads = store.lake_commits(dataset), store.audit_entries(dataset=dataset, event="warehouse_load")
+    if target.kind != "warehouse" or not commits or not loads:
+        return None
+    current, held = int(commits[-1]["snapshot_id"]), int(loads[-1]["details"]["snapshot_id"])
+    if current == held:
+        return None
+    return (
+        f"warehouse table {target.warehouse_table()} holds lake snapshot {held}; the lake's current version "
+        f"is snapshot {current} ({commits[-1]['operation']})"
+    )
 
 
 def render(report: dict[str, Any]) -> list[str]:

@@ -6,7 +6,9 @@ Downstream datasets are judged by the version of this dataset their current vers
 they stay as they are; built on a later one, the rollback is refused, naming them, unless `cascade` asks to
 roll them back too, each to its latest version built on the target or earlier (refused, naming them, when
 there is none). Every table moved is one metadata commit (no data is rewritten), recorded in `lake_commits`
-(operation `rollback`) and in `audit_log` (event `rollback`).
+(operation `rollback`) and in `audit_log` (event `rollback`). A moved dataset whose warehouse table serves it
+is then reloaded whole from the version it was moved to, in the same call, so that the warehouse never
+serves a version the lake no longer has (a `warehouse_load` audit row, as a run's load writes).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from medallion_assets.catalog.models import Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import current_snapshot_id
+from medallion_assets.storage.warehouse import Warehouse, WarehouseError, warehouse_from_url
 
 # The operations that made a new version of a table (a rollback only points at an existing one).
 _BUILT = ("append", "publish")
@@ -28,12 +32,18 @@ class RollbackRefused(Exception):
     """A rollback that cannot be done as asked: names the dataset, snapshot, run or downstream tables."""
 
 
+class WarehouseNotReloaded(RollbackRefused):
+    """The lake moved, and the warehouse table serving it could not be reloaded: names both versions."""
+
+
 @dataclass(frozen=True)
 class RolledBack:
     dataset: str
     table: str
     from_snapshot: int | None
     to_snapshot: int
+    warehouse_table: str | None = None  # the warehouse table reloaded from `to_snapshot`, if one serves it
+    warehouse_rows: int | None = None
 
 
 def downstream_of(snapshot: CatalogSnapshot, dataset: str) -> list[str]:
@@ -157,13 +167,22 @@ def rollback(
     cascade: bool = False,
     by: str = "cli",
     run_id: str | None = None,
+    warehouse_url: str | None = None,
 ) -> list[RolledBack]:
     """Roll `dataset` back to `to` (a snapshot id or a run id), and with `cascade` the downstream datasets
     built on a later version; returns what moved, downstream datasets first (the order they were moved in,
-    so that no reader finds a downstream table newer than what it was built from)."""
+    so that no reader finds a downstream table newer than what it was built from). Each moved dataset that
+    loads into the warehouse (`warehouse_url`) is reloaded from its new version; without a warehouse to
+    reload, such a rollback is refused before anything moves."""
     snapshot_id = resolve_version(store, lake_root, dataset, to)
     planned = plan(store, lake_root, dataset, snapshot_id, cascade)
     snapshot = store.snapshot()
+    served = [moved for moved in planned if snapshot.targets[moved].kind == "warehouse"]
+    if served and warehouse_url is None:
+        raise RollbackRefused(
+            f"rollback of {dataset} refused: the warehouse serves {', '.join(served)}, and no warehouse is "
+            "configured to reload from the version rolled back to (MEDALLION_WAREHOUSE_URL)"
+        )
     done = []
     for moved, to_snapshot in reversed(list(planned.items())):
         table = _table(snapshot, moved)
@@ -197,7 +216,57 @@ def rollback(
             **where,
         )
         done.append(RolledBack(moved, str(table), previous, to_snapshot))
-    return done
+    if not served:
+        return done
+    assert warehouse_url is not None
+    try:
+        with warehouse_from_url(warehouse_url) as warehouse:
+            return [
+                _reload(store, lake_root, warehouse, snapshot.targets[m.dataset], m)
+                if m.dataset in served
+                else m
+                for m in done
+            ]
+    except WarehouseError as error:
+        moves = ", ".join(f"{m.dataset} to snapshot {m.to_snapshot}" for m in done)
+        tables = ", ".join(str(snapshot.targets[dataset].warehouse_table()) for dataset in served)
+        reason = str(error).splitlines()[0]
+        raise WarehouseNotReloaded(
+            f"rolled back in the lake ({moves}), but the warehouse could not be reloaded ({reason}): "
+            f"{tables} may still serve the version it held, which `medallion status` shows as stale; run "
+            "the rollback again once the warehouse answers"
+        ) from error
+
+
+def _reload(
+    store: CatalogStore, lake_root: str, warehouse: Warehouse, target: Target, moved: RolledBack
+) -> RolledBack:
+    """Load the warehouse table of `target` whole from the version `moved` put its lake table at, and record
+    the version it now holds, as a run's load does (so `medallion status` and the next run's incremental
+    load know it)."""
+    table = target.warehouse_table()
+    assert table is not None, "a warehouse target has a location (Target checks it)"
+    rows = history.rows_at(lake_root, table_of(target), moved.to_snapshot)
+    loaded = warehouse.load(table, rows, "replace", target.keys)
+    producer = store.snapshot().stage_producing(target.target_id)
+    store.record_audit(
+        pipeline_id=producer.pipeline_id if producer else None,
+        stage_name=producer.stage_name if producer else None,
+        dataset=target.target_id,
+        event="warehouse_load",
+        status="success",
+        rows_written=loaded.rows_loaded,
+        details={
+            "snapshot_id": str(moved.to_snapshot),
+            "table": table,
+            "warehouse": repr(warehouse),  # its kind and place, never a password
+            "groups_only": False,
+            "by": "rollback",
+        },
+    )
+    return RolledBack(
+        moved.dataset, moved.table, moved.from_snapshot, moved.to_snapshot, table, loaded.rows_loaded
+    )
 
 
 def previous_version(store: CatalogStore, lake_root: str, dataset: str) -> int | None:

@@ -36,7 +36,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
     table = table_of(target)
     context.lake.ensure(table, observed.schema, target.lake_table)
     branch = context.lake.stage(table, observed, context.run_id)
-    quarantined = _write_rejected(context, table.quarantine(), shaped.rejects)
+    quarantined, quarantine_branch = _write_rejected(context, table.quarantine(), shaped.rejects)
     rows_in, written = shaped.rows_in(), written_rows()
     # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
     # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
@@ -54,6 +54,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
         details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined},
         read=list(read),
         input_snapshots={dataset: version for dataset, version in read.items() if version is not None},
+        quarantine_branch=quarantine_branch,
     )
     # The staged rows are scanned only for rules an observation cannot compute.
     outcome, version = audit_and_publish(context, stage, table, branch, observed.columns, judge, outcome)
@@ -63,21 +64,23 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
 
 def _write_rejected(
     context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]
-) -> int:
-    """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole).
+) -> tuple[int, str | None]:
+    """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole), on
+    the run's branch of it, published with the stage. Returns their count and the branch (None: no rules
+    reject rows, and the quarantine stays as it is).
 
     Call after the write of the kept rows, which counted each kind of reject: kinds without rows are left
     out, so that their part of the plan is not computed again, and with no rejects at all the quarantine
     is only emptied. The rows written are counted during this write, so the count is the quarantine's.
     """
     if not rejects:
-        return 0
+        return 0, None
     present = [frame for frame, rows in rejects if rows.get["rows"]]
     if not present:
-        context.lake.replace_quarantine(quarantine, rejects[0][0].limit(0))
-        return 0
+        empty = rejects[0][0].limit(0)
+        return 0, context.lake.stage_quarantine(quarantine, empty, context.run_id, replace=True)
     combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
     combined, quarantined = counted(combined)
-    context.lake.replace_quarantine(quarantine, combined)
+    branch = context.lake.stage_quarantine(quarantine, combined, context.run_id, replace=True)
     rows_quarantined: int = quarantined.get["rows"]
-    return rows_quarantined
+    return rows_quarantined, branch

@@ -21,6 +21,8 @@ class StageOutcome:
     table: str = ""  # the lake table written
     snapshot_id: int | None = None  # its version this stage committed; None when nothing was published
     staged_branch: str | None = None  # where an unpublished version waits for inspection
+    # The branch of the quarantine table holding this run's rejects, until they are published with the stage.
+    quarantine_branch: str | None = None
     input_snapshots: dict[str, int] = field(default_factory=dict)  # each lake input's version read
     columns: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)

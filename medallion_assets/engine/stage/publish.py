@@ -1,7 +1,9 @@
 """Write-audit-publish, the ending every silver and gold mode shares: the run's rows are written to a branch
 of the lake table named after the run, the stage's rules judge that branch, and only when no blocking rule
 fails is the table's `main` fast-forwarded to it. No reader ever sees unchecked data, and a failed run leaves
-the previous version, its own waiting on the branch for inspection."""
+the previous version, its own waiting on the branch for inspection. The rejects the run took out wait on the
+same branch of the quarantine table and are published with the stage, so that a failed run, run again, does
+not quarantine them twice."""
 
 from __future__ import annotations
 
@@ -35,5 +37,8 @@ def audit_and_publish(
         outcome.staged_branch = branch
         return outcome, staged
     outcome.snapshot_id = context.lake.publish(table, branch)
+    if outcome.quarantine_branch:
+        context.lake.publish(table.quarantine(), outcome.quarantine_branch)
+        outcome.quarantine_branch = None
     context.record_commit(stage, outcome.snapshot_id, "publish", outcome.input_snapshots)
     return outcome, context.lake.read(table, snapshot_id=outcome.snapshot_id).select(*selected)

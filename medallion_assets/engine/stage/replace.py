@@ -62,10 +62,12 @@ def replace_keys(
         context.run_id,
         within=replacement.within,
     )
+    quarantined, quarantine_branch = _append_rejected(context, table.quarantine(), replacement.rejects)
     outcome = StageOutcome(
         replacement.rows_read,
         written,
-        _append_rejected(context, table.quarantine(), replacement.rejects),
+        quarantined,
+        quarantine_branch=quarantine_branch,
         details={"rows_in": rows_in, "rows_merged": written, "mode": plan.mode, "why": plan.why},
         read=list(input_snapshots),
         input_snapshots=input_snapshots,
@@ -139,14 +141,16 @@ def judge_merge(
 
 def _append_rejected(
     context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]
-) -> int:
-    """Add this run's rejects to the dataset's quarantine, counted directly (see `replace_keys`)."""
+) -> tuple[int, str | None]:
+    """Add this run's rejects, counted directly (see `replace_keys`), to the dataset's quarantine on the
+    run's branch of it, published with the stage. Returns their count and the branch (None: no rejects)."""
     if not rejects:
-        return 0
+        return 0, None
     frames = [frame for frame, _ in rejects]
     combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), frames).cache()
     rows = combined.count()
-    if rows:
-        context.lake.append_quarantine(quarantine, combined)
+    branch = (
+        context.lake.stage_quarantine(quarantine, combined, context.run_id, replace=False) if rows else None
+    )
     combined.unpersist()
-    return rows
+    return rows, branch

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
@@ -48,6 +49,11 @@ def lineage(lake_root: str, table: TableRef, snapshot_id: int) -> list[int]:
     if snapshot is None:
         raise LakeHistoryError(f"lake table {table} has no snapshot {snapshot_id}")
     return [s.snapshot_id for s in ancestors_of(snapshot, loaded.metadata)]
+
+
+def rows_at(lake_root: str, table: TableRef, snapshot_id: int) -> pa.Table:
+    """The rows the table holds at `snapshot_id`, read by pyiceberg (no JVM)."""
+    return _load(lake_root, table).scan(snapshot_id=snapshot_id).to_arrow()
 
 
 def set_current(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:

@@ -409,15 +409,19 @@ class LakeTables:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
         return current_snapshot_id(self.lake_root, table)
 
-    def append_quarantine(self, table: TableRef, frame: DataFrame) -> None:
-        """The rejects of a run that processed only new rows join the dataset's quarantine, one commit."""
+    def stage_quarantine(self, table: TableRef, frame: DataFrame, run_id: str, *, replace: bool) -> str:
+        """Write a run's rejects to the run's branch of the quarantine `table`: added to its rows, or, with
+        `replace` (a dataset recomputed whole), as its whole content. Returns the branch, which the stage
+        publishes with its own (`publish`), so that rejects reach `main` only with the rows they were taken
+        from, and a run whose checks failed, run again, adds them once."""
         self.ensure(table, frame.schema, None)
-        frame.writeTo(table.sql).option("mergeSchema", "true").append()
-
-    def replace_quarantine(self, table: TableRef, frame: DataFrame) -> None:
-        """The quarantine of a recomputed dataset: its rows are this run's rejects, one commit."""
-        self.ensure(table, frame.schema, None)
-        frame.writeTo(table.sql).option("mergeSchema", "true").overwrite(F.lit(True))
+        branch = self._branch(table, run_id)
+        writer = self._staged_writer(table, branch, frame, run_id)
+        if replace:
+            writer.overwrite(F.lit(True))
+        else:
+            writer.append()
+        return branch
 
 
 def _register(spark: SparkSession, catalog: LakeCatalog) -> None:
