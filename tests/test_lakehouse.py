@@ -491,7 +491,14 @@ def test_an_iceberg_rest_catalog_holds_the_tables_through_runs_and_a_rollback(
     assert silver_run.snapshot_id == table_info(lake, SILVER).current_snapshot_id != silver_1
     assert len(lake_rows(lake, "silver.user_events")) == len(rows_1) + 5
 
-    moved = rollback(medallion.store, lake, "silver_user_events", str(silver_1), cascade=True)
+    moved = rollback(
+        medallion.store,
+        lake,
+        "silver_user_events",
+        str(silver_1),
+        cascade=True,
+        warehouse_url=medallion.warehouse_url,
+    )
     assert {m.dataset for m in moved} == {"silver_user_events", "gold_daily_user_events"}
     assert catalog.load_table(("silver", "user_events")).current_snapshot().snapshot_id == silver_1
     assert sorted_rows(lake_rows(lake, "silver.user_events"), "event_id") == rows_1

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from dagster import AssetKey, AssetObservation, build_sensor_context, instance_for_test
 from sqlalchemy import text
 
+from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.loader import merged_snapshot
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import open_catalog
@@ -690,7 +691,9 @@ GOLD_STAGE = "user_events_etl.gold_daily_aggregate"
 
 def test_sql_update_is_planned_recorded_on_the_asset_and_a_contract_break_held(loaded_seed: Path) -> None:
     store = open_catalog()
-    sensor = build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)
+    sensor = build_control_sensor(
+        store.snapshot(), store, MedallionTranslator(), DEFAULT_SENSOR_INTERVAL_SECONDS
+    )
     with instance_for_test() as instance:
         cursor = None
 
@@ -750,7 +753,9 @@ def test_sql_update_is_planned_recorded_on_the_asset_and_a_contract_break_held(l
 
 def test_a_hold_is_released_by_loading_the_same_change_with_allow_breaking(loaded_seed: Path) -> None:
     store = open_catalog()
-    sensor = build_control_sensor(store.snapshot(), store, DEFAULT_SENSOR_INTERVAL_SECONDS)
+    sensor = build_control_sensor(
+        store.snapshot(), store, MedallionTranslator(), DEFAULT_SENSOR_INTERVAL_SECONDS
+    )
     narrowed = {"event_date": "date", "total_events": "int", "unique_users": "bigint"}
     with store.engine.begin() as connection:
         connection.execute(
