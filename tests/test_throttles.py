@@ -284,10 +284,9 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
         target_id="bronze_orders",
     )
     snapshot.add("stages", stage)
-    # A limit per hour, so that the clock refills the emptied bucket only in an hour: the ingest waits however
-    # long Spark takes to reach it on a loaded machine (per minute, a slow ingest found it full again).
-    store.upsert({"throttles": [limit_row("source", "local_files", "bytes_per_hour", 100)]})
-    assert take(store, "source", "local_files", "bytes_per_hour", 100).waited_sec == 0
+    store.upsert({"throttles": [limit_row("source", "local_files", "rows_per_minute", 60)]})
+    # Empty the bucket: the 30 parsed rows would then wait half a minute for the refill (a row a second).
+    assert take(store, "source", "local_files", "rows_per_minute", 60).waited_sec == 0
 
     def refill_while_the_ingest_waits():
         """Fill the bucket (as the clock would, only sooner) a second after the ingest's rows reach it."""
@@ -295,7 +294,7 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
             time.sleep(0.05)
         time.sleep(1)
         with store.engine.begin() as connection:
-            connection.execute(update(throttle_buckets).values(tokens=100))
+            connection.execute(update(throttle_buckets).values(tokens=60))
 
     refiller = threading.Thread(target=refill_while_the_ingest_waits)
     refiller.start()
@@ -314,13 +313,13 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
         ("orders", "ingest", "bronze_orders", "waited")
     ]
     details = waits[0]["details"]
-    assert {k: details[k] for k in ("system_kind", "system_id", "metric", "limit")} == {
+    assert {k: details[k] for k in ("system_kind", "system_id", "metric", "amount", "limit")} == {
         "system_kind": "source",
         "system_id": "local_files",
-        "metric": "bytes_per_hour",
-        "limit": 100.0,
+        "metric": "rows_per_minute",
+        "amount": 30,
+        "limit": 60.0,
     }
-    assert details["amount"] > 100  # the batch's bytes: 30 rows of an id and an amount
     assert waits[0]["duration_sec"] > 0
 
 
