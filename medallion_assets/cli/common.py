@@ -58,3 +58,17 @@ def validated(snapshot: CatalogSnapshot, paths: Iterable[str | Path]) -> LoadedR
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     return loaded
+
+
+def check_change_arguments(directory: Path, env: str | None) -> None:
+    """Refuse, before anything is read, an environment name that is not one or a catalog folder that is not
+    there: what `plan` and `apply` both take."""
+    from medallion_assets.change.environment import EnvironmentNameRefused, env_name
+
+    try:
+        if env is not None:
+            env_name(env)
+    except EnvironmentNameRefused as error:
+        refuse(str(error))
+    if not directory.is_dir():
+        refuse(f"no such catalog folder: {directory}")

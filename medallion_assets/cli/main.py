@@ -21,6 +21,7 @@ from medallion_assets.cli.common import (
     EXIT_INVALID,
     EXIT_UNAVAILABLE,
     catalog_store,
+    check_change_arguments,
     refuse,
     validated,
 )
@@ -172,15 +173,7 @@ def apply(directory: Path, env: str | None, allow_breaking: bool) -> None:
     main has not moved since the preview is fast-forwarded to its branch (metadata only), any other runs its
     stage again; a warehouse target is loaded in one transaction. Run it again after a failure: it goes on
     with the tables not yet published."""
-    from medallion_assets.change.environment import EnvironmentNameRefused, env_name
-
-    try:
-        if env is not None:
-            env_name(env)
-    except EnvironmentNameRefused as error:
-        refuse(str(error))
-    if not directory.is_dir():
-        refuse(f"no such catalog folder: {directory}")
+    check_change_arguments(directory, env)
     store = catalog_store()
     if env is None:
         from medallion_assets.change.plan import plan_files

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 import click
 
 from medallion_assets import config
-from medallion_assets.cli.common import EXIT_FAILED, EXIT_INVALID, catalog_store, refuse, validated
+from medallion_assets.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    catalog_store,
+    check_change_arguments,
+    refuse,
+    validated,
+)
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
@@ -56,16 +63,9 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None) 
     table's rows against main by its key: added, removed, changed.
     """
     from medallion_assets.catalog.loader import merged_snapshot
-    from medallion_assets.change.environment import EnvironmentNameRefused, env_name
     from medallion_assets.change.plan import plan_files
 
-    try:
-        if env is not None:
-            env_name(env)
-    except EnvironmentNameRefused as error:
-        refuse(str(error))
-    if not directory.is_dir():
-        refuse(f"no such catalog folder: {directory}")
+    check_change_arguments(directory, env)
     stored = catalog_store().snapshot()
     loaded = validated(stored, [directory])
     made = plan_files(stored, loaded, config.lake_url())
