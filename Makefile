@@ -71,9 +71,10 @@ lint: $(VENV)/installed
 
 # The suite spends most of its time waiting (JVMs and daemons starting, runs queued, sensors ticking), so more
 # workers than cores pay off; each worker has its own Spark session and S3 API server (tests/conftest.py).
-TEST_WORKERS ?= 3
+# Tests that share a costly server carry an xdist_group mark, and `loadgroup` runs each group on one worker.
+TEST_WORKERS ?= 6
 test: lint java chromium postgresql $(JARS) $(REST_SERVER) $(VENV)/installed
-	PGPASSWORD=$(TEST_PG_PASSWORD) $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
+	PGPASSWORD=$(TEST_PG_PASSWORD) $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 # The unit tier alone (no Spark, S3, PostgreSQL, daemon or browser): tests/conftest.py says which tests those are.
 test-unit: $(VENV)/installed

@@ -28,6 +28,12 @@ from tests.spark_servers import connect_server, free_port, standalone_cluster
 MEDALLION = str(Path(sys.executable).parent / "medallion")
 
 
+# The tests that share a server run on one xdist worker (`--dist loadgroup`); spread over workers, each worker
+# would start a cluster or a Connect server of its own.
+ON_THE_CLUSTER = pytest.mark.xdist_group("spark-cluster")
+ON_CONNECT = pytest.mark.xdist_group("spark-connect")
+
+
 @pytest.fixture(scope="module")
 def cluster(s3_endpoint, tmp_path_factory):
     with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"), {}) as (url, worker):
@@ -40,7 +46,9 @@ def connect(s3_endpoint, tmp_path_factory):
         yield url
 
 
-@pytest.fixture(params=["cluster", "connect"])
+@pytest.fixture(
+    params=[pytest.param("cluster", marks=ON_THE_CLUSTER), pytest.param("connect", marks=ON_CONNECT)]
+)
 def spark_server(request) -> dict[str, str]:
     """The setting that sends a `medallion run` to the standalone cluster, or to the Spark Connect server."""
     if request.param == "cluster":
@@ -92,11 +100,13 @@ def assert_seed_pipelines_succeed(installation: Medallion, raw: SampleSummary, *
     assert (bronze["rows_read"], bronze["rows_quarantined"]) == (raw.event_lines, raw.malformed_events)
 
 
+@ON_THE_CLUSTER
 def test_seed_pipelines_on_a_standalone_cluster(medallion, raw_data, cluster):
     master, _ = cluster
     assert_seed_pipelines_succeed(medallion, raw_data, SPARK_MASTER=master)
 
 
+@ON_THE_CLUSTER
 def test_an_executor_lost_mid_ingest_is_retried_and_loads_nothing_twice(medallion, cluster):
     """The worker's executor is killed while it reads raw objects; Spark reruns the lost tasks on a new
     one."""
@@ -139,6 +149,7 @@ def kill_executor_once_it_reads(worker_pid: int, run: subprocess.Popen) -> bool:
     return False
 
 
+@ON_CONNECT
 def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, connect):
     """The seed pipelines run through Spark Connect; then new events arrive, and silver merges only them and
     gold recomputes only the groups they touch, through Connect too; then gold is declared by day, and the
@@ -182,6 +193,7 @@ def put_late_events(key: str, prefix: str, count: int, days: int) -> None:
     boto3.client("s3").put_object(Bucket="medallion-raw", Key=key, Body=body)
 
 
+@ON_CONNECT
 def test_gold_by_day_over_a_dimension_with_windows_equals_a_full_recompute_through_spark_connect(
     connect, tmp_path
 ):
@@ -204,6 +216,7 @@ def test_gold_by_day_over_a_dimension_with_windows_equals_a_full_recompute_throu
     assert done.returncode == 0, done.stderr[-4000:]
 
 
+@ON_CONNECT
 def test_drill_on_spark_connect_a_corrupt_object_and_a_new_field_are_healed(medallion, raw_data, connect):
     s3 = boto3.client("s3")
     s3.put_object(
