@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.engine.stage.context import StageContext
@@ -23,7 +24,8 @@ class Replacement:
     """What an incremental run puts in its table: `rows` replace every row whose `key_columns` are one of
     `keys`' (a key without a row in `rows` loses its rows), made from `rows_read` input rows. `within`, a SQL
     condition, holds of every row those keys have in the table (None: they may be anywhere). Without `keys`,
-    `rows` replace every row `within` holds (gold's days), each `key_columns` value's rows all among them."""
+    `rows` replace every row `within` holds (gold's days), each `key_columns` value's rows all among them;
+    with `partitions`, `within` holds of whole partitions, which are overwritten in one commit."""
 
     rows: DataFrame
     keys: DataFrame | None
@@ -31,6 +33,7 @@ class Replacement:
     rejects: list[tuple[DataFrame, Observation]]
     rows_read: int
     within: str | None = None
+    partitions: bool = False
 
 
 def replace_keys(
@@ -61,6 +64,7 @@ def replace_keys(
         replacement.key_columns,
         context.run_id,
         within=replacement.within,
+        partitions=replacement.partitions,
     )
     quarantined, quarantine_branch = _append_rejected(context, table.quarantine(), replacement.rejects)
     outcome = StageOutcome(
@@ -86,6 +90,25 @@ def replace_keys(
         # The dataset's size (Dagster's row count) is the table's, not this run's rows: read from metadata.
         outcome.details["rows_in_dataset"] = context.lake.total_rows(table, outcome.snapshot_id)
     return outcome, version
+
+
+def replaced_days_to_load(
+    context: StageContext,
+    target: Target,
+    outcome: StageOutcome,
+    written: DataFrame,
+    on_days: str,
+    replaced_in: int | None,
+) -> None:
+    """For a warehouse target that merges, the keys of the days (`on_days`) a run replaced, before (in
+    snapshot `replaced_in`) and after (`written`): the load upserts the days' rows and deletes the keys
+    they lost, in one transaction."""
+    if target.load_mode != "merge":
+        return
+    keys = [F.col(f"`{k}`") for k in target.keys]
+    before = context.lake.read(table_of(target), snapshot_id=replaced_in).where(on_days).select(*keys)
+    outcome.changed_groups = before.unionByName(written.where(on_days).select(*keys))
+    outcome.groups_replaced_in = replaced_in
 
 
 def nothing_new(
