@@ -24,8 +24,7 @@ class Replacement:
     """What an incremental run puts in its table: `rows` replace every row whose `key_columns` are one of
     `keys`' (a key without a row in `rows` loses its rows), made from `rows_read` input rows. `within`, a SQL
     condition, holds of every row those keys have in the table (None: they may be anywhere). Without `keys`,
-    `rows` replace every row `within` holds (gold's days), each `key_columns` value's rows all among them;
-    with `partitions`, `within` holds of whole partitions, which are overwritten in one commit."""
+    `rows` replace every row `within` holds (gold's days), each `key_columns` value's rows all among them."""
 
     rows: DataFrame
     keys: DataFrame | None
@@ -33,7 +32,6 @@ class Replacement:
     rejects: list[tuple[DataFrame, Observation]]
     rows_read: int
     within: str | None = None
-    partitions: bool = False
 
 
 def replace_keys(
@@ -64,7 +62,6 @@ def replace_keys(
         replacement.key_columns,
         context.run_id,
         within=replacement.within,
-        partitions=replacement.partitions,
     )
     quarantined, quarantine_branch = _append_rejected(context, table.quarantine(), replacement.rejects)
     outcome = StageOutcome(
