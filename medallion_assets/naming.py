@@ -16,6 +16,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,126}")
 
 # The Dagster run tag naming the pipeline a run belongs to: set by every launch, read by sensors and metrics.
 PIPELINE_TAG = "medallion/pipeline"
+# The tag of the runs of an environment's preview (`medallion plan DIR --env NAME`): its name, by which the
+# UI's runs page filters them.
+ENV_TAG = "medallion/env"
 
 # The columns ingestion adds to every bronze row, where it came from and when, with their Spark types.
 INGESTION_COLUMN_TYPES = {"_source_file": "string", "_source_line": "bigint", "_ingested_at": "timestamp"}

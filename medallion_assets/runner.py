@@ -75,7 +75,7 @@ class AssetReport:
     rows_read: int | None = None
     rows_quarantined: int | None = None
     quarantine_reasons: dict[str, int] = field(default_factory=dict)  # the commonest, with their counts
-    mode: str | None = None  # a silver or gold stage's: full or incremental
+    mode: str | None = None  # a silver or gold stage's: full, incremental or restatement
     why: str | None = None  # why that mode
     snapshot_id: int | None = None  # the lake table's version the stage published, its data version
 

@@ -140,7 +140,7 @@ def test_a_full_refresh_naming_no_dataset_of_the_pipeline_is_refused_before_any_
     alone = runner.invoke(main, ["run", PIPELINE, "--from", "silver_user_events"])
     assert (alone.exit_code, alone.stderr) == (
         2,
-        "--from needs --full-refresh: it says where a full refresh starts\n",
+        "--from needs one of --full-refresh and --restate, which exclude each other\n",
     )
     assert medallion.store.audit_entries() == []  # no run started
 

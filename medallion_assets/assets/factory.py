@@ -43,6 +43,7 @@ from medallion_assets.control.steering.flags import (
 )
 from medallion_assets.control.steering.throttles import CatalogThrottles
 from medallion_assets.engine.refresh import RefreshRefused, requested_full_refresh
+from medallion_assets.engine.restatement import requested_restatement
 from medallion_assets.engine.stage import Adjustments, StageOutcome, StageRunner
 from medallion_assets.engine.transform import top_quarantine_reasons
 from medallion_assets.engine.validation import RuleOutcome
@@ -178,9 +179,11 @@ class StageStep:
 
     def run(self, spark: SparkResource, warehouse: WarehouseResource) -> MaterializeResult[Any]:
         """Run the stage unless a kill switch halts it; a failure goes to healing and retries. A full refresh
-        the run's tags ask for is checked by every step, bronze's included, so a bad one writes nothing."""
+        or restatement the run's tags ask for is checked by every step, bronze's included, so a bad one
+        writes nothing."""
         try:
             full_refresh = requested_full_refresh(self.run_tags, self.snapshot, self.stage.pipeline_id)
+            restatement = requested_restatement(self.run_tags, self.snapshot, self.stage.pipeline_id)
         except RefreshRefused as refused:
             # Whoever launched the run asked for something else: nothing for healing or retries to do.
             self.store.record_audit(**self.audit, status="failed", error=str(refused))
@@ -205,6 +208,7 @@ class StageStep:
             recovery=CatalogRoutes(self.store, live),
             run_id=self.context.run_id,
             full_refresh=full_refresh,
+            restatement=restatement,
         )
         try:
             # The snapshot types its rows as the base model; the stages table holds Stage rows.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dagster import DagsterInstance, GraphDefinition, op
 from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import Stage, Target
@@ -26,6 +27,7 @@ from medallion_assets.change.plan import Plan
 from medallion_assets.engine.refresh import FullRefresh
 from medallion_assets.engine.services import Ledger
 from medallion_assets.engine.stage import StageOutcome, StageRunner
+from medallion_assets.naming import ENV_TAG
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import current_snapshot_id, load_table, snapshot_total
 from medallion_assets.storage.lake.tables import LakeTables
@@ -138,6 +140,25 @@ def preview(runner: EnvironmentRunner, plan: Plan) -> list[TableDiff]:
         # from there, and what is made from it reads main.
         branch = outcome.staged_branch or env_branch(runner.env)
         diffs.append(table_diff(runner.lake, target, branch, outcome))
+    return diffs
+
+
+def preview_run(instance: DagsterInstance, runner: EnvironmentRunner, plan: Plan) -> list[TableDiff]:
+    """`preview` as a Dagster run of its own in `instance`, tagged ENV_TAG with the environment's name, so
+    that the UI lists an environment's runs (its runs page filters by tag). The run's id is the runner's,
+    which names the branches its stages write, as an asset run's does."""
+
+    @op(name="preview_environment")
+    def run_preview() -> Any:
+        return preview(runner, plan)
+
+    job = GraphDefinition(name="medallion_env_preview", node_defs=[run_preview]).to_job()
+    # What the command prints says what happened; Dagster's log of every event stays in the instance.
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    result = job.execute_in_process(
+        run_config=quiet, instance=instance, run_id=runner.run_id, tags={ENV_TAG: runner.env}
+    )
+    diffs: list[TableDiff] = result.output_for_node("preview_environment")
     return diffs
 
 

@@ -350,11 +350,14 @@ def sample_data(rows: int, to_url: str, seed: int, weather: bool, gzipped: bool)
 SUCCEEDED = frozenset({"success", "success_with_warnings"})
 
 
-def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str | None = None) -> str:
-    """Run the pipeline and print its report; returns its status. A full refresh starts from `start`, or
-    covers every dataset when it is None."""
+def _run(
+    pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str | None = None, restate: str = ""
+) -> str:
+    """Run the pipeline and print its report; returns its status. A full refresh, or a restatement of the
+    days `restate`, starts from `start`, or covers every dataset when it is None."""
     from medallion_assets.definitions import build_definitions
     from medallion_assets.engine.refresh import RefreshRefused, full_refresh_tags
+    from medallion_assets.engine.restatement import restatement_tags
     from medallion_assets.instance import DeploymentError, QueuedRunCanceled
     from medallion_assets.runner import instance, route, run_pipeline
 
@@ -367,6 +370,7 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
         sys.exit(EXIT_INVALID)
     try:
         tags = full_refresh_tags(snapshot, pipeline_id, start) if full_refresh else {}
+        tags |= restatement_tags(snapshot, pipeline_id, restate, start) if restate else {}
     except RefreshRefused as refused:
         refuse(str(refused))
     try:
@@ -420,18 +424,23 @@ def _run(pipeline_id: str, as_json: bool, full_refresh: bool = False, start: str
     "(its raw objects may be gone): its new objects are ingested as on any run",
 )
 @click.option(
+    "--restate",
+    metavar="FROM:TO",
+    help="recompute the days FROM to TO (YYYY-MM-DD, inclusive) of the silver and gold tables partitioned by "
+    "day, and their warehouse rows: only those days' files are rewritten, one commit per table",
+)
+@click.option(
     "--from",
     "start",
     metavar="DATASET",
-    help="with --full-refresh: rebuild only DATASET and what is downstream of it in the pipeline; the other "
-    "stages run as usual",
+    help="with --full-refresh or --restate: rebuild only DATASET and what is downstream of it in the "
+    "pipeline; the other stages run as usual",
 )
-def run(pipeline_id: str, as_json: bool, full_refresh: bool, start: str | None) -> None:
+def run(pipeline_id: str, as_json: bool, full_refresh: bool, restate: str | None, start: str | None) -> None:
     """Materialize every enabled stage of PIPELINE_ID through Dagster (DAGSTER_HOME, or a throwaway instance).
 
     Silver and gold run incrementally where they can; the report says each stage's mode and why.
-    --full-refresh rebuilds them whole (the run tag medallion/full_refresh, which the UI's launchpad can set
-    too, carries it to the stages).
+    --full-refresh rebuilds them whole and --restate some days, through run tags the launchpad can set too.
 
     An instance with a run queue (dagster.yaml's queued run coordinator) whose dagster-daemon has sent a
     heartbeat in the last 45 s gets the run queued for that daemon, which runs it in a run worker; this
@@ -440,13 +449,13 @@ def run(pipeline_id: str, as_json: bool, full_refresh: bool, start: str | None) 
     worker, and the command exits 4. Any other instance (no DAGSTER_HOME, no daemon running, Dagster's
     defaults) runs it in this process. Which path it took is said on stderr.
 
-    Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline or --from dataset, 3
-    halted by a kill switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while
+    Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline, --from dataset or days,
+    3 halted by a kill switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while
     following, no code location for the pipeline).
     """
-    if start is not None and not full_refresh:
-        refuse("--from needs --full-refresh: it says where a full refresh starts")
-    status = _run(pipeline_id, as_json, full_refresh, start)
+    if (start is not None and not (full_refresh or restate)) or (full_refresh and restate):
+        refuse("--from needs one of --full-refresh and --restate, which exclude each other")
+    status = _run(pipeline_id, as_json, full_refresh, start, restate or "")
     if status not in SUCCEEDED:
         sys.exit(EXIT_HALTED if status == "halted" else EXIT_FAILED)
 

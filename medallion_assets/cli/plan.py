@@ -92,10 +92,11 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
         EnvironmentRunner,
         PreviewLedger,
         environment_snapshot,
-        preview,
+        preview_run,
     )
     from medallion_assets.control.steering.throttles import CatalogThrottles
     from medallion_assets.engine.spark import spark_session
+    from medallion_assets.instance import open_instance
     from medallion_assets.recovery.routes import CatalogRoutes
     from medallion_assets.storage.warehouse import warehouse_from_url
 
@@ -113,7 +114,7 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
             recovery=CatalogRoutes(store, snapshot),
             env=env,
         )
-        diffs = preview(runner, made)
+        diffs = preview_run(open_instance(), runner, made)
     finally:
         warehouse.close()
     store.record_audit(

@@ -52,7 +52,7 @@ def full_refresh_tags(snapshot: CatalogSnapshot, pipeline_id: str, start: str | 
     datasets = [stage.target_id for stage in snapshot.stages(pipeline_id)]
     if start is not None and start not in datasets:
         raise RefreshRefused(
-            f"--from: {_shown(start)} is not a dataset of pipeline {pipeline_id}; "
+            f"--from: {shown(start)} is not a dataset of pipeline {pipeline_id}; "
             f"its datasets: {', '.join(datasets)}"
         )
     return {FULL_REFRESH_TAG: start or EVERY_DATASET, FULL_REFRESH_BY_TAG: COMMAND}
@@ -75,7 +75,7 @@ def requested_full_refresh(
         if start not in snapshot.targets:
             datasets = ", ".join(stage.target_id for stage in snapshot.stages(pipeline_id))
             raise RefreshRefused(
-                f"run tag {FULL_REFRESH_TAG}={_shown(value)} names {_shown(start)}, which is not a dataset: "
+                f"run tag {FULL_REFRESH_TAG}={shown(value)} names {shown(start)}, which is not a dataset: "
                 f"give {EVERY_DATASET} or dataset ids separated by commas (pipeline {pipeline_id} has "
                 f"{datasets})"
             )
@@ -87,5 +87,6 @@ def requested_full_refresh(
     return FullRefresh(frozenset(starts), asked_by)
 
 
-def _shown(value: str) -> str:
+def shown(value: str) -> str:
+    """`value` quoted for a refusal's message, cut short when long."""
     return repr(value if len(value) <= _SHOWN_CHARACTERS else value[:_SHOWN_CHARACTERS] + "…")

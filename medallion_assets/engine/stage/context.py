@@ -16,6 +16,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.engine.ingest import bronze_schema
 from medallion_assets.engine.refresh import FullRefresh
+from medallion_assets.engine.restatement import Restatement
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.stage.outcome import Adjustments
 from medallion_assets.storage.lake.layout import table_of
@@ -27,7 +28,8 @@ from medallion_assets.storage.warehouse import Warehouse
 class StageContext:
     """What a stage needs from the outside world; one per run, shared by its stages. `store` is the ledger it
     records bookmarks and audit entries in; `throttle` and `recovery` are given by the asset layer (see
-    engine/services.py); `full_refresh` is the one the run's user asked for, if any (engine/refresh.py)."""
+    engine/services.py); `full_refresh` is the one the run's user asked for, if any (engine/refresh.py), and
+    `restatement` the days they asked to restate (engine/restatement.py)."""
 
     spark: SparkSession
     snapshot: CatalogSnapshot
@@ -40,6 +42,7 @@ class StageContext:
     recovery: Recovery = field(kw_only=True)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex, kw_only=True)
     full_refresh: FullRefresh | None = field(default=None, kw_only=True)
+    restatement: Restatement | None = field(default=None, kw_only=True)
     lake: LakeTables = field(init=False)
 
     def __post_init__(self) -> None:

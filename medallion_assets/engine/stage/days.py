@@ -4,14 +4,18 @@ the days of its `by` that its main input's changes touched, and the `lookback` d
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Incremental, Stage, Target
 from medallion_assets.engine import changes
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
-from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys
+from medallion_assets.engine.stage.replace import (
+    Replacement,
+    nothing_new,
+    replace_keys,
+    replaced_days_to_load,
+)
 from medallion_assets.engine.stage.shape import rows_made, shape
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.storage.lake.layout import table_of
@@ -83,10 +87,5 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
     )
     of_days.unpersist()
     outcome.details["days_recomputed"] = len(days)
-    if target.load_mode == "merge":
-        # The warehouse merges by the target's keys, which hold `by`: the days' keys before and after.
-        keys = [F.col(f"`{k}`") for k in target.keys]
-        before = context.lake.read(table, snapshot_id=replaced_in).where(on_days).select(*keys)
-        outcome.changed_groups = before.unionByName(written.where(on_days).select(*keys))
-        outcome.groups_replaced_in = replaced_in
+    replaced_days_to_load(context, target, outcome, written, on_days, replaced_in)
     return outcome, written

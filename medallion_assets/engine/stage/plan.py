@@ -1,6 +1,6 @@
 """The plan: what a silver or gold stage will do this run (its mode, the inputs and bookmarks it builds on),
-and why. A full refresh the user asked for comes first; then what the target's definition allows; then
-whether the stage can go on from its last commit."""
+and why. A full refresh the user asked for comes first, then a restatement of a range of days; then what
+the target's definition allows; then whether the stage can go on from its last commit."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.transform import NotGroupwise, describe_groups, group_keys, row_by_row
 from medallion_assets.engine.validation import row_violation
-from medallion_assets.storage.lake.layout import TableRef, table_of
+from medallion_assets.storage.lake.layout import TableRef, day_partition, table_of
 
 # Why a stage runs in full when its target says so.
 ASKED_FULL = "its catalog row asks for a full recompute on every run (incremental: full)"
@@ -39,17 +39,21 @@ class Mode:
     current versions) or `incremental`: silver from the rows its bronze input appended after snapshot
     `since`, gold by recomputing the groups (`groups`: output column → its key's expression over the input's
     columns) that its silver input's changes after snapshot `since` touched, or the days (`days`) its main
-    input's changes after snapshot `since` touched."""
+    input's changes after snapshot `since` touched; or `restatement`: the days the run's restatement
+    names recomputed from its inputs' current versions, in the table's partition column `restated_by`."""
 
     mode: str
     why: str
     since: int | None = None
     groups: dict[str, exp.Expr] = field(default_factory=dict)
     days: Days | None = None
+    restated_by: str | None = None
 
     @property
     def strategy(self) -> str:
         """The strategy that builds the dataset so (see the runner's `STRATEGIES`)."""
+        if self.restated_by is not None:
+            return "restatement"
         if self.since is None:
             return "full"
         if self.days is not None:
@@ -61,9 +65,19 @@ def plan_stage(context: StageContext, stage: Stage, target: Target) -> Mode:
     """Whether the stage may bring its dataset up to date from what its input changed since its last
     commit, and why: silver from the rows bronze appended, gold by recomputing the groups they touch. A
     full refresh the user asked for comes first: it is why the stage runs in full, whatever else holds."""
-    refresh = context.full_refresh
+    refresh, restatement = context.full_refresh, context.restatement
     if refresh and refresh.reaches(target.target_id, context.lake_ancestry(stage)):
         return Mode("full", f"a full refresh was asked for by {refresh.asked_by}")
+    restated_by = day_partition(target)
+    if restatement and restated_by and restatement.reaches(target.target_id, context.lake_ancestry(stage)):
+        asked = restatement.asked
+        # Only a table built by this definition, up to its last commit, may have some of its days replaced.
+        refused = _unresumable(context, stage, target)
+        if refused:
+            return Mode("full", f"{asked}, and {refused}: recomputed whole")
+        return Mode(
+            "restatement", f"{asked}: recomputes those days of {restated_by}", restated_by=restated_by
+        )
     if target.incremental == "full":
         return Mode("full", ASKED_FULL)
     if target.layer == "gold":
@@ -171,16 +185,11 @@ def _resumed(
     available, the same definition, its table untouched since, the input snapshot it read known, and what
     `source` changed since then `readable` (the lake's check of what the plan reads: why not, or None).
     Returns `since` (that snapshot) when it can, else the full mode and why."""
-    if context.recovery.flagged(context.lake_ancestry(stage)):
-        return Mode("full", "an input is unavailable and rebuilt from its own inputs")
-    last, table = context.last_publish(target), table_of(target)
-    if last is None:
-        return Mode("full", "first build: no earlier commit of this stage")
-    fingerprint = stage_fingerprint(stage, target, context.snapshot)
-    if last.get("fingerprint") != fingerprint:
-        return Mode("full", f"the stage's definition changed ({last.get('fingerprint')} → {fingerprint})")
-    if context.lake.current_snapshot(table) != last["snapshot_id"]:
-        return Mode("full", "the table changed since this stage's last commit (a rollback or another writer)")
+    refused = _unresumable(context, stage, target)
+    if refused:
+        return Mode("full", refused)
+    last = context.last_publish(target)
+    assert last is not None, "a stage that can go on has a last commit"
     since = (last.get("inputs") or {}).get(stage.input_id)
     if since is None:
         return Mode("full", "the last commit does not say which input snapshot it read")
@@ -189,6 +198,22 @@ def _resumed(
     if refused:
         return Mode("full", refused)
     return Mode("incremental", "", int(since))
+
+
+def _unresumable(context: StageContext, stage: Stage, target: Target) -> str | None:
+    """Why the stage's table is not what its last commit made with its current definition, from inputs that
+    are available (then it is rebuilt whole); None when it is."""
+    if context.recovery.flagged(context.lake_ancestry(stage)):
+        return "an input is unavailable and rebuilt from its own inputs"
+    last = context.last_publish(target)
+    if last is None:
+        return "first build: no earlier commit of this stage"
+    fingerprint = stage_fingerprint(stage, target, context.snapshot)
+    if last.get("fingerprint") != fingerprint:
+        return f"the stage's definition changed ({last.get('fingerprint')} → {fingerprint})"
+    if context.lake.current_snapshot(table_of(target)) != last["snapshot_id"]:
+        return "the table changed since this stage's last commit (a rollback or another writer)"
+    return None
 
 
 def gold_groups(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.engine.stage.context import StageContext
@@ -86,6 +87,25 @@ def replace_keys(
         # The dataset's size (Dagster's row count) is the table's, not this run's rows: read from metadata.
         outcome.details["rows_in_dataset"] = context.lake.total_rows(table, outcome.snapshot_id)
     return outcome, version
+
+
+def replaced_days_to_load(
+    context: StageContext,
+    target: Target,
+    outcome: StageOutcome,
+    written: DataFrame,
+    on_days: str,
+    replaced_in: int | None,
+) -> None:
+    """For a warehouse target that merges, the keys of the days (`on_days`) a run replaced, before (in
+    snapshot `replaced_in`) and after (`written`): the load upserts the days' rows and deletes the keys
+    they lost, in one transaction."""
+    if target.load_mode != "merge":
+        return
+    keys = [F.col(f"`{k}`") for k in target.keys]
+    before = context.lake.read(table_of(target), snapshot_id=replaced_in).where(on_days).select(*keys)
+    outcome.changed_groups = before.unionByName(written.where(on_days).select(*keys))
+    outcome.groups_replaced_in = replaced_in
 
 
 def nothing_new(

@@ -2,9 +2,9 @@
 
 The runner asks the plan what a stage will do this run (plan.py) and hands it to the strategy of that mode:
 bronze ingest (bronze.py), a full recompute (full.py), a silver merge or change feed (merge.py), gold by
-groups (groups.py) or gold by day (days.py). Silver and gold are written to a branch of their lake table
-named after the run and published only when no blocking rule fails (publish.py). A warehouse target is then
-loaded (load.py).
+groups (groups.py), gold by day (days.py) or a range of days restated (restate.py). Silver and gold are
+written to a branch of their lake table named after the run and published only when no blocking rule fails
+(publish.py). A warehouse target is then loaded (load.py).
 
 The asset factory wraps `run_stage`; the CLI, benchmarks and tests can call it directly.
 """
@@ -17,7 +17,7 @@ from typing import Protocol
 from pyspark.sql import DataFrame
 
 from medallion_assets.catalog.models import Stage, Target
-from medallion_assets.engine.stage import bronze, days, full, groups, merge
+from medallion_assets.engine.stage import bronze, days, full, groups, merge, restate
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.load import load
 from medallion_assets.engine.stage.outcome import StageOutcome
@@ -41,6 +41,7 @@ STRATEGIES: dict[str, Strategy] = {
     "silver merge": merge,
     "gold by groups": groups,
     "gold by day": days,
+    "restatement": restate,
 }
 
 

@@ -118,6 +118,18 @@ def partition_fields(layout: LakeTable) -> list[str]:
     return fields
 
 
+def day_partition(target: Target) -> str | None:
+    """The column whose days partition the target's table: the first entry `days(column)`, or an identity
+    entry on a column declared `date`; None when the table is not kept by day. Replacing a range of days
+    then replaces whole partitions, without reading a file of another day."""
+    declared = {name: kind.strip().lower() for name, kind in (target.columns or {}).items()}
+    for entry in (target.lake_table or LakeTable()).partition_by:
+        transform, _, column = _transform(entry)
+        if transform == "days" or (transform == "identity" and declared.get(column) == "date"):
+            return column
+    return None
+
+
 def partition_clause(layout: LakeTable) -> str:
     """`PARTITIONED BY (…)` for a checked layout, or nothing."""
     fields = partition_fields(layout)

@@ -315,11 +315,14 @@ class LakeTables:
         key_columns: list[str],
         run_id: str,
         within: str | None = None,
+        partitions: bool = False,
     ) -> str:
         """On the run's branch, replace the rows of the keys in `keys` by `rows` (a merge on the keys,
         compared column by column, nulls equal): the table's other rows are untouched. Returns the branch.
         `within`, a SQL condition every row of those keys meets, limits the files the delete reads. Without
-        `keys`, every row `within` holds is replaced (a day of gold recomputed whole).
+        `keys`, every row `within` holds is replaced (a day of gold recomputed whole); with `partitions`,
+        `within` selects whole partitions, overwritten by `rows` in one commit (Iceberg's overwrite by
+        filter: their files dropped, no other file read or rewritten).
 
         Written as a delete of the keys' rows and an append of their new rows, both on the branch, which
         `publish` makes one change of `main`. Not `MERGE INTO`: Iceberg 1.11 on Spark 4.1 cannot resolve a
@@ -330,7 +333,11 @@ class LakeTables:
         `rows` must not read this table's current version lazily: read it at a snapshot."""
         if keys is None:
             assert within is not None, "rows replaced without keys are those a condition holds of"
-            return self._delete_and_append(table, within, rows, run_id)
+            if not partitions:
+                return self._delete_and_append(table, within, rows, run_id)
+            branch = self._branch(table, run_id)
+            self._staged_writer(table, branch, rows, run_id).overwrite(F.expr(within))
+            return branch
         view = "medallion_replaced_keys_" + branch_name(run_id)
         keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
         of_keys = "EXISTS (SELECT 1 FROM `{view}` k WHERE {on})".format(
