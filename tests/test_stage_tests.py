@@ -22,6 +22,11 @@ from medallion_assets.loading import validate_files
 from tests.conftest import SEED
 
 UE = "user_events_etl.yaml"
+GOLD_EXPECTED = (
+    "    expect_rows:\n"
+    "      - {event_date: 2024-03-01, total_events: 2, unique_users: 1}\n"
+    "      - {event_date: 2024-03-02, total_events: 1, unique_users: 1}\n"
+)
 # The gold stage's SQL counting users' events instead of distinct users: its seed test must fail.
 COUNTS_EVENTS = ("COUNT(DISTINCT user_id) AS unique_users", "COUNT(user_id) AS unique_users")
 
@@ -185,12 +190,6 @@ def test_an_input_value_that_does_not_cast_is_the_tests_error(stored: CatalogSna
             "stage_tests[user_events_etl, silver_clean, quarantines_an_unreadable_time].expect_rows: unknown "
             "column 'event_key'; it has event_id, user_id, event_type, event_ts, value",
         ),
-        (
-            ("expect_rows: stage_tests/daily_user_events.csv", "expect_rows: ../daily_user_events.csv"),
-            "stage_tests[user_events_etl, gold_daily_aggregate, counts_events_and_users_per_day]"
-            ".expect_rows: cannot read CSV file '../daily_user_events.csv': path part "
-            "'../daily_user_events.csv' under ",
-        ),
     ],
     ids=[
         "unknown_stage",
@@ -198,7 +197,6 @@ def test_an_input_value_that_does_not_cast_is_the_tests_error(stored: CatalogSna
         "input_without_rows",
         "unknown_input_column",
         "unknown_output_column",
-        "csv_outside",
     ],
 )
 def test_bad_rows_are_refused_in_one_line(edit: tuple[str, str], refusal: str, tmp_path: Path) -> None:
@@ -208,3 +206,25 @@ def test_bad_rows_are_refused_in_one_line(edit: tuple[str, str], refusal: str, t
     said = [str(problem) for problem in raised.value.problems]
     assert all(line.startswith(f"{folder / UE}:") and "\n" not in line for line in said), said
     assert [line for line in said if refusal in line], said
+
+
+def test_rows_from_a_csv_file_beside_the_yaml_and_none_from_outside_its_folder(tmp_path: Path) -> None:
+    folder = edited_seed(tmp_path, [(UE, GOLD_EXPECTED, "    expect_rows: tests/daily.csv\n")])
+    (folder / "tests").mkdir()
+    (folder / "tests" / "daily.csv").write_text("event_date,total_events,unique_users\n2024-03-01,2,\n")
+    loaded = validate_files(CatalogSnapshot(), [folder])
+    [gold_test] = [
+        t
+        for t in loaded.rows["stage_tests"]
+        if isinstance(t, StageTest) and t.stage_name == "gold_daily_aggregate"
+    ]
+    assert gold_test.expect_rows == [{"event_date": "2024-03-01", "total_events": "2", "unique_users": None}]
+    (folder / UE).write_text((folder / UE).read_text().replace("tests/daily.csv", "../daily.csv"))
+    with pytest.raises(CatalogInvalid) as raised:
+        validate_files(CatalogSnapshot(), [folder])
+    [problem] = raised.value.problems
+    assert str(problem) == (
+        f"{folder / UE}:101: stage_tests[user_events_etl, gold_daily_aggregate, "
+        "counts_events_and_users_per_day].expect_rows: cannot read CSV file '../daily.csv': path part "
+        f"'../daily.csv' under '{folder}' holds the segment '..'"
+    )
