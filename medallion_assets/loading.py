@@ -19,6 +19,7 @@ from medallion_assets.catalog.days import check_gold_days
 from medallion_assets.catalog.loader import CatalogProblem, LoadedRows
 from medallion_assets.catalog.models import HealingAction, Row
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.stage_tests import check_stage_tests
 from medallion_assets.control.healing.rules import rule_problems
 from medallion_assets.control.monitoring.notifications import check_notifications
 from medallion_assets.control.steering.maintenance import check_maintenance
@@ -44,6 +45,7 @@ CHECKS: tuple[loader.RowCheck, ...] = (
     check_layouts,
     check_maintenance,
     check_gold_days,
+    check_stage_tests,
 )
 
 

@@ -47,6 +47,7 @@ def test_seed_loads_idempotently(store):
         "profiles": 2,
         "dataset_lineage": 1,
         "notifications": 1,
+        "stage_tests": 3,
     }
     stages = store.snapshot().stages("orders_etl")
     assert [s.stage_name for s in stages] == [
@@ -252,7 +253,7 @@ def test_cli_load_then_show(tmp_path, monkeypatch):
     runner = CliRunner()
     assert runner.invoke(main, ["catalog", "init"]).exit_code == 0
     validated = runner.invoke(main, ["catalog", "validate", str(SEED)])
-    assert validated.exit_code == 0 and validated.stdout == "valid: 48 rows\n"
+    assert validated.exit_code == 0 and validated.stdout == "valid: 51 rows\n"
     loaded = runner.invoke(main, ["catalog", "load", str(SEED)])
     assert loaded.stdout.startswith("loaded: retry_policies 2, pipelines 3, sources 5, targets 10")
     assert loaded.stdout.endswith(

@@ -13,23 +13,26 @@ from tests.conftest import SEED
 
 pytestmark = pytest.mark.integration  # it starts a Python process
 
-# Runs `medallion catalog validate` in this process, then reports which heavy packages it loaded.
-VALIDATE_THEN_REPORT = """
+# Runs a `medallion` command (its words, then the seed's folder) in this process, then reports which heavy
+# packages it loaded (the arguments after "--").
+RUN_THEN_REPORT = """
 import json, sys
 from medallion_assets.cli import main
+split = sys.argv.index("--")
 try:
-    main(["catalog", "validate", sys.argv[1]])
+    main(sys.argv[1:split])
 except SystemExit as exit:
-    print(json.dumps({"exit": exit.code, "loaded": sorted(set(sys.argv[2:]) & set(sys.modules))}))
+    print(json.dumps({"exit": exit.code, "loaded": sorted(set(sys.argv[split + 1:]) & set(sys.modules))}))
 """
 
 
-def test_catalog_validate_loads_no_spark_and_no_warehouse_driver(tmp_path):
+def loaded_by(words: list[str], heavy: list[str], tmp_path) -> tuple[list[str], dict]:
+    """What `medallion WORDS` printed, its exit code and which of `heavy` it imported, on an empty home."""
     env = {**os.environ, "MEDALLION_HOME": str(tmp_path / "home")}
     env.pop("DAGSTER_HOME", None)
-    heavy = ["pyspark", "duckdb", "psycopg2"]
+    env.pop("MEDALLION_CATALOG_URL", None)
     ran = subprocess.run(
-        [sys.executable, "-c", VALIDATE_THEN_REPORT, str(SEED), *heavy],
+        [sys.executable, "-c", RUN_THEN_REPORT, *words, "--", *heavy],
         env=env,
         capture_output=True,
         text=True,
@@ -37,5 +40,19 @@ def test_catalog_validate_loads_no_spark_and_no_warehouse_driver(tmp_path):
     )
     assert ran.returncode == 0, ran.stderr
     *said, report = ran.stdout.splitlines()
+    return said, json.loads(report)
+
+
+def test_catalog_validate_loads_no_spark_and_no_warehouse_driver(tmp_path):
+    said, report = loaded_by(["catalog", "validate", str(SEED)], ["pyspark", "duckdb", "psycopg2"], tmp_path)
     assert said[0].startswith("valid: ") and said[0].endswith(" rows")
-    assert json.loads(report) == {"exit": 0, "loaded": []}
+    assert report == {"exit": 0, "loaded": []}
+
+
+def test_plan_loads_neither_spark_nor_dagster_nor_another_command(tmp_path):
+    """`medallion plan` imports only its own sub-command (the CLI's lazy group): no JVM can start, and
+    neither Dagster nor the onboarding tool's imports are paid for."""
+    heavy = ["pyspark", "dagster", "medallion_assets.onboarding", "medallion_assets.cli.lineage"]
+    said, report = loaded_by(["plan", str(SEED)], heavy, tmp_path)
+    assert said[0].endswith(" row change(s)")  # the home's catalog is empty: every row is added
+    assert report == {"exit": 1, "loaded": []}

@@ -384,10 +384,13 @@ CORPUS = [
             ),
             (UE, UE_DESCRIPTIONS, ""),
             (UE, "unique_users: bigint}}", "distinct_users: bigint}}"),
+            (UE, "2, unique_users: 1}\n", "2, distinct_users: 1}\n"),  # the stage's unit test's rows
+            (UE, "1, unique_users: 1}\n", "1, distinct_users: 1}\n"),
         ],
         {"gold_daily_user_events": "breaking"},
         ["gold_daily_user_events"],
         ["gold_daily_user_events.columns"],
+        other_rows=1,  # the unit test's row: it changes, and rebuilds nothing
     ),
     Change(
         "contract_broken_under_new_version",

@@ -27,6 +27,7 @@ from medallion_assets.catalog.models import (
     PipelineProfile,
     Row,
     Source,
+    StageTest,
     Target,
     ValidityColumns,
 )
@@ -217,6 +218,10 @@ def _parse_row(
             )
             for e in error.errors()
         ]
+    if isinstance(row, StageTest):
+        row, unread = row.with_csv_rows(file.parent)
+        if unread:
+            return [CatalogProblem(str(file), line, table, key_label, name, said) for name, said in unread]
     origin_key = (table, row.key())
     if origin_key in loaded.origins:
         first_file, first_line = loaded.origins[origin_key]

@@ -17,8 +17,9 @@ from typing import Any, Literal
 import networkx as nx
 
 from medallion_assets.catalog.loader import LoadedRows, merged_snapshot
-from medallion_assets.catalog.models import Target
+from medallion_assets.catalog.models import StageTest, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.catalog.stage_tests import stage_tests
 from medallion_assets.catalog.versions import stage_fingerprint
 from medallion_assets.change.categories import Category, Finding, category_of, dataset_findings
 from medallion_assets.change.contracts import ContractProblem, contract_problems
@@ -83,6 +84,19 @@ class Plan:
 
     def warehouse_tables(self) -> list[str]:
         return sorted({table for rebuild in self.rebuilds for table in rebuild.warehouse_tables})
+
+    def tests_to_run(self, new: CatalogSnapshot) -> list[StageTest]:
+        """The stage tests `plan --test` runs in the new catalog: those of the stages whose datasets the
+        change touches (a no_op rewrite too: the tests say whether it means the same), and those it adds or
+        changes."""
+        datasets = {d.dataset for d in self.datasets}
+        rows = {c.key for c in self.rows if c.table == "stage_tests" and c.change != "removed"}
+        made = {(s.pipeline_id, s.stage_name): s.target_id for s in new.stages()}
+        return [
+            test
+            for test in stage_tests(new)
+            if test.key() in rows or made.get((test.pipeline_id, test.stage_name)) in datasets
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -12,8 +13,10 @@ from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
     from medallion_assets.catalog.loader import LoadedRows
+    from medallion_assets.catalog.models import StageTest
     from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.catalog.store import CatalogStore
+    from medallion_assets.change.unit_tests import TestResult
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -72,3 +75,25 @@ def check_change_arguments(directory: Path, env: str | None) -> None:
         refuse(str(error))
     if not directory.is_dir():
         refuse(f"no such catalog folder: {directory}")
+
+
+def run_unit_tests(
+    snapshot: CatalogSnapshot, tests: Sequence[StageTest], as_json: bool = False, err: bool = False
+) -> list[TestResult]:
+    """Run `tests` of `snapshot` in the process's Spark session and print each outcome with its differences,
+    as text (on stderr with `err`: after a plan's JSON) or JSON: `medallion test` and `plan --test`. With no
+    tests it says so and starts no Spark."""
+    from medallion_assets.change.unit_tests import run_tests
+    from medallion_assets.engine.spark import spark_session
+
+    results = run_tests(spark_session(app_name="medallion-test"), snapshot, tests) if tests else []
+    if as_json:
+        echo(json.dumps({"tests": [r.as_dict() for r in results]}, indent=2))
+        return results
+    for result in results:
+        for line in result.lines():
+            echo(line, err=err)
+    failed = sum(not r.passed for r in results)
+    summary = f"{len(results)} test(s): {len(results) - failed} passed, {failed} failed"
+    echo(summary if results else "no tests", err=err)
+    return results

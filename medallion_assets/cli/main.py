@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -26,15 +27,6 @@ from medallion_assets.cli.common import (
     validated,
 )
 from medallion_assets.cli.configuration import debugging, unreachable_service
-from medallion_assets.cli.healing import healing
-from medallion_assets.cli.instance import instance
-from medallion_assets.cli.lake import lake, rollback
-from medallion_assets.cli.lineage import lineage, paths
-from medallion_assets.cli.monitoring import metrics, notify, status
-from medallion_assets.cli.onboard import onboard
-from medallion_assets.cli.plan import env_group, plan, plan_lines
-from medallion_assets.cli.profile import profile, simulate
-from medallion_assets.cli.throttle import throttle
 from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
@@ -51,9 +43,42 @@ SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
 READS_RAW_OBJECTS = {"run", "paths", "lineage", "ui"}
 
 
+# The sub-commands of their own modules, by name: "module:command". Only the one invoked is imported (click's
+# lazy group), so `medallion plan` loads neither the onboarding tool nor Dagster; `--help` imports them all.
+SUBCOMMANDS = {
+    "plan": "plan:plan",
+    "env": "plan:env_group",
+    "test": "stage_tests:test",
+    "lineage": "lineage:lineage",
+    "paths": "lineage:paths",
+    "onboard": "onboard:onboard",
+    "healing": "healing:healing",
+    "profile": "profile:profile",
+    "simulate": "profile:simulate",
+    "throttle": "throttle:throttle",
+    "metrics": "monitoring:metrics",
+    "status": "monitoring:status",
+    "notify": "monitoring:notify",
+    "instance": "instance:instance",
+    "lake": "lake:lake",
+    "rollback": "lake:rollback",
+}
+
+
 class _Medallion(click.Group):
-    """The command group that says a configured service it cannot reach in one line (cli/configuration.py),
-    exiting with EXIT_CONFIGURATION, unless asked for the traceback."""
+    """The command group that imports a sub-command's module only when it is invoked (SUBCOMMANDS), and says a
+    configured service it cannot reach in one line (cli/configuration.py), exiting with EXIT_CONFIGURATION,
+    unless asked for the traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *SUBCOMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in SUBCOMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module, name = SUBCOMMANDS[cmd_name].split(":")
+        command: click.Command = getattr(importlib.import_module(f"medallion_assets.cli.{module}"), name)
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -177,6 +202,7 @@ def apply(directory: Path, env: str | None, allow_breaking: bool) -> None:
     store = catalog_store()
     if env is None:
         from medallion_assets.change.plan import plan_files
+        from medallion_assets.cli.plan import plan_lines
 
         stored = store.snapshot()
         for line in plan_lines(plan_files(stored, validated(stored, [directory]), config.lake_url())):
@@ -577,24 +603,3 @@ def demo(rows: int) -> None:
         warehouse.close()
     if any(status not in SUCCEEDED for status in statuses.values()):
         sys.exit(EXIT_FAILED)
-
-
-SUBCOMMANDS = (
-    plan,
-    env_group,
-    lineage,
-    paths,
-    onboard,
-    healing,
-    profile,
-    simulate,
-    throttle,
-    metrics,
-    status,
-    notify,
-    instance,
-    lake,
-    rollback,
-)
-for command in SUBCOMMANDS:
-    main.add_command(command)

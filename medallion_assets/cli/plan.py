@@ -17,6 +17,7 @@ from medallion_assets.cli.common import (
     catalog_store,
     check_change_arguments,
     refuse,
+    run_unit_tests,
     validated,
 )
 from medallion_assets.redaction import echo
@@ -49,14 +50,22 @@ SHOWN = 12
     help="preview the change: run what it rebuilds on lake branches env_NAME and warehouse schemas "
     "SCHEMA__NAME, and compare each rebuilt table with main",
 )
-def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None) -> None:
+@click.option(
+    "--test",
+    "run_tests",
+    is_flag=True,
+    help="then run the stage tests of the stages the change touches, and those it adds or changes, on "
+    "local Spark (as `medallion test`); a failing test exits 2",
+)
+def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, run_tests: bool) -> None:
     """Compare the catalog files in DIRECTORY with the loaded catalog: rows added, changed and removed, each
     changed dataset's category (breaking, non_breaking, checks_only, metadata_only, no_op), every asset it
     rebuilds with its mode, why and the rows it reads (from Iceberg metadata), and the warehouse tables it
     changes. Starts no Spark and writes nothing.
 
     Exit codes: 0 nothing to do, 1 changes, 2 invalid files (validate's messages) or a warehouse contract
-    broken (a column dropped, renamed or narrowed without a new version), a version gone down.
+    broken (a column dropped, renamed or narrowed without a new version), a version gone down, or with
+    --test a stage test that fails. --test is the only plan without --env that starts Spark.
 
     With --env NAME it also runs the silver and gold stages the change rebuilds, with the new catalog, in
     environment NAME (main and the warehouse's own schemas are never written), and prints each rebuilt
@@ -79,8 +88,11 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None) 
         echo(f"refused: {problem}", err=True)
     if refused:
         sys.exit(EXIT_INVALID)
+    new = merged_snapshot(stored, loaded)
+    if run_tests and not all(r.passed for r in run_unit_tests(new, made.tests_to_run(new), err=as_json)):
+        sys.exit(EXIT_INVALID)
     if env is not None:
-        for line in _preview(made, merged_snapshot(stored, loaded), env):
+        for line in _preview(made, new, env):
             echo(line)
     sys.exit(0 if made.nothing_to_do else EXIT_FAILED)
 

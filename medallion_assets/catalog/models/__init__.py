@@ -41,7 +41,7 @@ from medallion_assets.catalog.models.datasets import (
 )
 from medallion_assets.catalog.models.lineage import ColumnLineage, DatasetLineage, ExternalLineage
 from medallion_assets.catalog.models.monitoring import Sla, VolumeBand
-from medallion_assets.catalog.models.pipelines import Pipeline, Stage
+from medallion_assets.catalog.models.pipelines import Pipeline, Stage, StageTest
 from medallion_assets.catalog.models.rules import (
     HISTORY_RULE_TYPES,
     RULE_TYPES,
@@ -70,6 +70,7 @@ LOADABLE: dict[str, type[Row]] = {
     "external_lineage": ExternalLineage,
     "notifications": Notification,
     "table_maintenance": TableMaintenance,
+    "stage_tests": StageTest,
 }
 
 __all__ = [
@@ -107,6 +108,7 @@ __all__ = [
     "Sla",
     "Source",
     "Stage",
+    "StageTest",
     "TableMaintenance",
     "Target",
     "Throttle",

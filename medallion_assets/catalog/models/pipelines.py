@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from medallion_assets.catalog.models.base import Identifier, Row, _renamed
 from medallion_assets.catalog.models.monitoring import Sla, VolumeBand
+from medallion_assets.paths import UnsafePath, path_under
 
 
 class Pipeline(Row):
@@ -68,3 +71,50 @@ class Stage(Row):
 
     def input_ids(self) -> list[str]:
         return [self.input_id, *self.inputs]
+
+
+# A unit test's rows: inline, a mapping of column → value each, or the name of a CSV file beside the YAML
+# file (the loader reads it in, so a loaded test holds its rows).
+TestRows = list[dict[str, Any]] | str
+
+
+class StageTest(Row):
+    """A unit test of a silver or gold stage, as dbt's: rows for each of its inputs, and the rows the stage
+    must make of them (compared on the columns the expected rows name) or the quarantine reasons it must
+    give. `medallion test` runs it through the stage's own transformation on local Spark, writing nothing."""
+
+    key_fields = ("pipeline_id", "stage_name", "test_name")
+    pipeline_id: Identifier
+    stage_name: Identifier
+    test_name: Identifier
+    description: str = ""
+    given: dict[str, TestRows] = Field(description="each input of the stage (its id) → its rows")
+    expect_rows: TestRows | None = Field(default=None, description="the rows the stage makes, in any order")
+    expect_quarantined: list[str] | None = Field(
+        default=None, description="the reason of every row the stage quarantines, in any order"
+    )
+
+    @model_validator(mode="after")
+    def _expects_something(self) -> StageTest:
+        if self.expect_rows is None and self.expect_quarantined is None:
+            raise ValueError("a stage test sets expect_rows, expect_quarantined or both")
+        return self
+
+    def with_csv_rows(self, folder: Path) -> tuple[StageTest, list[tuple[str, str]]]:
+        """The test with the rows of each CSV file it names read in (an empty cell is a null), and a
+        (field, message) for each file that cannot be: one outside `folder` (the YAML file's) is refused."""
+        unread: list[tuple[str, str]] = []
+
+        def read(field: str, rows: TestRows) -> list[dict[str, Any]]:
+            if not isinstance(rows, str):
+                return rows
+            try:
+                with Path(path_under(str(folder), rows)).open(newline="") as file:
+                    return [{k: v or None for k, v in row.items()} for row in csv.DictReader(file)]
+            except (UnsafePath, OSError) as error:
+                unread.append((field, f"cannot read CSV file {rows!r}: {error}"))
+                return []
+
+        given = {input_id: read(f"given.{input_id}", rows) for input_id, rows in self.given.items()}
+        expected = None if self.expect_rows is None else read("expect_rows", self.expect_rows)
+        return self.model_copy(update={"given": given, "expect_rows": expected}), unread

@@ -24,6 +24,14 @@ from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
 
+def stage_rules(snapshot: CatalogSnapshot, stage: Stage) -> list[Rule]:
+    """The stage's rule set, and the checks its target's kind implies (a type 2 history's)."""
+    implied = history_rules(snapshot.targets[stage.target_id])
+    if not stage.validation_set_id:
+        return implied
+    return [*snapshot.rule_sets[stage.validation_set_id].check_def, *implied]
+
+
 @dataclass
 class StageContext:
     """What a stage needs from the outside world; one per run, shared by its stages. `store` is the ledger it
@@ -65,11 +73,7 @@ class StageContext:
         return self.lake.read_columns(table, schema, snapshot_id=snapshot_id, appended_after=appended_after)
 
     def rules(self, stage: Stage) -> list[Rule]:
-        """The stage's rule set, and the checks its target's kind implies (a type 2 history's)."""
-        implied = history_rules(self.snapshot.targets[stage.target_id])
-        if not stage.validation_set_id:
-            return implied
-        return [*self.snapshot.rule_sets[stage.validation_set_id].check_def, *implied]
+        return stage_rules(self.snapshot, stage)
 
     def record_commit(self, stage: Stage, snapshot_id: int, operation: str, inputs: dict[str, int]) -> None:
         target = self.snapshot.targets[stage.target_id]

@@ -4,16 +4,27 @@ schema, deduplication, and the rows its drop and quarantine rules take out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.catalog.models import Rule, Stage, Target
 from medallion_assets.engine import changes
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import row_violation
 from medallion_assets.naming import INGESTION_COLUMNS
+
+
+class Shaping(Protocol):
+    """What a stage's transformation asks of its run: a run's StageContext, or a unit test's (`medallion
+    test`), which reads and writes no table."""
+
+    @property
+    def spark(self) -> SparkSession: ...
+
+    def rules(self, stage: Stage) -> list[Rule]: ...
 
 
 @dataclass(frozen=True)
@@ -30,7 +41,7 @@ class Shaped:
 
 
 def shape(
-    context: StageContext, stage: Stage, target: Target, inputs: dict[str, DataFrame], apply: bool = True
+    context: Shaping, stage: Stage, target: Target, inputs: dict[str, DataFrame], apply: bool = True
 ) -> Shaped:
     """The stage's transformation: SQL over its inputs (or its main input), casts to the declared schema,
     deduplication, and the rows drop or quarantine rules take out; of a change feed, the events those

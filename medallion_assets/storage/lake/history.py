@@ -12,16 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-import pyarrow as pa
-from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.table import Table
-from pyiceberg.table.snapshots import ancestors_of
+from typing import TYPE_CHECKING, Any
 
 from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import BATCH_PROPERTY, RUN_PROPERTY, load_table
+
+# pyiceberg and pyarrow are imported by the functions that read a table: the catalog's checks import this
+# module through the healing actions, and `medallion plan` reads no history (see catalogs.py).
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import Table
 
 MAIN = "main"
 
@@ -44,6 +45,8 @@ def snapshots(lake_root: str, table: TableRef) -> set[int]:
 
 def lineage(lake_root: str, table: TableRef, snapshot_id: int) -> list[int]:
     """`snapshot_id` and the snapshots it was built on (its ancestors), newest first."""
+    from pyiceberg.table.snapshots import ancestors_of
+
     loaded = _load(lake_root, table)
     snapshot = loaded.snapshot_by_id(snapshot_id)
     if snapshot is None:
@@ -61,6 +64,8 @@ def set_current(lake_root: str, table: TableRef, snapshot_id: int) -> int | None
 
     A concurrent commit to the table makes the catalog refuse this one (LakeCommitConflict): nothing was
     changed, and the caller may look again and retry."""
+    from pyiceberg.exceptions import CommitFailedException
+
     loaded = _load(lake_root, table)
     if loaded.snapshot_by_id(snapshot_id) is None:
         raise LakeHistoryError(f"lake table {table} has no snapshot {snapshot_id}")
@@ -110,6 +115,8 @@ def table_history(lake_root: str, table: TableRef, commits: Iterable[Mapping[str
     """Every snapshot the table still has, newest first, with its branches and tags. `commits` are the
     versions Medallion recorded committing (the catalog's `lake_commits` rows of the dataset): they say which
     run made a snapshot and from which snapshot of each input."""
+    from pyiceberg.table.snapshots import ancestors_of
+
     loaded = _load(lake_root, table)
     metadata = loaded.metadata
     made = {int(c["snapshot_id"]): c for c in commits if c["operation"] != "rollback"}

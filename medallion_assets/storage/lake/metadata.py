@@ -6,13 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot
+from typing import TYPE_CHECKING
 
 from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
 from medallion_assets.storage.lake.layout import TableRef
+
+# pyiceberg is imported when a table's metadata is first read, not with this module: `medallion plan` and
+# `catalog validate` import it and, on most catalogs, read none (see catalogs.py).
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
 # What Medallion writes into the summary of each snapshot it commits: the ingested batch, the run.
 BATCH_PROPERTY = "medallion.batch-id"
@@ -43,6 +46,8 @@ class TableInfo:
 
 def load_table(lake_root: str, table: TableRef) -> Table | None:
     """pyiceberg's table, or None when it does not exist (yet); a catalog that cannot be read is named."""
+    from pyiceberg.exceptions import NoSuchTableError
+
     catalog = lake_catalog(table.catalog, lake_root)
     try:
         return catalog.metadata().load_table((table.namespace, table.name))
