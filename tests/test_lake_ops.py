@@ -280,6 +280,7 @@ def test_a_run_with_nothing_new_keeps_its_verdicts_and_a_rollback_reloads_the_wa
             assert {name: latest[name].status.value for name in names} == dict.fromkeys(names, "SUCCEEDED")
             report = next(asset for asset in unchanged.assets if asset.key == key.to_user_string())
             assert {c["name"]: c["passed"] for c in report.checks} == dict.fromkeys(names, True)
+            assert report.unchanged_since == versions[dataset]  # in `run --json`, and said by `run`
             for name in names:
                 assert latest[name].run_id == unchanged_run
                 metadata = _metadata(latest[name])

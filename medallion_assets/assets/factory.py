@@ -118,6 +118,8 @@ def _materialize_result(
     }
     if table is not None:
         metadata["location"] = MetadataValue.path(scrub(table.location))
+    if outcome.unchanged_since is not None:
+        metadata["unchanged_since"] = str(outcome.unchanged_since)
     if outcome.load:
         metadata.update(
             warehouse_table=outcome.load.table,
