@@ -78,6 +78,8 @@ class AssetReport:
     mode: str | None = None  # a silver or gold stage's: full, incremental or restatement
     why: str | None = None  # why that mode
     snapshot_id: int | None = None  # the lake table's version the stage published, its data version
+    # The version the stage left as it was, nothing new having come; its checks are that version's verdicts.
+    unchanged_since: int | None = None
 
 
 @dataclass
@@ -387,6 +389,7 @@ def _reports(
             _text(metadata, "mode"),
             _text(metadata, "why"),
             int(published) if (published := _text(metadata, "snapshot_id")) else None,
+            int(kept) if (kept := _text(metadata, "unchanged_since")) else None,
         )
     return reports
 

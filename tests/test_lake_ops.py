@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
+from dagster import AssetCheckKey, AssetKey, build_sensor_context, instance_for_test
 
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import HealingAction
@@ -23,6 +24,7 @@ from medallion_assets.control.steering.maintenance import cron_problem, run_main
 from medallion_assets.control.steering.rollback import RollbackRefused, WarehouseNotReloaded, rollback
 from medallion_assets.definitions import build_definitions
 from medallion_assets.loading import validate_files
+from medallion_assets.runner import PipelineReport, run_pipeline
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
@@ -183,63 +185,179 @@ def test_rollback_by_snapshot_and_run_refused_cascaded_healed_and_audited(medall
     assert commits[-1]["inputs"] == {BRONZE: bronze_1}
 
 
-def test_a_rollback_reloads_the_warehouse_it_serves_and_status_names_a_warehouse_left_behind(medallion):
+def _latest_checks(instance, key: AssetKey) -> dict:
+    """The latest execution of each check of the asset, as the UI reads it."""
+    checks = [AssetCheckKey(key, name) for name in CHECKS[key]]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(checks)
+    return {check.name: record for check, record in latest.items()}
+
+
+def _metadata(record) -> dict:
+    assert record.evaluation is not None
+    return {name: value.value for name, value in record.evaluation.metadata.items()}
+
+
+CHECKS = {
+    AssetKey(["bronze", "user_events"]): ["row_count", "dq_rate"],
+    AssetKey(["silver", "user_events"]): [
+        "not_null_event_id",
+        "unique_event_id",
+        "not_null_event_ts",
+        "accepted_values_event_type",
+        "range_value",
+        "dq_rate",
+    ],
+    AssetKey(["gold", "daily_user_events"]): [
+        "row_count",
+        "not_null_event_date",
+        "unique_event_date",
+        "range_total_events",
+        "schema_match",
+        "dq_rate",
+        "warehouse_matches_lake",
+    ],
+}
+
+
+def test_a_run_with_nothing_new_keeps_its_verdicts_and_a_rollback_reloads_the_warehouse_or_says_it_is_stale(
+    medallion,
+):
+    """Runs on one Dagster instance, read as the UI reads it: a run that finds nothing new reports the
+    verdicts of the versions it left as they were; a rollback reloads the warehouse, and when it cannot,
+    status and the control sensor's warehouse_matches_lake check name both versions until they agree."""
+
     def served() -> list[tuple]:
         return sorted(tuple(r.values()) for r in medallion.gold("analytics.daily_user_events"))
 
     def in_lake() -> list[tuple]:
         return sorted(tuple(r.values()) for r in medallion.rows("gold.daily_user_events"))
 
-    assert medallion.run("user_events_etl").status == "success"
-    silver_1, gold_1, rows_1 = _current(medallion, SILVER), _current(medallion, GOLD), in_lake()
-    add_new_events()
-    assert medallion.run("user_events_etl").status == "success"
-    gold_2, rows_2 = _current(medallion, GOLD), in_lake()
-    assert served() == rows_2 != rows_1
+    defs = build_definitions(medallion.store.url, str(medallion.lake), medallion.warehouse_url)
+    control = defs.resolve_sensor_def("medallion_control")
+    gold_check = AssetCheckKey(AssetKey(["gold", "daily_user_events"]), "warehouse_matches_lake")
+    with instance_for_test() as instance:
 
-    # Gold alone, back and forth: the warehouse follows in the same command.
-    done = _cli(medallion, "rollback", GOLD, "--to", str(gold_1))
-    assert done.exit_code == 0, done.output
-    assert done.output == (
-        f"{GOLD} (lake.gold.daily_user_events): snapshot {gold_2} → {gold_1}; warehouse "
-        f"analytics.daily_user_events reloaded: {len(rows_1)} rows\n"
-    )
-    assert served() == in_lake() == rows_1
-    assert _cli(medallion, "rollback", GOLD, "--to", str(gold_2)).exit_code == 0
-    assert served() == rows_2
+        def run() -> PipelineReport:
+            return run_pipeline(
+                defs, medallion.store.snapshot(), medallion.store, "user_events_etl", instance
+            )
 
-    # Silver with --cascade: gold follows it back, and so does the warehouse.
-    done = _cli(medallion, "rollback", SILVER, "--to", str(silver_1), "--cascade", "--json")
-    assert done.exit_code == 0, done.output
-    moved = {m["dataset"]: m for m in json.loads(done.output)}
-    assert moved[GOLD]["warehouse_table"] == "analytics.daily_user_events"
-    assert moved[GOLD]["warehouse_rows"] == len(rows_1)
-    assert served() == in_lake() == rows_1
-    status = _cli(medallion, "status")
-    assert f"FRESH   {GOLD}" in status.output and f"STALE   {GOLD}" not in status.output, status.output
+        def tick() -> list:
+            control.evaluate_tick(build_sensor_context(instance=instance, definitions=defs))
+            return list(instance.event_log_storage.get_asset_check_execution_history(gold_check, limit=10))
 
-    # A warehouse that cannot be reloaded: the lake moved, and status says the warehouse is behind.
-    with pytest.raises(WarehouseNotReloaded) as not_reloaded:
-        rollback(
-            medallion.store,
-            str(medallion.lake),
-            GOLD,
-            str(gold_2),
-            warehouse_url="postgresql://medallion@127.0.0.1:1/closed",  # nothing listens on port 1
+        assert run().status == "success"
+        silver_1, gold_1, rows_1 = _current(medallion, SILVER), _current(medallion, GOLD), in_lake()
+        add_new_events()
+        assert run().status == "success"
+        versions = {dataset: _current(medallion, dataset) for dataset in (BRONZE, SILVER, GOLD)}
+        gold_2, rows_2 = versions[GOLD], in_lake()
+        assert served() == rows_2 != rows_1
+        judged = {key: _latest_checks(instance, key) for key in CHECKS}
+        silver_key = AssetKey(["silver", "user_events"])
+        # An incremental run judges its own rows; the plotted count is the table's.
+        assert _metadata(judged[silver_key]["not_null_event_id"]) | {"message": ""} == {
+            "null_count": 0,
+            "row_count": len(medallion.rows("silver.user_events")),
+            "rows_checked_this_run": 5,
+            "failing_rows": 0,
+            "message": "",
+        }
+
+        # Nothing new: every check reports its version's verdict, passed, saying the version is unchanged.
+        unchanged = run()
+        assert unchanged.status == "success"
+        unchanged_run = instance.get_runs(limit=1)[0].run_id
+        assert [asset.rows for asset in unchanged.assets] == [0, 0, 0]
+        assert {dataset: _current(medallion, dataset) for dataset in versions} == versions
+        tables = {
+            "bronze": "bronze.user_events",
+            "silver": "silver.user_events",
+            "gold": "gold.daily_user_events",
+        }
+        for (key, names), dataset in zip(CHECKS.items(), versions, strict=True):
+            latest = _latest_checks(instance, key)
+            assert {name: latest[name].status.value for name in names} == dict.fromkeys(names, "SUCCEEDED")
+            report = next(asset for asset in unchanged.assets if asset.key == key.to_user_string())
+            assert {c["name"]: c["passed"] for c in report.checks} == dict.fromkeys(names, True)
+            assert report.unchanged_since == versions[dataset]  # in `run --json`, and said by `run`
+            for name in names:
+                assert latest[name].run_id == unchanged_run
+                metadata = _metadata(latest[name])
+                assert metadata["unchanged"] == f"unchanged since snapshot {versions[dataset]}"
+                if name not in ("dq_rate", "warehouse_matches_lake"):  # a rule: its verdict on the version
+                    assert metadata["message"] == _metadata(judged[key][name])["message"]
+                if "row_count" in metadata:
+                    assert metadata["row_count"] == len(medallion.rows(tables[key.path[0]]))
+                    assert metadata["rows_checked_this_run"] == 0
+        assert [(r.status.value, _metadata(r)["message"]) for r in tick()][0] == (
+            "SUCCEEDED",
+            f"warehouse table analytics.daily_user_events holds lake snapshot {gold_2}, the lake's current "
+            "version",
         )
-    assert str(not_reloaded.value) == (
-        f"rolled back in the lake ({GOLD} to snapshot {gold_2}), but the warehouse could not be reloaded "
-        "(connecting to medallion@127.0.0.1:1/closed failed: OperationalError: connection to server at "
-        '"127.0.0.1", port 1 failed: Connection refused): analytics.daily_user_events may still serve the '
-        "version it held, which `medallion status` shows as stale; run the rollback again once the warehouse "
-        "answers"
-    )
-    assert _current(medallion, GOLD) == gold_2 and served() == rows_1
-    status = _cli(medallion, "status")
-    assert (
-        f"  STALE   {GOLD}: warehouse table analytics.daily_user_events holds lake snapshot {gold_1}; the "
-        f"lake's current version is snapshot {gold_2} (rollback)"
-    ) in status.output.splitlines(), status.output
+
+        # Gold alone, back and forth: the warehouse follows in the same command.
+        done = _cli(medallion, "rollback", GOLD, "--to", str(gold_1))
+        assert done.exit_code == 0, done.output
+        assert done.output == (
+            f"{GOLD} (lake.gold.daily_user_events): snapshot {gold_2} → {gold_1}; warehouse "
+            f"analytics.daily_user_events reloaded: {len(rows_1)} rows\n"
+        )
+        assert served() == in_lake() == rows_1
+        assert _cli(medallion, "rollback", GOLD, "--to", str(gold_2)).exit_code == 0
+        assert served() == rows_2
+
+        # Silver with --cascade: gold follows it back, and so does the warehouse.
+        done = _cli(medallion, "rollback", SILVER, "--to", str(silver_1), "--cascade", "--json")
+        assert done.exit_code == 0, done.output
+        moved = {m["dataset"]: m for m in json.loads(done.output)}
+        assert moved[GOLD]["warehouse_table"] == "analytics.daily_user_events"
+        assert moved[GOLD]["warehouse_rows"] == len(rows_1)
+        assert served() == in_lake() == rows_1
+        status = _cli(medallion, "status")
+        assert f"FRESH   {GOLD}" in status.output and f"STALE   {GOLD}" not in status.output, status.output
+        agreeing = tick()
+        assert (agreeing[0].status.value, _metadata(agreeing[0])["lake_snapshot"]) == (
+            "SUCCEEDED",
+            str(gold_1),
+        )
+
+        # A warehouse that cannot be reloaded: the lake moved, and status and the UI say it is behind.
+        with pytest.raises(WarehouseNotReloaded) as not_reloaded:
+            rollback(
+                medallion.store,
+                str(medallion.lake),
+                GOLD,
+                str(gold_2),
+                warehouse_url="postgresql://medallion@127.0.0.1:1/closed",  # nothing listens on port 1
+            )
+        assert str(not_reloaded.value) == (
+            f"rolled back in the lake ({GOLD} to snapshot {gold_2}), but the warehouse could not be reloaded "
+            "(connecting to medallion@127.0.0.1:1/closed failed: OperationalError: connection to server at "
+            '"127.0.0.1", port 1 failed: Connection refused): analytics.daily_user_events may still serve '
+            "the version it held, which `medallion status` shows as stale; run the rollback again once the "
+            "warehouse answers"
+        )
+        assert _current(medallion, GOLD) == gold_2 and served() == rows_1
+        behind = (
+            f"warehouse table analytics.daily_user_events holds lake snapshot {gold_1}; the lake's current "
+            f"version is snapshot {gold_2} (rollback)"
+        )
+        status = _cli(medallion, "status")
+        assert f"  STALE   {GOLD}: {behind}" in status.output.splitlines(), status.output
+        stale = tick()
+        assert stale[0].status.value == "FAILED"
+        assert _metadata(stale[0]) == {
+            "message": behind,
+            "lake_snapshot": str(gold_2),
+            "warehouse_snapshot": str(gold_1),
+        }
+        assert len(tick()) == len(stale)  # said once, not on every tick
+
+        # Once the warehouse answers, the rollback run again reloads it, and the check passes again.
+        assert _cli(medallion, "rollback", GOLD, "--to", str(gold_2)).exit_code == 0
+        assert served() == rows_2
+        assert tick()[0].status.value == "SUCCEEDED"
 
 
 def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path):

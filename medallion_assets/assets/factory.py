@@ -78,17 +78,28 @@ def _check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapshot) -> list
     ]
 
 
-def _check_result(outcome: RuleOutcome) -> AssetCheckResult:
+def _check_result(outcome: RuleOutcome, rows_in_dataset: int) -> AssetCheckResult:
+    """A rule's check result. Its `row_count` is the dataset's, so that the UI's plot of it follows the
+    table; the rows the rule judged in this run (an incremental run's, none when it kept the verdict of an
+    unchanged version) are `rows_checked_this_run`."""
+    metadata: dict[str, Any] = {
+        k: v for k, v in outcome.observed.items() if isinstance(v, (int, float, str, bool))
+    }
+    if "row_count" in metadata:
+        metadata["rows_checked_this_run"] = 0 if outcome.carried else metadata["row_count"]
+        metadata["row_count"] = rows_in_dataset
     return AssetCheckResult(
         check_name=outcome.rule.name,
         passed=outcome.passed,
         severity=AssetCheckSeverity.ERROR if outcome.rule.severity == "error" else AssetCheckSeverity.WARN,
-        metadata={
-            **{k: v for k, v in outcome.observed.items() if isinstance(v, (int, float, str, bool))},
-            "failing_rows": outcome.failing_rows,
-            "message": outcome.message,
-        },
+        metadata={**metadata, "failing_rows": outcome.failing_rows, "message": outcome.message},
     )
+
+
+def _unchanged(result: AssetCheckResult, snapshot_id: int) -> AssetCheckResult:
+    """A check's result on a version the run left as it was, saying so where the UI shows its metadata."""
+    note = MetadataValue.text(f"unchanged since snapshot {snapshot_id}")
+    return result._replace(metadata={**result.metadata, "unchanged": note})
 
 
 def _materialize_result(
@@ -108,15 +119,21 @@ def _materialize_result(
     }
     if table is not None:
         metadata["location"] = MetadataValue.path(scrub(table.location))
+    if outcome.unchanged_since is not None:
+        metadata["unchanged_since"] = str(outcome.unchanged_since)
     if outcome.load:
         metadata.update(
             warehouse_table=outcome.load.table,
             rows_loaded=outcome.load.rows_loaded,
             rows_in_table=outcome.load.rows_in_table,
         )
+    rows = metadata["dagster/row_count"]
+    checks = [*(_check_result(o, rows) for o in outcome.rule_outcomes), *monitoring]
+    if outcome.unchanged_since is not None:
+        checks = [_unchanged(check, outcome.unchanged_since) for check in checks]
     return MaterializeResult(
         metadata=metadata,
-        check_results=[*(_check_result(o) for o in outcome.rule_outcomes), *monitoring],
+        check_results=checks,
         data_version=DataVersion(str(outcome.snapshot_id)) if outcome.snapshot_id is not None else None,
     )
 
@@ -286,7 +303,11 @@ class StageStep:
             rows_written=outcome.rows_written,
             rows_quarantined=outcome.rows_quarantined,
             duration_sec=outcome.duration_sec,
-            details=outcome.details,
+            # The verdicts of the version, which a later run that finds it unchanged reports again.
+            details={
+                **outcome.details,
+                "verdicts": {o.rule.name: o.verdict() for o in outcome.rule_outcomes},
+            },
         )
         table = table_info(self.lake_root, table_of(self.target))
         lineage_result = asset_result(outcome, table)

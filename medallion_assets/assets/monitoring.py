@@ -8,16 +8,24 @@ Kept apart from factory.py so the factory's own checks and metadata stay readabl
 from datetime import timedelta
 from typing import Any
 
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, FreshnessPolicy
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetKey,
+    FreshnessPolicy,
+    MetadataValue,
+)
 
 from medallion_assets.catalog.models import Sla, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.monitoring.anomalies import dq_rate, volume_verdicts
 from medallion_assets.control.monitoring.sla import effective_sla
+from medallion_assets.control.monitoring.status import warehouse_versions
 from medallion_assets.engine.stage import StageOutcome
 
-VOLUME_CHECK, DQ_CHECK = "volume_anomaly", "dq_rate"
+VOLUME_CHECK, DQ_CHECK, WAREHOUSE_CHECK = "volume_anomaly", "dq_rate", "warehouse_matches_lake"
 
 
 def freshness_policy(snapshot: CatalogSnapshot, stage: Stage) -> FreshnessPolicy | None:
@@ -81,15 +89,40 @@ def monitoring_check_specs(stage: Stage, key: AssetKey, snapshot: CatalogSnapsho
             ),
         )
     )
+    if snapshot.targets[stage.target_id].kind == "warehouse":
+        specs.append(
+            AssetCheckSpec(
+                WAREHOUSE_CHECK,
+                asset=key,
+                description="the warehouse table holds the lake's current version (judged by each run, and "
+                "by the medallion_control sensor after a rollback)",
+            )
+        )
     return specs
+
+
+def warehouse_verdict(
+    store: CatalogStore, snapshot: CatalogSnapshot, dataset: str
+) -> tuple[bool, dict[str, Any]] | None:
+    """Whether the warehouse table of `dataset` holds the lake's current version, and the metadata that
+    names both versions; None before its first load."""
+    versions = warehouse_versions(store, snapshot, dataset)
+    if versions is None:
+        return None
+    return versions.agree(), {
+        "message": str(versions),
+        "lake_snapshot": MetadataValue.text(str(versions.current)),
+        "warehouse_snapshot": MetadataValue.text(str(versions.held)),
+    }
 
 
 def monitoring_check_results(
     store: CatalogStore, snapshot: CatalogSnapshot, stage: Stage, outcome: StageOutcome, audit: dict[str, Any]
 ) -> list[AssetCheckResult]:
-    """The stage's volume and quality verdicts, judged before its own audit entry joins the history. A warning
-    or failure is audited too, which is how the notification sensor hears of it. The stage's DQ rate is added
-    to `outcome.details`."""
+    """The stage's volume and quality verdicts, judged before its own audit entry joins the history, and
+    whether its warehouse table now holds the lake's current version. A volume or quality warning or failure
+    is audited too, which is how the notification sensor hears of it. The stage's DQ rate is added to
+    `outcome.details`."""
     pipeline = snapshot.pipelines[stage.pipeline_id]
     results = []
     if pipeline.volume_band:
@@ -167,6 +200,13 @@ def monitoring_check_results(
             rows_read=outcome.rows_read,
             rows_written=outcome.rows_written,
         )
+    if snapshot.targets[stage.target_id].kind == "warehouse":
+        # Nothing loaded although the stage succeeded: nothing the warehouse could disagree with.
+        agree, metadata = warehouse_verdict(store, snapshot, stage.target_id) or (
+            True,
+            {"message": "nothing loaded"},
+        )
+        results.append(AssetCheckResult(check_name=WAREHOUSE_CHECK, passed=agree, metadata=metadata))
     return results
 
 

@@ -403,6 +403,22 @@ class CatalogStore:
                     return int(details["snapshot_id"])
         return None
 
+    def verdicts(self, dataset: str, snapshot_id: int) -> dict[str, dict[str, Any]]:
+        """The rule verdicts the last successful stage run that published, or found unchanged, that version
+        of `dataset` recorded in its audit row (`details.verdicts`), by rule name; empty when none did."""
+        query = (
+            select(audit_log.c.details)
+            .where(
+                audit_log.c.event == "stage", audit_log.c.dataset == dataset, audit_log.c.status == "success"
+            )
+            .order_by(audit_log.c.audit_id.desc())
+        )
+        with self.engine.connect() as connection:
+            for details in connection.execute(query).scalars():
+                if (details or {}).get("snapshot_id") == str(snapshot_id) and "verdicts" in details:
+                    return dict(details["verdicts"])
+        return {}
+
     def audit_entries(self, **where: Any) -> list[dict[str, Any]]:
         query = select(audit_log).order_by(audit_log.c.audit_id)
         for column, value in where.items():

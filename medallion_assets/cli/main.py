@@ -434,6 +434,8 @@ def _run(
             )
             if asset.mode:
                 echo(f"    {asset.mode}: {asset.why}")
+            if asset.unchanged_since is not None:
+                echo(f"    unchanged since snapshot {asset.unchanged_since}: its checks are that version's")
             if asset.quarantine_reasons:
                 causes = "; ".join(f"{count} × {cause}" for cause, count in asset.quarantine_reasons.items())
                 echo(f"    quarantined for: {causes}")

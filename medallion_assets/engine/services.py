@@ -39,6 +39,11 @@ class Ledger(Protocol):
 
     def warehouse_snapshot(self, dataset: str, warehouse: str) -> int | None: ...
 
+    def verdicts(self, dataset: str, snapshot_id: int) -> dict[str, dict[str, Any]]:
+        """The rule verdicts (`RuleOutcome.verdict`) a successful stage recorded of that version of the
+        dataset, by rule name; empty when none did."""
+        ...
+
 
 class Throttle(Protocol):
     """Rate limits of source and target systems: each call waits until the amounts may pass."""

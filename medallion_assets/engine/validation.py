@@ -9,6 +9,7 @@ datasource, which computes its own metrics (expectations.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -42,6 +43,27 @@ class RuleOutcome:
     observed: dict[str, Any]
     failing_rows: int
     message: str
+    carried: bool = False  # kept from the run that judged this version of the table, not judged in this one
+
+    def verdict(self) -> dict[str, Any]:
+        """This outcome as the ledger keeps it (JSON), with the rule as it was when judged."""
+        return {
+            "rule": self.rule.model_dump(mode="json"),
+            "passed": self.passed,
+            "observed": json.loads(json.dumps(self.observed, default=str)),
+            "failing_rows": self.failing_rows,
+            "message": self.message,
+        }
+
+    @classmethod
+    def of_verdict(cls, rule: Rule, verdict: dict[str, Any]) -> RuleOutcome | None:
+        """The outcome a kept `verdict` records, when it judged `rule` as the rule is now (None: it judged
+        another rule, or an earlier form of it, so it says nothing of `rule`)."""
+        if verdict["rule"] != rule.model_dump(mode="json"):
+            return None
+        return cls(
+            rule, verdict["passed"], verdict["observed"], verdict["failing_rows"], verdict["message"], True
+        )
 
 
 def judges_per_key(rule: Rule, keys: list[str]) -> bool:

@@ -1,7 +1,8 @@
 """The control sensor: queued runs that touch work a kill switch disabled are cancelled on the next tick,
 the instance's concurrency pools follow the catalog's throttles, and catalog changes made by plain SQL are
 planned: recorded with their category and impact in audit_log and on the assets, and a change that breaks a
-warehouse contract held by its stage's kill switch.
+warehouse contract held by its stage's kill switch. Between runs, it also says on each warehouse dataset's
+asset whether its warehouse table holds the lake's current version (after a rollback it may not).
 
 Running runs need no help: every asset checks the switches when it starts and before it commits a load.
 """
@@ -13,6 +14,8 @@ import json
 from typing import Any
 
 from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
     AssetKey,
     AssetObservation,
     DagsterRunStatus,
@@ -25,6 +28,7 @@ from dagster import (
     sensor,
 )
 
+from medallion_assets.assets.monitoring import WAREHOUSE_CHECK, warehouse_verdict
 from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore, change_count
@@ -160,6 +164,42 @@ def _hold_contract_breaks(
     return newly
 
 
+def judge_warehouses(
+    context: SensorEvaluationContext,
+    snapshot: CatalogSnapshot,
+    store: CatalogStore,
+    translator: MedallionTranslator,
+) -> list[str]:
+    """Between runs, the `warehouse_matches_lake` check of each warehouse dataset's asset: evaluated again
+    whenever its verdict is not the one last recorded (a rollback moved the lake and its reload failed, or
+    a reload or a run brought the warehouse back), so that the UI shows the check failed, naming both
+    versions, exactly while they disagree. Returns the datasets whose check it evaluated."""
+    judged = []
+    for stage in snapshot.stages():
+        if snapshot.targets[stage.target_id].kind != "warehouse":
+            continue
+        key = translator.get_asset_key(snapshot.targets[stage.target_id])
+        check_key = AssetCheckKey(key, WAREHOUSE_CHECK)
+        verdict = warehouse_verdict(store, snapshot, stage.target_id)
+        if verdict is None:  # never loaded: nothing to disagree
+            continue
+        agree, metadata = verdict
+        last = context.instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key])
+        said = last[check_key].evaluation if check_key in last else None
+        if not isinstance(said, AssetCheckEvaluation):  # none yet, or planned by a run
+            run = context.instance.get_run_by_id(last[check_key].run_id) if check_key in last else None
+            if run is not None and not run.is_finished:
+                continue  # the run judges it when it has loaded
+        elif said.passed == agree and said.metadata.get("message") == MetadataValue.text(metadata["message"]):
+            continue
+        context.instance.report_runless_asset_event(
+            AssetCheckEvaluation(asset_key=key, check_name=WAREHOUSE_CHECK, passed=agree, metadata=metadata)
+        )
+        context.log.info(f"{WAREHOUSE_CHECK} of {stage.target_id}: {metadata['message']}")
+        judged.append(stage.target_id)
+    return judged
+
+
 def build_control_sensor(
     snapshot: CatalogSnapshot,
     store: CatalogStore,
@@ -175,7 +215,8 @@ def build_control_sensor(
         default_status=DefaultSensorStatus.RUNNING,
         description="Cancels queued runs that touch work disabled by a kill switch (control_flags), "
         "sets concurrency pool limits from the throttles table, and plans catalog changes made by SQL "
-        "(audit_log, asset observations), holding a stage whose change breaks a warehouse contract.",
+        "(audit_log, asset observations), holding a stage whose change breaks a warehouse contract, "
+        "and judges whether each warehouse table holds its lake's current version (warehouse_matches_lake).",
     )
     def medallion_control(context: SensorEvaluationContext) -> SensorResult:
         # The loaded definitions' stages claim the pools; their limits are the throttles rows as they are now.
@@ -188,7 +229,10 @@ def build_control_sensor(
             context, snapshot, store, json.loads(context.cursor) if context.cursor else {}
         )
         cancelled = cancel_disabled_queued_runs(context, snapshot, store, translator)
+        judged = judge_warehouses(context, snapshot, store, translator)
         summary = f"cancelled {len(cancelled)} queued run(s)" if cancelled else "nothing to cancel"
+        if judged:
+            summary += f"; warehouse_matches_lake judged again: {', '.join(judged)}"
         return SensorResult(
             skip_reason=summary + (f"; set {len(changed)} pool limit(s)" if changed else ""),
             cursor=json.dumps(cursor),

@@ -3,6 +3,7 @@ the kill switches in force and the scheduling profile — read from the catalog 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +17,28 @@ from medallion_assets.control.steering.flags import disabled_reason, read_contro
 from medallion_assets.control.steering.scheduling import SchedulingPolicy
 
 RUN_EVENTS = ("stage", "volume_anomaly")
+
+
+@dataclass(frozen=True)
+class WarehouseVersions:
+    """Which lake version of a dataset its warehouse `table` holds (`held`), and the lake's `current` one,
+    made by `operation` (publish, append, rollback)."""
+
+    table: str
+    held: int
+    current: int
+    operation: str
+
+    def agree(self) -> bool:
+        return self.held == self.current
+
+    def __str__(self) -> str:
+        if self.agree():
+            return f"warehouse table {self.table} holds lake snapshot {self.held}, the lake's current version"
+        return (
+            f"warehouse table {self.table} holds lake snapshot {self.held}; the lake's current version is "
+            f"snapshot {self.current} ({self.operation})"
+        )
 
 
 def _last_runs(store: CatalogStore) -> dict[str, list[dict[str, Any]]]:
@@ -95,21 +118,30 @@ def pipeline_status(
     return {"at": now.isoformat(), "default_profile": policy.default_profile, "pipelines": pipelines}
 
 
+def warehouse_versions(
+    store: CatalogStore, snapshot: CatalogSnapshot, dataset: str
+) -> WarehouseVersions | None:
+    """The lake version of `dataset` its warehouse table holds, and the lake's current one; None when the
+    dataset loads into no warehouse or was never loaded."""
+    target = snapshot.targets[dataset]
+    table = target.warehouse_table() if target.kind == "warehouse" else None
+    commits, loads = store.lake_commits(dataset), store.audit_entries(dataset=dataset, event="warehouse_load")
+    if table is None or not commits or not loads:
+        return None
+    return WarehouseVersions(
+        table,
+        int(loads[-1]["details"]["snapshot_id"]),
+        int(commits[-1]["snapshot_id"]),
+        commits[-1]["operation"],
+    )
+
+
 def warehouse_behind(store: CatalogStore, snapshot: CatalogSnapshot, dataset: str) -> str | None:
     """Why the warehouse table of `dataset` does not hold its lake's current version (a rollback whose
     reload failed, or a load that did not finish), naming both versions; None when they agree, or when the
     dataset loads into no warehouse or was never loaded."""
-    target = snapshot.targets[dataset]
-    commits, loads = store.lake_commits(dataset), store.audit_entries(dataset=dataset, event="warehouse_load")
-    if target.kind != "warehouse" or not commits or not loads:
-        return None
-    current, held = int(commits[-1]["snapshot_id"]), int(loads[-1]["details"]["snapshot_id"])
-    if current == held:
-        return None
-    return (
-        f"warehouse table {target.warehouse_table()} holds lake snapshot {held}; the lake's current version "
-        f"is snapshot {current} ({commits[-1]['operation']})"
-    )
+    versions = warehouse_versions(store, snapshot, dataset)
+    return None if versions is None or versions.agree() else str(versions)
 
 
 def render(report: dict[str, Any]) -> list[str]:

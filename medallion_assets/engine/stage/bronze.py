@@ -22,6 +22,12 @@ def build(context: StageContext, stage: Stage, target: Target) -> tuple[StageOut
     whole dataset. Returns the outcome and the version written."""
     outcome = _ingest(context, stage, context.recovery.readable_source(stage), target)
     written = context.read_dataset(target.target_id, outcome.snapshot_id)
+    if not outcome.details["objects_new"] and outcome.snapshot_id is not None:
+        # Nothing new: the table and its verdicts stay as they were.
+        outcome.unchanged_since = outcome.snapshot_id
+        outcome.rule_outcomes = context.verdicts_of_version(stage, outcome.snapshot_id, written)
+        outcome.details["rows_in_dataset"] = context.lake.total_rows(table_of(target), outcome.snapshot_id)
+        return outcome, written
     # Bronze rules judge the whole dataset, not only this batch, and so does its row count, counted by
     # the same aggregation, or it would contradict its checks.
     outcome.rule_outcomes, outcome.details["rows_in_dataset"] = evaluate_rules_and_count(

@@ -20,6 +20,9 @@ class StageOutcome:
     load: LoadResult | None = None
     table: str = ""  # the lake table written
     snapshot_id: int | None = None  # its version this stage committed; None when nothing was published
+    # The version the stage found its table at and left as it was, its input having brought nothing new: the
+    # rule outcomes are that version's verdicts (see StageContext.verdicts_of_version).
+    unchanged_since: int | None = None
     staged_branch: str | None = None  # where an unpublished version waits for inspection
     # The branch of the quarantine table holding this run's rejects, until they are published with the stage.
     quarantine_branch: str | None = None

@@ -111,19 +111,21 @@ def replaced_days_to_load(
 def nothing_new(
     context: StageContext, stage: Stage, target: Target, plan: Mode, end: int
 ) -> tuple[StageOutcome, DataFrame]:
-    """The input brought nothing new since the last commit: the table stays as it is. As in any
-    incremental run, the rules judge this run's rows (none), and those that need the whole table judge
-    it: a row count from its metadata, no data file read."""
+    """The input brought nothing new since the last commit: the table stays as it is, and so do its
+    rules' verdicts, those of its current version (`StageContext.verdicts_of_version`). Its row count comes
+    from its metadata, no data file read."""
     table = table_of(target)
     snapshot_id = context.lake.current_snapshot(table)
+    assert snapshot_id is not None, "an incremental run follows a commit of its table"
     current = context.lake.read(table, snapshot_id=snapshot_id)
     outcome = StageOutcome(
-        rule_outcomes=judge_merge(context, stage, target, current.limit(0), current, target.keys),
+        rule_outcomes=context.verdicts_of_version(stage, snapshot_id, current),
         snapshot_id=snapshot_id,
+        unchanged_since=snapshot_id,
         details={
             "rows_in": 0,
             "rows_merged": 0,
-            "rows_in_dataset": context.lake.total_rows(table, snapshot_id) if snapshot_id else 0,
+            "rows_in_dataset": context.lake.total_rows(table, snapshot_id),
             "mode": plan.mode,
             "why": plan.why + ": none",
         },
