@@ -157,39 +157,52 @@ def table_diff(lake: LakeTables, target: Target, branch: str, outcome: StageOutc
     main = env.limit(0) if current_snapshot_id(lake.lake_root, table) is None else lake.read(table)
     shared = [c for c in env.columns if c in main.columns]
     keys = [k for k in target.keys if k in shared] or shared
-    env_keys, main_keys = env.select(*keys).distinct(), main.select(*keys).distinct()
-    changed, changed_columns = changes_by_column(env, main, keys, [c for c in shared if c not in keys])
+    compared = [c for c in shared if c not in keys]
+    rows_env, rows_main, added, removed, changed, *by_column = compared_by_key(env, main, keys, compared)
     return TableDiff(
         dataset=target.target_id,
         table=str(table),
-        rows_main=main.count(),
-        rows_env=env.count(),
-        added=env_keys.join(main_keys, keys, "left_anti").count(),
-        removed=main_keys.join(env_keys, keys, "left_anti").count(),
+        rows_main=rows_main,
+        rows_env=rows_env,
+        added=added,
+        removed=removed,
         changed=changed,
-        changed_columns=changed_columns,
+        changed_columns={c: n for c, n in zip(compared, by_column) if n},
         checks=[f"{'passed' if o.passed else 'FAILED'}: {o.message}" for o in outcome.rule_outcomes],
     )
 
 
-def changes_by_column(
-    env: DataFrame, main: DataFrame, keys: list[str], compared: list[str]
-) -> tuple[int, dict[str, int]]:
-    """Of the keys both sides hold, in how many rows any of the `compared` columns differs, and in how many
-    each one does (nulls equal), in one pass over the pairs."""
-    if not compared:
-        return 0, {}
+def compared_by_key(env: DataFrame, main: DataFrame, keys: list[str], compared: list[str]) -> list[int]:
+    """Both versions' rows, then the keys only `env` holds (added), only `main` holds (removed), held by
+    both with a row that differs in any of the `compared` columns (changed), and in each of them (nulls
+    equal): one Spark job, both versions grouped by key together."""
 
-    def side(frame: DataFrame, prefix: str) -> DataFrame:
-        return frame.select(*keys, *[F.col(f"`{c}`").alias(f"{prefix}{i}") for i, c in enumerate(compared)])
+    def side(frame: DataFrame, name: str) -> DataFrame:
+        values = F.struct(*(F.col(f"`{c}`") for c in compared), F.lit(True).alias("_held"))
+        return frame.select(*keys, values.alias(name))
 
-    pairs = side(env, "env").join(side(main, "main"), keys)
-    differs = [~F.col(f"env{i}").eqNullSafe(F.col(f"main{i}")) for i in range(len(compared))]
-    counted = pairs.agg(
-        F.sum(reduce(operator.or_, differs).cast("int")), *(F.sum(d.cast("int")) for d in differs)
+    by_key = (
+        side(env, "env")
+        .unionByName(side(main, "main"), allowMissingColumns=True)
+        .groupBy(*keys)
+        .agg(
+            F.count("env").alias("rows_env"),
+            F.count("main").alias("rows_main"),
+            F.first("env", ignorenulls=True).alias("env"),
+            F.first("main", ignorenulls=True).alias("main"),
+        )
+    )
+    paired = F.col("env").isNotNull() & F.col("main").isNotNull()
+    differs = [~F.col("env").getField(c).eqNullSafe(F.col("main").getField(c)) for c in compared]
+    counted = by_key.agg(
+        F.sum("rows_env"),
+        F.sum("rows_main"),
+        F.count_if(F.col("main").isNull()),
+        F.count_if(F.col("env").isNull()),
+        F.count_if(paired & reduce(operator.or_, differs, F.lit(False))),
+        *(F.count_if(paired & d) for d in differs),
     ).first()
-    changed, *by_column = (int(n or 0) for n in (counted or [0] * (len(compared) + 1)))
-    return changed, {c: n for c, n in zip(compared, by_column) if n}
+    return [int(n or 0) for n in (counted or [0] * (len(compared) + 5))]
 
 
 @dataclass(frozen=True)
