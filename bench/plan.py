@@ -12,8 +12,23 @@ pipelines shaped like the seed's user_events_etl (bronze → silver → gold wit
 
 Medians are reported. The goals (issue 33): the seed ≤ 1 s, 1,000 stages with one change ≤ 3 s, no JVM.
 
+With `--environments`, instead, a preview and its apply (issue 34), on the seed's orders_etl run once
+(untimed) over `--events` sample events (a fifth as many orders) on an S3 API server on loopback, in one Spark
+session. Each repeat changes its gold stage (a filter `amount >= N`, N new each time: breaking) and times:
+
+(c) the preview in process (what `medallion plan DIR --env NAME` does after the plan): the stage run in the
+    environment, its load into the environment's warehouse schema, and the diff against main;
+(d) the bytes the preview wrote per lake table of the pipeline: the `added-files-size` of each environment
+    branch's snapshot (a table without a branch wrote none);
+(e) apply after the preview with main unmoved (the files loaded untimed first): the lake's fast-forward and
+    the warehouse's load, with the Spark jobs it ran;
+(f) the same stage alone with the same new definition, in full, as a run does it: the baseline of (c).
+
+The goals: (c) ≤ 1.2 × (f); (e) ≤ 2 s per table, no Spark job reading the lake table to publish it.
+
     python bench/plan.py              # 5 repeats
     python bench/plan.py --repeats 2
+    python bench/plan.py --environments --repeats 3 --events 100000
 """
 
 import argparse
@@ -128,12 +143,134 @@ def measure(name: str, stored_folder: Path, planned_folder: Path, work: Path, re
     )
 
 
+def gold_changed(folder: Path, minimum: int) -> Path:
+    """The seed with orders_etl's gold stage keeping orders of `minimum` or more."""
+    shutil.copytree(SEED, folder)
+    orders = folder / "orders_etl.yaml"
+    grouped = "      FROM silver_orders\n      GROUP BY 1, 2\n"
+    assert orders.read_text().count(grouped) == 1
+    orders.write_text(
+        orders.read_text().replace(
+            grouped, grouped.replace("GROUP", f"WHERE amount >= {minimum}\n      GROUP")
+        )
+    )
+    return folder
+
+
+def measure_environments(work: Path, repeats: int, events: int) -> None:
+    """(c) to (f) of the docstring, printed per repeat and as medians."""
+    from dagster import DagsterInstance
+
+    from medallion_assets.catalog.loader import merged_snapshot
+    from medallion_assets.change.apply import apply_environment
+    from medallion_assets.change.preview import (
+        EnvironmentRunner,
+        PreviewLedger,
+        environment_snapshot,
+        environments,
+        preview,
+    )
+    from medallion_assets.control.steering.throttles import CatalogThrottles
+    from medallion_assets.definitions import build_definitions
+    from medallion_assets.engine.refresh import FullRefresh
+    from medallion_assets.engine.spark import spark_session
+    from medallion_assets.engine.stage import StageRunner
+    from medallion_assets.local_s3 import local_s3
+    from medallion_assets.recovery.routes import CatalogRoutes
+    from medallion_assets.runner import run_pipeline
+    from medallion_assets.sample_data import write_sample_data
+    from medallion_assets.storage.lake.layout import table_of
+    from medallion_assets.storage.lake.metadata import load_table, snapshot_total
+    from medallion_assets.storage.warehouse import warehouse_from_url
+
+    url, lake, warehouse_url = (
+        f"sqlite:///{work}/env.db",
+        str(work / "env_lake"),
+        f"duckdb:///{work}/env.duckdb",
+    )
+    with local_s3(buckets=("medallion-raw",)):
+        write_sample_data("s3://medallion-raw", events)
+        spark = spark_session({}, "medallion-bench")
+        store = loaded_catalog(url, SEED)
+        with DagsterInstance.ephemeral() as instance:
+            ran = run_pipeline(
+                build_definitions(url, lake, warehouse_url), store.snapshot(), store, "orders_etl", instance
+            )
+        assert ran.status == "success", ran
+    tracker = spark.sparkContext.statusTracker()
+    figures = []
+    for repeat in range(repeats):
+        env, stored = f"bench{repeat}", store.snapshot()
+        files = validate_files(stored, [gold_changed(work / env, 100 + repeat)])
+        new = merged_snapshot(stored, files)
+        warehouse = warehouse_from_url(warehouse_url)
+        services = {"throttle": CatalogThrottles(store), "recovery": CatalogRoutes(store, new)}
+        in_env = environment_snapshot(new, env)
+        runner = EnvironmentRunner(spark, in_env, PreviewLedger(store), lake, warehouse, **services, env=env)
+        start = time.perf_counter()
+        [diff] = preview(runner, plan_files(stored, files, lake))
+        previewed = time.perf_counter() - start
+        written = {
+            str(table_of(t)): 0
+            for t in new.targets.values()
+            if t.layer != "bronze" and load_table(lake, table_of(t))
+        }
+        for branch in environments(lake, new)[env]:
+            added = snapshot_total(lake, branch.table, branch.snapshot_id, "added-files-size")
+            written[str(branch.table)] = added or 0
+
+        store.upsert(files.rows)
+        publisher = StageRunner(spark, store.snapshot(), store, lake, warehouse, **services)
+        spark.sparkContext.setJobGroup(env, "apply")
+        start = time.perf_counter()
+        [applied] = apply_environment(publisher, env)
+        applying = time.perf_counter() - start
+        jobs = len(tracker.getJobIdsForGroup(env))
+        spark.sparkContext.setJobGroup("baseline", "the stage alone")
+        assert applied.how == "fast-forwarded", applied
+
+        alone = StageRunner(
+            spark,
+            store.snapshot(),
+            store,
+            lake,
+            warehouse,
+            **services,
+            full_refresh=FullRefresh(starts=None, asked_by="bench/plan.py"),
+        )
+        stage = alone.snapshot.stage_producing(diff.dataset)
+        assert stage is not None
+        start = time.perf_counter()
+        assert alone.run_stage(stage).snapshot_id is not None
+        baseline = time.perf_counter() - start
+        warehouse.close()
+        figures.append((previewed, baseline, applying, jobs))
+        shown = ", ".join(f"{table} {size:,} B" for table, size in sorted(written.items()))
+        print(
+            f"repeat {repeat}: preview {previewed:6.2f} s, the stage alone {baseline:6.2f} s "
+            f"(ratio {previewed / baseline:4.2f}); apply {applying:5.2f} s for 1 table, {jobs} Spark job(s); "
+            f"written by the preview: {shown}"
+        )
+    previewed, baseline, applying = (statistics.median(f[i] for f in figures) for i in range(3))
+    print(
+        f"medians of {repeats}, {events:,} events: preview {previewed:.2f} s, "
+        f"the stage alone {baseline:.2f} s, ratio {previewed / baseline:.2f} (goal ≤ 1.2); "
+        f"apply {applying:.2f} s per table (goal ≤ 2 s)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--environments", action="store_true", help="preview and apply, (c) to (f)")
+    parser.add_argument("--events", type=int, default=100_000, help="sample events for --environments")
     args = parser.parse_args()
+    if args.environments:
+        with tempfile.TemporaryDirectory() as temporary:
+            measure_environments(Path(temporary), args.repeats, args.events)
+        return
     with tempfile.TemporaryDirectory() as temporary:
         work = Path(temporary)
         changed_seed = work / "seed_changed"

@@ -3,7 +3,14 @@ environments: with real Spark, the seed's orders pipeline and its lake and wareh
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,31 +18,53 @@ from click.testing import CliRunner, Result
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.cli.main import main
-from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import load_table
-from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED, Medallion
 
 GOLD_SQL = "      FROM silver_orders\n      GROUP BY 1, 2\n"
 # A breaking change of one gold stage: it keeps only orders of 100 or more.
 FILTERED_SQL = "      FROM silver_orders\n      WHERE amount >= 100\n      GROUP BY 1, 2\n"
+# A non-breaking change of silver (a column added): silver and gold both rebuild, gold alone after.
+SILVER_EDITS = [
+    ("o.amount, c.country,\n", "o.amount, c.country, c.name AS customer_name,\n"),
+    (
+        'amount: "decimal(12,2)", country: string}',
+        'amount: "decimal(12,2)", country: string, customer_name: string}',
+    ),
+]
+
+
+def settings(medallion: Medallion) -> dict[str, str]:
+    return {
+        "MEDALLION_CATALOG_URL": medallion.store.url,
+        "MEDALLION_LAKE_URL": str(medallion.lake),
+        "MEDALLION_WAREHOUSE_URL": medallion.warehouse_url,
+    }
 
 
 def cli(medallion: Medallion, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
-    monkeypatch.setenv("MEDALLION_CATALOG_URL", medallion.store.url)
-    monkeypatch.setenv("MEDALLION_LAKE_URL", str(medallion.lake))
-    monkeypatch.setenv("MEDALLION_WAREHOUSE_URL", medallion.warehouse_url)
+    for name, value in settings(medallion).items():
+        monkeypatch.setenv(name, value)
     return CliRunner().invoke(main, list(args))
 
 
-def edited_seed(folder: Path) -> Path:
+def edited_seed(folder: Path, silver_too: bool = False) -> Path:
     catalog = folder / "changed"
     shutil.copytree(SEED, catalog)
     orders = catalog / "orders_etl.yaml"
-    assert orders.read_text().count(GOLD_SQL) == 1
-    orders.write_text(orders.read_text().replace(GOLD_SQL, FILTERED_SQL))
+    edits = [(GOLD_SQL, FILTERED_SQL), *(SILVER_EDITS if silver_too else [])]
+    for old, new in edits:
+        assert orders.read_text().count(old) == 1
+        orders.write_text(orders.read_text().replace(old, new))
     return catalog
+
+
+def lake_files(lake: Path) -> set[Path]:
+    """The lake's data files, manifests and manifest lists (a table's metadata.json files are its log)."""
+    return {p for p in lake.rglob("*") if p.suffix in (".parquet", ".avro")}
 
 
 def warehouse_schemas(medallion: Medallion) -> set[str]:
@@ -53,9 +82,10 @@ def refs(lake: Path, snapshot: CatalogSnapshot, dataset: str) -> dict[str, int]:
     return {name: ref.snapshot_id for name, ref in loaded.refs().items()}
 
 
+@pytest.mark.parametrize("command", ["plan", "apply"])
 @pytest.mark.parametrize("name", ["../x", "it's", "my env", "x" * 200])
-def test_a_bad_environment_name_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
-    result = CliRunner().invoke(main, ["plan", str(SEED), "--env", name])
+def test_a_bad_environment_name_is_refused_in_one_line(command: str, name: str) -> None:
+    result = CliRunner().invoke(main, [command, str(SEED), "--env", name])
     assert result.exit_code == 2
     [line] = result.output.strip().splitlines()
     assert line.startswith("environment name ")
@@ -72,6 +102,7 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     main_refs = {d: refs(medallion.lake, snapshot, d) for d in ("silver_orders", "gold_daily_revenue")}
     warehouse_before = medallion.gold("analytics.daily_revenue_by_country")
     commits_before = medallion.store.lake_commits("gold_daily_revenue")
+    files_before = lake_files(medallion.lake)
 
     result = cli(medallion, monkeypatch, "plan", str(edited_seed(tmp_path)), "--env", "review")
 
@@ -111,19 +142,47 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
         f"{removed:,} removed, {changed:,} changed"
     ) in result.output.splitlines()
     assert changed > 0
+    by_column = {
+        column: sum(1 for k in expected.keys() & before.keys() if expected[k][i] != before[k][i])
+        for i, column in enumerate(("revenue", "orders"))
+    }
+    shown = ", ".join(f"{c} {n:,}" for c, n in by_column.items() if n)
+    assert f"    changed columns: {shown}" in result.output.splitlines()
 
+    # Its size, from the branches' data files as pyiceberg plans them (gold's and its quarantine's, where the
+    # preview's rejects went), and its expiry: the branches' retention, which the lake's maintenance
+    # (expire_snapshots) enforces as it does for a run's unpublished branch.
+    files = {}
+    for table in (gold, gold.quarantine()):
+        loaded = load_table(str(medallion.lake), table)
+        assert loaded is not None
+        branch = loaded.refs()["env_review"]
+        assert branch.max_ref_age_ms == timedelta(days=STAGED_BRANCH_RETENTION_DAYS) // timedelta(
+            milliseconds=1
+        )
+        files[table] = [t.file for t in loaded.scan(snapshot_id=branch.snapshot_id).plan_files()]
+    size = sum(f.file_size_in_bytes for found in files.values() for f in found)
+    count = sum(len(found) for found in files.values())
     listed = cli(medallion, monkeypatch, "env", "list")
     assert listed.exit_code == 0, listed.output
-    assert listed.output.splitlines()[0].startswith("review: 1 table(s), ")
+    assert re.fullmatch(
+        rf"review: 2 table\(s\), {size:,} bytes in {count} data file\(s\), [01] min old, "
+        r"expires \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+        listed.output.splitlines()[0],
+    ), listed.output
 
     dropped = cli(medallion, monkeypatch, "env", "drop", "review")
     assert dropped.exit_code == 0, dropped.output
     assert dropped.output.splitlines() == [
-        f"removed branch env_review of {gold}",
+        *(
+            f"removed branch env_review of {t} and its {len(found)} data file(s)"
+            for t, found in files.items()
+        ),
         "removed warehouse schema analytics__review",
     ]
     assert refs(medallion.lake, snapshot, "gold_daily_revenue") == main_refs["gold_daily_revenue"]
     assert "analytics__review" not in warehouse_schemas(medallion)
+    assert lake_files(medallion.lake) == files_before
     assert cli(medallion, monkeypatch, "env", "list").output == "no environments\n"
 
 
@@ -140,14 +199,40 @@ def new_gold(spark, lake: Path, snapshot: CatalogSnapshot) -> set[tuple]:
     }
 
 
-def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
+def killed_once_published(medallion: Medallion, changed: Path, table: TableRef, version: int) -> int:
+    """`medallion apply CHANGED --env review` in a process of its own, killed with its JVM (SIGKILL) as soon
+    as `table`'s main is at `version`; returns its exit code."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "medallion_assets.cli", "apply", str(changed), "--env", "review"],
+        env={**os.environ, **settings(medallion)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 600
+    while (loaded := load_table(str(medallion.lake), table)) is None or loaded.refs()[
+        "main"
+    ].snapshot_id != version:
+        assert process.poll() is None, process.communicate()[0].decode()
+        assert time.monotonic() < deadline, "apply did not publish its first table in 10 minutes"
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    return process.wait()
+
+
+def test_apply_killed_after_its_first_table_and_run_again_converges(
     medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert medallion.run("orders_etl").status == "success"
-    changed = edited_seed(tmp_path)
-    assert cli(medallion, monkeypatch, "plan", str(changed), "--env", "review").exit_code == 1
+    changed = edited_seed(tmp_path, silver_too=True)
+    previewed = cli(medallion, monkeypatch, "plan", str(changed), "--env", "review")
+    assert previewed.exit_code == 1
+    assert "environment review: 2 table(s) on branch env_review" in previewed.output.splitlines()
     snapshot = medallion.store.snapshot()
-    previewed = refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"]
+    datasets = ("silver_orders", "gold_daily_revenue")
+    old = {d: refs(medallion.lake, snapshot, d)["main"] for d in datasets}
+    new = {d: refs(medallion.lake, snapshot, d)["env_review"] for d in datasets}
+    warehouse_old = {tuple(r.values()) for r in medallion.gold("analytics.daily_revenue_by_country")}
     # Files edited after the preview are refused before anything is loaded or published.
     orders = changed / "orders_etl.yaml"
     orders.write_text(orders.read_text().replace("amount >= 100", "amount >= 200"))
@@ -158,27 +243,43 @@ def test_apply_after_a_preview_fast_forwards_main_and_loads_the_warehouse(
         f"preview again with `medallion plan {changed} --env review`\n"
     )
     assert medallion.store.snapshot().tables == snapshot.tables
-    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["env_review"] == previewed
+    assert {d: refs(medallion.lake, snapshot, d)["env_review"] for d in datasets} == new
     orders.write_text(orders.read_text().replace("amount >= 200", "amount >= 100"))
+
+    silver = table_of(snapshot.targets["silver_orders"])
+    exit_code = killed_once_published(medallion, changed, silver, new["silver_orders"])
+
+    # Killed once silver (upstream, first) was published: each table is at its old or its new version.
+    assert exit_code == -signal.SIGKILL
+    expected = new_gold(spark, medallion.lake, snapshot)
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] in (
+        old["gold_daily_revenue"],
+        new["gold_daily_revenue"],
+    )
+    warehouse = {tuple(r.values()) for r in medallion.gold("analytics.daily_revenue_by_country")}
+    assert warehouse in (warehouse_old, expected)
 
     result = cli(medallion, monkeypatch, "apply", str(changed), "--env", "review")
 
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-1] == f"gold_daily_revenue: fast-forwarded, snapshot {previewed}"
-    # Main is the preview's version, which is what a run of the new catalog makes; the branch is consumed.
-    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == previewed
-    assert "env_review" not in refs(medallion.lake, snapshot, "gold_daily_revenue")
-    expected = new_gold(spark, medallion.lake, snapshot)
+    assert result.output.splitlines()[-1] == (
+        f"gold_daily_revenue: fast-forwarded, snapshot {new['gold_daily_revenue']}"
+    )
+    # Main is the preview's version, which is what a run of the new catalog makes; the branches are consumed.
+    assert {d: refs(medallion.lake, snapshot, d) for d in datasets} == {d: {"main": new[d]} for d in datasets}
     gold = table_of(snapshot.targets["gold_daily_revenue"]).sql
     assert {tuple(r) for r in spark.table(gold).collect()} == expected
-    warehouse = medallion.gold("analytics.daily_revenue_by_country")
-    assert {tuple(r.values()) for r in warehouse} == expected
+    warehouse = {tuple(r.values()) for r in medallion.gold("analytics.daily_revenue_by_country")}
+    assert warehouse == expected
     assert "analytics__review" not in warehouse_schemas(medallion)
     [audit] = medallion.store.audit_entries(stage_name="gold_daily_revenue", event="apply")
     assert (audit["status"], audit["details"]["how"]) == ("success", "fast-forwarded")
-    # The ledger knows the new definition published: the next run has nothing to rebuild.
+    # The ledger knows the new definitions published: the next run rebuilds nothing for them (silver, which
+    # joins two bronze tables, is rebuilt whole on every run, for that reason alone).
     assert medallion.run("orders_etl").status == "success"
-    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == previewed
+    assert refs(medallion.lake, snapshot, "gold_daily_revenue")["main"] == new["gold_daily_revenue"]
+    silver_run = medallion.stage_audit("silver_orders_enrich")[-1]["details"]
+    assert silver_run["why"] == "the stage reads more than one bronze table"
     assert cli(medallion, monkeypatch, "apply", str(changed), "--env", "review").output == (
         "no environment review: `medallion env list` shows those there are\n"
     )

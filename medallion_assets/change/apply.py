@@ -6,9 +6,10 @@ change: table by table, upstream first, `main` takes the environment's version.
 - Any other table runs its stage again, as a run would (its own write-audit-publish).
 - A warehouse target is then loaded from the version `main` now holds, in one transaction.
 
-Each table's publish is one Iceberg commit, recorded in the ledger and in audit_log, and consumes its branch:
-a failure or a kill leaves each table at its old or its new version, and `apply` run again goes on with the
-branches left.
+Each table's publish is one Iceberg commit, recorded in the ledger and in audit_log, and consumes its branch
+once the warehouse holds the version too: a failure or a kill leaves each table at its old or its new
+version, and `apply` run again goes on with the branches left (a table whose `main` is at its environment
+version already is only loaded and consumed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from medallion_assets.change.environment import env_branch
 from medallion_assets.change.preview import branch_snapshot, drop_environment
 from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.engine.stage.load import load
-from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.layout import TableRef, table_of
+from medallion_assets.storage.lake.maintenance import LakeMaintenance
 from medallion_assets.storage.lake.metadata import current_snapshot_id, load_table
 
 
@@ -55,7 +57,7 @@ def _apply_table(runner: StageRunner, stage: Stage, name: str) -> Applied:
             if runner.warehouse is not None
             else None
         )
-        outcome = StageOutcome(snapshot_id=runner.lake.publish(table, branch))
+        outcome = StageOutcome(snapshot_id=runner.lake.fast_forward(table, branch))
         outcome.input_snapshots = {
             i: s for i, t in inputs.items() if (s := current_snapshot_id(runner.lake_root, t)) is not None
         }
@@ -64,11 +66,14 @@ def _apply_table(runner: StageRunner, stage: Stage, name: str) -> Applied:
         if target.kind == "warehouse":
             written = runner.lake.read(table, snapshot_id=outcome.snapshot_id)
             load(runner, stage, target, written, outcome, held)
+        # The rejects the preview took out are published with the table.
+        if branch_snapshot(runner.lake_root, table.quarantine(), branch) is not None:
+            runner.lake.publish(table.quarantine(), branch)
         how = "fast-forwarded"
     else:
         outcome = runner.run_stage(stage)
-        runner.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
         how = "rebuilt"
+    _consume(runner, table, branch)
     runner.store.record_audit(
         pipeline_id=stage.pipeline_id,
         stage_name=stage.stage_name,
@@ -81,15 +86,24 @@ def _apply_table(runner: StageRunner, stage: Stage, name: str) -> Applied:
     return Applied(target.target_id, how, outcome.snapshot_id)
 
 
+def _consume(runner: StageRunner, table: TableRef, branch: str) -> None:
+    """Drop the table's environment branch, last, with the files of a version that was not published."""
+    LakeMaintenance(runner.spark, runner.lake_root).drop_branch(table, branch)
+
+
 def _unmoved(runner: StageRunner, stage: Stage, name: str) -> bool:
     """Whether the stage's table and inputs are where the preview found them: the table's `main` is the
-    parent of its environment version, and no input's `main` was committed after that version (an input the
-    environment rebuilt and this apply fast-forwarded was committed before it)."""
+    parent of its environment version (or that version, when an apply was stopped before it consumed the
+    branch), and no input's `main` was committed after that version (an input the environment rebuilt and
+    this apply fast-forwarded was committed before it)."""
     table = table_of(runner.snapshot.targets[stage.target_id])
     version = branch_snapshot(runner.lake_root, table, env_branch(name))
     loaded = load_table(runner.lake_root, table)
     written = loaded.snapshot_by_id(version) if loaded and version is not None else None
-    if written is None or current_snapshot_id(runner.lake_root, table) != written.parent_snapshot_id:
+    if written is None or current_snapshot_id(runner.lake_root, table) not in (
+        written.parent_snapshot_id,
+        written.snapshot_id,
+    ):
         return False
     for dataset in stage.input_ids():
         input_table = load_table(runner.lake_root, table_of(runner.snapshot.targets[dataset]))

@@ -8,17 +8,23 @@ lake's own write-audit-publish branches.
 - Nothing is recorded in the ledger: main's next run plans as if the preview never ran.
 
 Then each rebuilt table is compared with `main` by its target's key: rows before and after, added, removed
-and changed.
+and changed, and in how many of the changed rows each column changed.
+
+An environment's branches are kept as long as a run's unpublished branch (STAGED_BRANCH_RETENTION_DAYS): the
+lake's maintenance (`expire_snapshots`) drops them after that, as Iceberg drops any branch past its retention.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import reduce
 from typing import Any
 
 from dagster import DagsterInstance, GraphDefinition, op
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -29,8 +35,9 @@ from medallion_assets.engine.services import Ledger
 from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.naming import ENV_TAG
 from medallion_assets.storage.lake.layout import TableRef, table_of
-from medallion_assets.storage.lake.metadata import current_snapshot_id, load_table, snapshot_total
-from medallion_assets.storage.lake.tables import LakeTables
+from medallion_assets.storage.lake.maintenance import LakeMaintenance
+from medallion_assets.storage.lake.metadata import current_snapshot_id, load_table
+from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
 # Why a preview rebuilds every dataset it runs whole: an incremental step would read main's changes since
@@ -60,7 +67,8 @@ class EnvironmentLake(LakeTables):
         snapshot_id = branch_snapshot(self.lake_root, table, branch)
         assert snapshot_id is not None, "a run publishes the branch it just wrote"
         self.spark.sql(
-            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{self.branch}` AS OF VERSION {snapshot_id}"
+            f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{self.branch}` AS OF VERSION {snapshot_id} "
+            f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
         )
         self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
         return snapshot_id
@@ -100,6 +108,7 @@ class TableDiff:
     added: int
     removed: int
     changed: int
+    changed_columns: dict[str, int]  # of the changed rows, how many changed in each column (those that did)
     checks: list[str]
 
 
@@ -169,46 +178,90 @@ def table_diff(lake: LakeTables, target: Target, branch: str, outcome: StageOutc
     main = env.limit(0) if current_snapshot_id(lake.lake_root, table) is None else lake.read(table)
     shared = [c for c in env.columns if c in main.columns]
     keys = [k for k in target.keys if k in shared] or shared
-    env_keys, main_keys = env.select(*keys).distinct(), main.select(*keys).distinct()
-    changed = (
-        env.select(*shared).exceptAll(main.select(*shared)).join(main_keys, keys, "left_semi").select(*keys)
-    )
+    compared = [c for c in shared if c not in keys]
+    rows_env, rows_main, added, removed, changed, *by_column = compared_by_key(env, main, keys, compared)
     return TableDiff(
         dataset=target.target_id,
         table=str(table),
-        rows_main=main.count(),
-        rows_env=env.count(),
-        added=env_keys.join(main_keys, keys, "left_anti").count(),
-        removed=main_keys.join(env_keys, keys, "left_anti").count(),
-        changed=changed.distinct().count(),
+        rows_main=rows_main,
+        rows_env=rows_env,
+        added=added,
+        removed=removed,
+        changed=changed,
+        changed_columns={c: n for c, n in zip(compared, by_column) if n},
         checks=[f"{'passed' if o.passed else 'FAILED'}: {o.message}" for o in outcome.rule_outcomes],
     )
 
 
+def compared_by_key(env: DataFrame, main: DataFrame, keys: list[str], compared: list[str]) -> list[int]:
+    """Both versions' rows, then the keys only `env` holds (added), only `main` holds (removed), held by
+    both with a row that differs in any of the `compared` columns (changed), and in each of them (nulls
+    equal): one Spark job, both versions grouped by key together."""
+
+    def side(frame: DataFrame, name: str) -> DataFrame:
+        values = F.struct(*(F.col(f"`{c}`") for c in compared), F.lit(True).alias("_held"))
+        return frame.select(*keys, values.alias(name))
+
+    by_key = (
+        side(env, "env")
+        .unionByName(side(main, "main"), allowMissingColumns=True)
+        .groupBy(*keys)
+        .agg(
+            F.count("env").alias("rows_env"),
+            F.count("main").alias("rows_main"),
+            F.first("env", ignorenulls=True).alias("env"),
+            F.first("main", ignorenulls=True).alias("main"),
+        )
+    )
+    paired = F.col("env").isNotNull() & F.col("main").isNotNull()
+    differs = [~F.col("env").getField(c).eqNullSafe(F.col("main").getField(c)) for c in compared]
+    counted = by_key.agg(
+        F.sum("rows_env"),
+        F.sum("rows_main"),
+        F.count_if(F.col("main").isNull()),
+        F.count_if(F.col("env").isNull()),
+        F.count_if(paired & reduce(operator.or_, differs, F.lit(False))),
+        *(F.count_if(paired & d) for d in differs),
+    ).first()
+    return [int(n or 0) for n in (counted or [0] * (len(compared) + 5))]
+
+
 @dataclass(frozen=True)
 class EnvironmentBranch:
-    """One lake table's branch of an environment: its snapshot, when it was written, its bytes."""
+    """One lake table's branch of an environment: its snapshot, when it was written, its bytes and data
+    files, and when the lake's maintenance may drop it (None: never)."""
 
     table: TableRef
     snapshot_id: int
     written_at: datetime
     size_bytes: int
+    files: int
+    expires_at: datetime | None
 
 
 def environments(lake_root: str, snapshot: CatalogSnapshot) -> dict[str, list[EnvironmentBranch]]:
-    """Every environment's branches in the catalog's silver and gold tables, by environment name, from the
-    tables' metadata (no Spark)."""
+    """Every environment's branches in the catalog's silver and gold tables and their quarantine tables, by
+    environment name, from the tables' metadata (no Spark)."""
     found: dict[str, list[EnvironmentBranch]] = {}
     for target in snapshot.targets.values():
-        table = table_of(target)
-        loaded = load_table(lake_root, table) if target.layer != "bronze" else None
-        for name, ref in (loaded.refs() if loaded else {}).items():
-            written = loaded.snapshot_by_id(ref.snapshot_id) if loaded and name.startswith("env_") else None
-            if written is not None:
-                size = snapshot_total(lake_root, table, ref.snapshot_id, "total-files-size") or 0
+        for table in (table_of(target), table_of(target).quarantine()) if target.layer != "bronze" else ():
+            loaded = load_table(lake_root, table)
+            for name, ref in (loaded.refs() if loaded else {}).items():
+                written = loaded.snapshot_by_id(ref.snapshot_id) if loaded else None
+                if written is None or not name.startswith("env_"):
+                    continue
+                totals = written.summary.additional_properties if written.summary else {}
                 at = datetime.fromtimestamp(written.timestamp_ms / 1000, UTC)
+                kept = timedelta(milliseconds=ref.max_ref_age_ms) if ref.max_ref_age_ms else None
                 found.setdefault(name.removeprefix("env_"), []).append(
-                    EnvironmentBranch(table, ref.snapshot_id, at, size)
+                    EnvironmentBranch(
+                        table,
+                        ref.snapshot_id,
+                        at,
+                        int(totals.get("total-files-size", 0)),
+                        int(totals.get("total-data-files", 0)),
+                        at + kept if kept else None,
+                    )
                 )
     return found
 
@@ -216,13 +269,14 @@ def environments(lake_root: str, snapshot: CatalogSnapshot) -> dict[str, list[En
 def drop_environment(
     spark: SparkSession, lake_root: str, warehouse: Warehouse | None, snapshot: CatalogSnapshot, name: str
 ) -> list[str]:
-    """Remove environment `name`: its branches (their files go with the snapshots' expiry) and its warehouse
-    schemas. Returns what was removed, one line each."""
+    """Remove environment `name`: its branches, with the snapshots only they held and those snapshots' files,
+    and its warehouse schemas. Returns what was removed, one line each."""
     removed = []
-    LakeTables(spark, lake_root)  # registers the lake's catalogs on the session
+    lake = LakeMaintenance(spark, lake_root)
     for branch in environments(lake_root, snapshot).get(name, []):
-        spark.sql(f"ALTER TABLE {branch.table.sql} DROP BRANCH IF EXISTS `{env_branch(name)}`")
-        removed.append(f"branch {env_branch(name)} of {branch.table}")
+        deleted = lake.drop_branch(branch.table, env_branch(name))
+        files = deleted.get("deleted_data_files_count", 0)
+        removed.append(f"branch {env_branch(name)} of {branch.table} and its {files} data file(s)")
     schemas = sorted(
         {
             env_location(t.location, name).split(".")[0]

@@ -140,6 +140,10 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
             f"  {d.dataset:<28} rows {d.rows_main:,} → {d.rows_env:,}: {d.added:,} added, "
             f"{d.removed:,} removed, {d.changed:,} changed"
         )
+        if d.changed_columns:
+            lines.append(
+                "    changed columns: " + ", ".join(f"{c} {n:,}" for c, n in d.changed_columns.items())
+            )
         lines += [f"    {check}" for check in d.checks]
     return lines
 
@@ -151,7 +155,8 @@ def env_group() -> None:
 
 @env_group.command("list")
 def env_list() -> None:
-    """Every environment: its tables' branches, when each was written and its bytes."""
+    """Every environment: its age, bytes and data files, and when the lake's maintenance drops it; then each
+    table's branch."""
     from medallion_assets.change.preview import environments
 
     now = datetime.now(UTC)
@@ -160,10 +165,15 @@ def env_list() -> None:
         echo("no environments")
     for name, branches in sorted(found.items()):
         age = now - min(b.written_at for b in branches)
-        size = sum(b.size_bytes for b in branches)
-        echo(f"{name}: {len(branches)} table(s), {size:,} bytes, {int(age.total_seconds() // 60)} min old")
+        size, files = sum(b.size_bytes for b in branches), sum(b.files for b in branches)
+        expiries = [b.expires_at for b in branches if b.expires_at is not None]
+        expires = f", expires {min(expiries):%Y-%m-%d %H:%M} UTC" if expiries else ""
+        echo(
+            f"{name}: {len(branches)} table(s), {size:,} bytes in {files:,} data file(s), "
+            f"{int(age.total_seconds() // 60)} min old{expires}"
+        )
         for b in branches:
-            echo(f"  {b.table} snapshot {b.snapshot_id}")
+            echo(f"  {b.table} snapshot {b.snapshot_id}, {b.size_bytes:,} bytes in {b.files:,} data file(s)")
 
 
 @env_group.command("drop")

@@ -4,6 +4,8 @@
   the table's sort order);
 - `expire`: `expire_snapshots` older than a moment, keeping at least the last N (a branch a run staged keeps
   its own retention);
+- `drop_branch`: a branch dropped with the snapshots only it held, their files deleted (`expire_snapshots` of
+  those snapshots alone);
 - `remove_orphans`: `remove_orphan_files` older than a moment (files no snapshot references: left by a crashed
   write; never younger than a day, since a running write's files are not referenced yet).
 
@@ -13,12 +15,13 @@ Each returns what the procedure reported, as plain numbers, for the audit log.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import Row, SparkSession
 
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.metadata import branch_only_snapshots
 from medallion_assets.storage.lake.tables import LakeTables
 
 
@@ -80,6 +83,21 @@ class LakeMaintenance:
             table,
             "expire_snapshots",
             f", older_than => {_timestamp(older_than)}, retain_last => {int(retain_last)}",
+        )
+        return _report(rows[0] if rows else None)
+
+    def drop_branch(self, table: TableRef, branch: str) -> dict[str, int]:
+        """Drop `branch` and expire the snapshots no other branch or tag holds, deleting the files only they
+        reference; reports the files deleted of each kind. Expiry older than the epoch, so that no other
+        snapshot of the table's history goes with them."""
+        only = branch_only_snapshots(self.lake_root, table, branch)
+        self._tables().spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
+        if not only:
+            return {}
+        ids = ", ".join(str(int(s)) for s in only)
+        epoch = datetime(1970, 1, 2, tzinfo=UTC)
+        rows = self._call(
+            table, "expire_snapshots", f", older_than => {_timestamp(epoch)}, snapshot_ids => array({ids})"
         )
         return _report(rows[0] if rows else None)
 

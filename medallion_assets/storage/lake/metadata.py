@@ -138,6 +138,23 @@ def snapshot_total(lake_root: str, table: TableRef, snapshot_id: int, total: str
     return int(value) if value is not None else None
 
 
+def branch_only_snapshots(lake_root: str, table: TableRef, branch: str) -> list[int]:
+    """The snapshots `branch` went through that no other branch or tag holds: what dropping it leaves to
+    expire. Empty without the table or the branch."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    loaded = load_table(lake_root, table)
+    refs = loaded.refs() if loaded else {}
+    if loaded is None or branch not in refs:
+        return []
+
+    def lineage(snapshot_id: int) -> list[int]:
+        return [s.snapshot_id for s in ancestors_of(loaded.snapshot_by_id(snapshot_id), loaded.metadata)]
+
+    held = {s for name, ref in refs.items() if name != branch for s in lineage(ref.snapshot_id)}
+    return [s for s in lineage(refs[branch].snapshot_id) if s not in held]
+
+
 def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
     summary = snapshot.summary
     return SnapshotInfo(

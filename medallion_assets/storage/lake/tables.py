@@ -386,6 +386,13 @@ class LakeTables:
 
         Refused (LakeCommitConflict) when `main` moved since the branch was made: another run published in
         between, and fast-forwarding would lose its version."""
+        snapshot_id = self.fast_forward(table, branch)
+        self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
+        return snapshot_id
+
+    def fast_forward(self, table: TableRef, branch: str) -> int:
+        """Fast-forward `main` to `branch`, which is kept; returns the snapshot now current. Nothing to do
+        when `main` is there already; LakeCommitConflict as `publish`."""
         try:
             result = self.spark.sql(
                 f"CALL `{table.catalog}`.system.fast_forward('{table.in_catalog}', 'main', '{branch}')"
@@ -397,7 +404,6 @@ class LakeTables:
                 f"lake table {table}: another run published a new version while this run staged its own on "
                 f"branch {branch}; run it again to build on that version"
             ) from None
-        self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
         return int(result[0].updated_ref)
 
     def has_snapshot(self, table: TableRef, snapshot_id: int) -> bool:
