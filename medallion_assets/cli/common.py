@@ -13,7 +13,7 @@ from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
     from medallion_assets.catalog.loader import LoadedRows
-    from medallion_assets.catalog.models import StageTest
+    from medallion_assets.catalog.models import Row, StageTest
     from medallion_assets.catalog.snapshot import CatalogSnapshot
     from medallion_assets.catalog.store import CatalogStore
     from medallion_assets.change.unit_tests import TestResult
@@ -97,3 +97,54 @@ def run_unit_tests(
     summary = f"{len(results)} test(s): {len(results) - failed} passed, {failed} failed"
     echo(summary if results else "no tests", err=err)
     return results
+
+
+def load_catalog_files(store: CatalogStore, paths: Iterable[str | Path], allow_breaking: bool = False) -> str:
+    """Validate, check the warehouse contracts, and upsert; give new pipelines, stages and sources their kill
+    switch rows; refresh recovery paths."""
+    from medallion_assets.change.plan import plan_files
+    from medallion_assets.control.steering.flags import add_missing_flags
+    from medallion_assets.recovery.paths import refresh_recovery_paths
+
+    waived: list[str] = []
+    targets: set[str] = set()
+
+    def checked(snapshot: CatalogSnapshot) -> dict[str, list[Row]]:
+        loaded = validated(snapshot, paths)
+        made = plan_files(snapshot, loaded, None)
+        refused = made.refused(allow_breaking)
+        if refused:
+            refuse("\n".join(f"refused: {problem}" for problem in refused))
+        waived.extend(str(problem) for problem in made.contract)
+        targets.update(row.key()[0] for row in loaded.rows["targets"])
+        return loaded.rows
+
+    written = store.upsert_checked(checked)
+    if allow_breaking:
+        allow_breaking_changes(store, waived, targets)
+    flags = add_missing_flags(store)
+    changed = refresh_recovery_paths(store, store.snapshot())
+    return (
+        "loaded: "
+        + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
+        + f"; {len(flags)} kill switch row(s) added (one per new pipeline, stage and source, enabled: "
+        "`medallion disable` halts it)" + f"; recovery paths refreshed for {len(changed)} dataset(s)"
+    )
+
+
+def allow_breaking_changes(store: CatalogStore, waived: list[str], targets: set[str]) -> None:
+    """Release the stages of `targets` the control sensor held for a contract break made by SQL, and record
+    those breaks and the ones this load let through (`waived`), so the sensor does not hold them."""
+    from medallion_assets.change.plan import HELD, WAIVED_EVENT
+    from medallion_assets.control.steering.flags import read_control_state, set_flag
+
+    made_by = {f"{s.pipeline_id}.{s.stage_name}": s.target_id for s in store.snapshot().stages()}
+    for flag in read_control_state(store).flags:
+        held = flag.entity_type == "stage" and not flag.flag_value and flag.reason.startswith(HELD)
+        if held and made_by.get(flag.entity_id) in targets:
+            waived.append(flag.reason.removeprefix(HELD))
+            set_flag(
+                store, "stage", flag.entity_id, True, "the breaking change was loaded with --allow-breaking"
+            )
+    if waived:
+        store.record_audit(event=WAIVED_EVENT, status="allowed", details={"problems": waived})

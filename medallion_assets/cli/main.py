@@ -8,7 +8,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from medallion_assets.cli.common import (
     EXIT_INVALID,
     EXIT_UNAVAILABLE,
     catalog_store,
-    check_change_arguments,
+    load_catalog_files,
     refuse,
     validated,
 )
@@ -31,10 +30,7 @@ from medallion_assets.process_group import run_process_group
 from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
-    from medallion_assets.catalog.models import Row
-    from medallion_assets.catalog.snapshot import CatalogSnapshot
-    from medallion_assets.catalog.store import CatalogStore
-    from medallion_assets.change.apply import Applied
+    pass
 
 SEED = Path(__file__).resolve().parents[2] / "metadata_seed"
 
@@ -47,6 +43,7 @@ READS_RAW_OBJECTS = {"run", "paths", "lineage", "ui"}
 # lazy group), so `medallion plan` loads neither the onboarding tool nor Dagster; `--help` imports them all.
 SUBCOMMANDS = {
     "plan": "plan:plan",
+    "apply": "plan:apply",
     "env": "plan:env_group",
     "test": "stage_tests:test",
     "lineage": "lineage:lineage",
@@ -143,132 +140,11 @@ def catalog_validate(paths: tuple[str, ...]) -> None:
     is_flag=True,
     help="load a change that drops, renames or narrows a warehouse target's contract column anyway",
 )
-def catalog_load(paths: tuple[str, ...], allow_breaking: bool) -> None:
+def catalogload_catalog_files(paths: tuple[str, ...], allow_breaking: bool) -> None:
     """Validate, then upsert YAML files or folders into the catalog (idempotent). A change that breaks a
     warehouse target's contract (`medallion plan` shows it) is refused unless the target declares a new
     version or --allow-breaking is given."""
-    echo(_load(catalog_store(), paths, allow_breaking))
-
-
-def _load(store: CatalogStore, paths: Iterable[str | Path], allow_breaking: bool = False) -> str:
-    """Validate, check the warehouse contracts, and upsert; give new pipelines, stages and sources their kill
-    switch rows; refresh recovery paths."""
-    from medallion_assets.change.plan import plan_files
-    from medallion_assets.control.steering.flags import add_missing_flags
-    from medallion_assets.recovery.paths import refresh_recovery_paths
-
-    waived: list[str] = []
-    targets: set[str] = set()
-
-    def checked(snapshot: CatalogSnapshot) -> dict[str, list[Row]]:
-        loaded = validated(snapshot, paths)
-        made = plan_files(snapshot, loaded, None)
-        refused = made.refused(allow_breaking)
-        if refused:
-            refuse("\n".join(f"refused: {problem}" for problem in refused))
-        waived.extend(str(problem) for problem in made.contract)
-        targets.update(row.key()[0] for row in loaded.rows["targets"])
-        return loaded.rows
-
-    written = store.upsert_checked(checked)
-    if allow_breaking:
-        _allow_breaking(store, waived, targets)
-    flags = add_missing_flags(store)
-    changed = refresh_recovery_paths(store, store.snapshot())
-    return (
-        "loaded: "
-        + (", ".join(f"{table} {count}" for table, count in written.items()) or "nothing")
-        + f"; {len(flags)} kill switch row(s) added (one per new pipeline, stage and source, enabled: "
-        "`medallion disable` halts it)" + f"; recovery paths refreshed for {len(changed)} dataset(s)"
-    )
-
-
-@main.command("apply")
-@click.argument("directory", type=click.Path(path_type=Path))
-@click.option(
-    "--env",
-    "env",
-    metavar="NAME",
-    help="publish environment NAME, previewed by `medallion plan DIRECTORY --env NAME`",
-)
-@click.option("--allow-breaking", is_flag=True, help="as `catalog load --allow-breaking`")
-def apply(directory: Path, env: str | None, allow_breaking: bool) -> None:
-    """Load the catalog files in DIRECTORY. Without --env it prints the plan first, and the next runs rebuild
-    what it says. With --env NAME it then publishes the environment's tables, upstream first: a table whose
-    main has not moved since the preview is fast-forwarded to its branch (metadata only), any other runs its
-    stage again; a warehouse target is loaded in one transaction. Run it again after a failure: it goes on
-    with the tables not yet published."""
-    check_change_arguments(directory, env)
-    store = catalog_store()
-    if env is None:
-        from medallion_assets.change.plan import plan_files
-        from medallion_assets.cli.plan import plan_lines
-
-        stored = store.snapshot()
-        for line in plan_lines(plan_files(stored, validated(stored, [directory]), config.lake_url())):
-            echo(line)
-        echo(_load(store, [directory], allow_breaking))
-        return
-    from medallion_assets.catalog.loader import merged_snapshot
-    from medallion_assets.change.environment import PREVIEW_EVENT, changed_since_preview
-    from medallion_assets.change.preview import environments
-
-    stored = store.snapshot()
-    if env not in environments(config.lake_url(), stored):
-        refuse(f"no environment {env}: `medallion env list` shows those there are")
-    files = merged_snapshot(stored, validated(stored, [directory]))
-    if changed := changed_since_preview(store.audit_entries(event=PREVIEW_EVENT), env, files):
-        refuse(
-            f"environment {env} was previewed with other catalog files: {', '.join(changed)} changed since; "
-            f"preview again with `medallion plan {directory} --env {env}`"
-        )
-    echo(_load(store, [directory], allow_breaking))
-    for applied in _apply_environment(store, env):
-        echo(f"{applied.dataset}: {applied.how}, snapshot {applied.snapshot_id}")
-
-
-def _apply_environment(store: CatalogStore, env: str) -> list[Applied]:
-    """Publish environment `env` with the catalog as just loaded."""
-    from medallion_assets.change.apply import apply_environment
-    from medallion_assets.control.steering.throttles import CatalogThrottles
-    from medallion_assets.engine.spark import spark_session
-    from medallion_assets.engine.stage import StageRunner
-    from medallion_assets.recovery.routes import CatalogRoutes
-    from medallion_assets.storage.warehouse import warehouse_from_url
-
-    snapshot = store.snapshot()
-    warehouse = warehouse_from_url(config.warehouse_url())
-    try:
-        runner = StageRunner(
-            spark_session(app_name=f"medallion-apply-{env}"),
-            snapshot,
-            store,
-            config.lake_url(),
-            warehouse,
-            throttle=CatalogThrottles(store),
-            recovery=CatalogRoutes(store, snapshot),
-        )
-        return apply_environment(runner, env)
-    finally:
-        warehouse.close()
-
-
-def _allow_breaking(store: CatalogStore, waived: list[str], targets: set[str]) -> None:
-    """Release the stages of `targets` the control sensor held for a contract break made by SQL, and record
-    those breaks and the ones this load let through (`waived`), so the sensor does not hold them."""
-    from medallion_assets.change.plan import HELD, WAIVED_EVENT
-    from medallion_assets.control.steering.flags import read_control_state, set_flag
-
-    made_by = {f"{s.pipeline_id}.{s.stage_name}": s.target_id for s in store.snapshot().stages()}
-    for flag in read_control_state(store).flags:
-        held = flag.entity_type == "stage" and not flag.flag_value and flag.reason.startswith(HELD)
-        if held and made_by.get(flag.entity_id) in targets:
-            waived.append(flag.reason.removeprefix(HELD))
-            set_flag(
-                store, "stage", flag.entity_id, True, "the breaking change was loaded with --allow-breaking"
-            )
-    if waived:
-        store.record_audit(event=WAIVED_EVENT, status="allowed", details={"problems": waived})
+    echo(load_catalog_files(catalog_store(), paths, allow_breaking))
 
 
 @catalog.command("show")
@@ -586,7 +462,7 @@ def demo(rows: int) -> None:
     raw = config.raw_objects_folder()
     echo(f"writing {rows} sample events to {raw / 'medallion-raw'}, served as s3://medallion-raw/")
     echo(str(write_sample_data(str(raw / "medallion-raw"), rows)))
-    echo(_load(store, [SEED]))
+    echo(load_catalog_files(store, [SEED]))
     _dagster_home()
     with serve_folder(raw):
         statuses = {

@@ -16,6 +16,7 @@ from medallion_assets.cli.common import (
     EXIT_INVALID,
     catalog_store,
     check_change_arguments,
+    load_catalog_files,
     refuse,
     run_unit_tests,
     validated,
@@ -24,6 +25,8 @@ from medallion_assets.redaction import echo
 
 if TYPE_CHECKING:
     from medallion_assets.catalog.snapshot import CatalogSnapshot
+    from medallion_assets.catalog.store import CatalogStore
+    from medallion_assets.change.apply import Applied
     from medallion_assets.change.plan import Plan
 
 # Lines per section of the text output, so a plan fits a screen; --json holds everything.
@@ -242,3 +245,72 @@ def _section(lines: list[str]) -> list[str]:
     if len(lines) <= SHOWN:
         return lines
     return [*lines[: SHOWN - 1], f"  … and {len(lines) - SHOWN + 1} more (--json shows all)"]
+
+
+@click.command("apply")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option(
+    "--env",
+    "env",
+    metavar="NAME",
+    help="publish environment NAME, previewed by `medallion plan DIRECTORY --env NAME`",
+)
+@click.option("--allow-breaking", is_flag=True, help="as `catalog load --allow-breaking`")
+def apply(directory: Path, env: str | None, allow_breaking: bool) -> None:
+    """Load the catalog files in DIRECTORY. Without --env it prints the plan first, and the next runs rebuild
+    what it says. With --env NAME it then publishes the environment's tables, upstream first: a table whose
+    main has not moved since the preview is fast-forwarded to its branch (metadata only), any other runs its
+    stage again; a warehouse target is loaded in one transaction. Run it again after a failure: it goes on
+    with the tables not yet published."""
+    check_change_arguments(directory, env)
+    store = catalog_store()
+    if env is None:
+        from medallion_assets.change.plan import plan_files
+
+        stored = store.snapshot()
+        for line in plan_lines(plan_files(stored, validated(stored, [directory]), config.lake_url())):
+            echo(line)
+        echo(load_catalog_files(store, [directory], allow_breaking))
+        return
+    from medallion_assets.catalog.loader import merged_snapshot
+    from medallion_assets.change.environment import PREVIEW_EVENT, changed_since_preview
+    from medallion_assets.change.preview import environments
+
+    stored = store.snapshot()
+    if env not in environments(config.lake_url(), stored):
+        refuse(f"no environment {env}: `medallion env list` shows those there are")
+    files = merged_snapshot(stored, validated(stored, [directory]))
+    if changed := changed_since_preview(store.audit_entries(event=PREVIEW_EVENT), env, files):
+        refuse(
+            f"environment {env} was previewed with other catalog files: {', '.join(changed)} changed since; "
+            f"preview again with `medallion plan {directory} --env {env}`"
+        )
+    echo(load_catalog_files(store, [directory], allow_breaking))
+    for applied in _apply_environment(store, env):
+        echo(f"{applied.dataset}: {applied.how}, snapshot {applied.snapshot_id}")
+
+
+def _apply_environment(store: CatalogStore, env: str) -> list[Applied]:
+    """Publish environment `env` with the catalog as just loaded."""
+    from medallion_assets.change.apply import apply_environment
+    from medallion_assets.control.steering.throttles import CatalogThrottles
+    from medallion_assets.engine.spark import spark_session
+    from medallion_assets.engine.stage import StageRunner
+    from medallion_assets.recovery.routes import CatalogRoutes
+    from medallion_assets.storage.warehouse import warehouse_from_url
+
+    snapshot = store.snapshot()
+    warehouse = warehouse_from_url(config.warehouse_url())
+    try:
+        runner = StageRunner(
+            spark_session(app_name=f"medallion-apply-{env}"),
+            snapshot,
+            store,
+            config.lake_url(),
+            warehouse,
+            throttle=CatalogThrottles(store),
+            recovery=CatalogRoutes(store, snapshot),
+        )
+        return apply_environment(runner, env)
+    finally:
+        warehouse.close()
