@@ -168,8 +168,9 @@ def _resumed(
     readable: Callable[[TableRef, int, int | None], str | None],
 ) -> Mode:
     """Whether the stage can go on from its last commit, as every incremental plan needs: its inputs
-    available, the same definition, its table untouched since, the input snapshot it read known, and what
-    `source` changed since then `readable` (the lake's check of what the plan reads: why not, or None).
+    available, the same definition, its table's rows untouched since (a compaction rewrites files, not
+    rows), the input snapshot it read known, and what `source` changed since then `readable` (the lake's
+    check of what the plan reads: why not, or None).
     Returns `since` (that snapshot) when it can, else the full mode and why."""
     if context.recovery.flagged(context.lake_ancestry(stage)):
         return Mode("full", "an input is unavailable and rebuilt from its own inputs")
@@ -179,8 +180,14 @@ def _resumed(
     fingerprint = stage_fingerprint(stage, target, context.snapshot)
     if last.get("fingerprint") != fingerprint:
         return Mode("full", f"the stage's definition changed ({last.get('fingerprint')} → {fingerprint})")
-    if context.lake.current_snapshot(table) != last["snapshot_id"]:
-        return Mode("full", "the table changed since this stage's last commit (a rollback or another writer)")
+    changed = context.lake.rewritten_between(
+        table, int(last["snapshot_id"]), context.lake.current_snapshot(table)
+    )
+    if changed:
+        return Mode(
+            "full",
+            f"the table changed since this stage's last commit (a rollback or another writer): {changed}",
+        )
     since = (last.get("inputs") or {}).get(stage.input_id)
     if since is None:
         return Mode("full", "the last commit does not say which input snapshot it read")
