@@ -78,6 +78,16 @@ class AssetReport:
     mode: str | None = None  # a silver or gold stage's: full or incremental
     why: str | None = None  # why that mode
     snapshot_id: int | None = None  # the lake table's version the stage published, its data version
+    # Its wall time, and of it (see engine/timing.py) the time in Spark's jobs (unknown through Spark
+    # Connect), in metadata commits (publishing the table, the ledger) and the rest.
+    duration_sec: float | None = None
+    spark_jobs_sec: float | None = None
+    metadata_commits_sec: float | None = None
+    other_sec: float | None = None
+
+
+# The asset metadata of a stage's time, in AssetReport's order.
+TIME_PARTS = ("duration_sec", "spark_jobs_sec", "metadata_commits_sec", "other_sec")
 
 
 @dataclass
@@ -387,6 +397,7 @@ def _reports(
             _text(metadata, "mode"),
             _text(metadata, "why"),
             int(published) if (published := _text(metadata, "snapshot_id")) else None,
+            *(_seconds(metadata, part) for part in TIME_PARTS),
         )
     return reports
 
@@ -394,6 +405,11 @@ def _reports(
 def _count(metadata: Mapping[str, MetadataValue], name: str) -> int | None:
     # The asset factory records these counts as integers (IntMetadataValue).
     return cast(int, metadata[name].value) if name in metadata else None
+
+
+def _seconds(metadata: Mapping[str, MetadataValue], name: str) -> float | None:
+    # The asset factory records times as floats (FloatMetadataValue).
+    return cast(float, metadata[name].value) if name in metadata else None
 
 
 def _text(metadata: Mapping[str, MetadataValue], name: str) -> str | None:

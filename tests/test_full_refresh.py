@@ -6,8 +6,10 @@ next incremental); a request naming no dataset writes nothing."""
 from __future__ import annotations
 
 import json
+import re
 
 import boto3
+import pytest
 from click.testing import CliRunner
 
 from medallion_assets.cli.main import main
@@ -55,6 +57,9 @@ MAINTENANCE = """
 table_maintenance:
   - {dataset: default, target_file_size_bytes: 100, expire_after_days: 0.00001, keep_snapshots: 2}
 """
+
+# How `medallion run` prints an asset's time.
+TIMES = re.compile(r"    [\d.]+ s: Spark jobs [\d.]+ s, metadata commits [\d.]+ s, other [\d.]+ s")
 
 
 def reasons(report: PipelineReport) -> dict[str, tuple[str | None, str | None]]:
@@ -124,12 +129,21 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
 
     # As from the UI's launchpad: the tag alone, every dataset.
     asked = "a full refresh was asked for by the run tag medallion/full_refresh=*"
-    assert reasons(medallion.run(PIPELINE, tags={FULL_REFRESH_TAG: "*"})) == {
+    refreshed = medallion.run(PIPELINE, tags={FULL_REFRESH_TAG: "*"})
+    assert reasons(refreshed) == {
         "bronze/user_events": (None, None),
         "silver/user_events": ("full", asked),
         "gold/daily_user_events": ("full", asked),
         "silver/event_users": ("full", asked),
     }
+    # Each asset's wall time, and where it went: Spark's jobs, metadata commits (publish, ledger), the rest.
+    for asset in refreshed.assets:
+        assert asset.duration_sec and asset.metadata_commits_sec and asset.other_sec is not None, asset
+        assert asset.spark_jobs_sec is not None, asset
+        assert asset.spark_jobs_sec > 0 or asset.key.startswith("bronze/"), asset  # bronze had nothing new
+        measured = asset.spark_jobs_sec + asset.metadata_commits_sec
+        assert measured <= asset.duration_sec + 0.002, asset  # each rounded to milliseconds
+        assert measured + asset.other_sec == pytest.approx(asset.duration_sec, abs=0.003), asset
     refreshed_snapshots, refreshed_rows = lake_state(medallion)
     assert refreshed_rows == rows
     assert medallion.gold("analytics.daily_user_events") == warehouse
@@ -145,6 +159,8 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
     assert result.exit_code == 0, result.output
     asked = "a full refresh was asked for by `medallion run --full-refresh --from silver_user_events`"
     lines = result.stdout.splitlines()
+    times = [line for line in lines if TIMES.fullmatch(line)]
+    assert len(times) == 4, result.stdout
     modes = [line for line in lines if line.startswith(("    full:", "    incremental:"))]
     assert modes[:2] == [f"    full: {asked}", f"    full: {asked}"]
     assert modes[2].startswith("    incremental: reads the rows bronze appended after snapshot ")

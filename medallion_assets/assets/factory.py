@@ -102,7 +102,8 @@ def _materialize_result(
         "rows_read": outcome.rows_read,
         "rows_quarantined": outcome.rows_quarantined,
         "dagster/table_name": outcome.table,
-        "duration_sec": round(outcome.duration_sec, 3),
+        "duration_sec": round(outcome.times.wall_sec, 3),
+        **outcome.times.as_metadata(),
         **outcome.details,
     }
     if table is not None:
@@ -281,7 +282,7 @@ class StageStep:
             rows_read=outcome.rows_read,
             rows_written=outcome.rows_written,
             rows_quarantined=outcome.rows_quarantined,
-            duration_sec=outcome.duration_sec,
+            duration_sec=outcome.times.wall_sec,
             details=outcome.details,
         )
         table = table_info(self.lake_root, table_of(self.target))
