@@ -11,6 +11,10 @@ run tag `medallion/full_refresh=*`: silver and gold rebuilt whole from bronze, w
 issue 24); its gold must equal the incremental run's gold row for row. Last, a run with no new object is
 timed: the empty batch.
 
+Each day, the same batch also goes through a hand-written PySpark + Iceberg script (`HandWritten`), timed in
+the same session (Spark start excluded from both); its gold must equal Medallion's. Prints Medallion / the
+script, medians of days 2-4 and of the last three (goal <= 1.5, issue 35).
+
 Prints day N / day 2 (goal <= 1.2) and writes the curve to bench/results/incremental.png (or `--curve`).
 
     python bench/incremental.py                         # 30 days of 100,000 events
@@ -33,6 +37,8 @@ from pathlib import Path
 import boto3
 import duckdb
 from dagster import DagsterInstance
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from medallion_assets.catalog.models import Incremental  # noqa: E402
@@ -43,6 +49,7 @@ from medallion_assets.engine.spark import spark_session  # noqa: E402
 from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.local_s3 import local_s3  # noqa: E402
 from medallion_assets.runner import PipelineReport, run_pipeline  # noqa: E402
+from medallion_assets.storage.lake.tables import LakeTables  # noqa: E402
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -117,6 +124,66 @@ class Installation:
             return connection.execute(f"SELECT * FROM {GOLD_TABLE} ORDER BY 1").fetchall()
 
 
+class HandWritten:
+    """The same work per batch as a lean PySpark + Iceberg script would do it, in the same Spark session and
+    lake catalog (tables `lake.handwritten.*`): the day's raw events appended to a bronze table; typed and
+    deduplicated, merged into silver (kept by day) with `MERGE INTO`, inserting the events it lacks (late
+    ones land on their day; a copy finds its event, searched only from the batch's first day on); gold's
+    SQL recomputed for the days the batch touched, overwriting those days. It reads the day's objects from
+    local files written beforehand (Medallion reads them from the S3 API), and loads no warehouse."""
+
+    BRONZE, SILVER, GOLD = "lake.handwritten.bronze", "lake.handwritten.silver", "lake.handwritten.gold"
+    RAW = "event_id string, user_id string, event_type string, event_ts string, value double"
+
+    def __init__(self, spark: SparkSession, folder: Path, lake_root: str):
+        self.spark, self.folder = spark, folder
+        LakeTables(spark, lake_root)  # registers the lake's catalog on the session
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.handwritten")
+        spark.sql(f"CREATE TABLE {self.BRONZE} ({self.RAW}, _day int) USING iceberg")
+        spark.sql(
+            f"CREATE TABLE {self.SILVER} (event_id string, user_id string, event_type string, "
+            "event_ts timestamp, value double) USING iceberg PARTITIONED BY (days(event_ts)) "
+            "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
+        )
+        spark.sql(
+            f"CREATE TABLE {self.GOLD} (event_date date, total_events bigint, unique_users bigint) "
+            "USING iceberg PARTITIONED BY (event_date)"
+        )
+
+    def land(self, day: int, lines: list[str]) -> None:
+        (self.folder / f"day-{day:03d}.jsonl").write_text("\n".join(lines) + "\n")
+
+    def run(self, day: int) -> float:
+        """One batch, timed."""
+        spark, start = self.spark, time.perf_counter()
+        raw = spark.read.schema(self.RAW).json(str(self.folder / f"day-{day:03d}.jsonl"))
+        raw.withColumn("_day", F.lit(day)).writeTo(self.BRONZE).append()
+        batch = (
+            spark.table(self.BRONZE)
+            .where(F.col("_day") == day)
+            .withColumn("event_ts", F.to_timestamp("event_ts"))
+            .drop("_day")
+            .dropDuplicates(["event_id"])
+        )
+        batch.createOrReplaceTempView("handwritten_batch")
+        days = sorted(r[0] for r in batch.select(F.to_date("event_ts")).distinct().collect())
+        since = f"TIMESTAMP '{days[0]}'"
+        spark.sql(
+            f"MERGE INTO {self.SILVER} t USING handwritten_batch s "
+            f"ON t.event_id = s.event_id AND t.event_ts >= {since} WHEN NOT MATCHED THEN INSERT *"
+        )
+        touched = ", ".join(f"DATE '{d}'" for d in days)
+        spark.sql(
+            "SELECT CAST(event_ts AS DATE) AS event_date, COUNT(*) AS total_events, "
+            f"COUNT(DISTINCT user_id) AS unique_users FROM {self.SILVER} "
+            f"WHERE event_ts >= {since} AND CAST(event_ts AS DATE) IN ({touched}) GROUP BY 1"
+        ).writeTo(self.GOLD).overwritePartitions()
+        return time.perf_counter() - start
+
+    def gold(self) -> list[tuple]:
+        return [tuple(row) for row in self.spark.sql(f"SELECT * FROM {self.GOLD} ORDER BY 1").collect()]
+
+
 def plot(
     path: Path, days: list[int], seconds: list[float], silver: list[float], gold: list[float], full: dict
 ) -> Path:
@@ -159,18 +226,25 @@ def main() -> None:
         spark = spark_session({"spark.driver.memory": "2g"}, "medallion-bench")
         print(f"Spark {spark.version}; {days} days of {rows:,} events")
         medallion = Installation(Path(scratch))
+        script = HandWritten(spark, Path(scratch), medallion.lake)
         earlier: list[str] = []
-        timed, silver, gold, full = [], [], [], {}
+        timed, silver, gold, full, by_hand = [], [], [], {}, []
         for day in range(1, days + 1):
             lines = day_lines(rng, day, rows, earlier)
             earlier = rng.sample(earlier + lines, min(len(earlier) + len(lines), 5_000))
             land(day, lines)
+            script.land(day, lines)
             seconds, audit, report = medallion.run()
             timed.append(seconds)
+            by_hand.append(script.run(day))
+            assert script.gold() == medallion.gold(), f"day {day}: the script's gold differs"
             silver.append(audit["silver_clean"]["duration_sec"])
             gold.append(audit["gold_daily_aggregate"]["duration_sec"])
             modes = {a.key: a.mode for a in report.assets if a.mode}
-            print(f"day {day:3d}: {seconds:6.2f} s  (silver {silver[-1]:.2f}, gold {gold[-1]:.2f})  {modes}")
+            print(
+                f"day {day:3d}: {seconds:6.2f} s  (silver {silver[-1]:.2f}, gold {gold[-1]:.2f}; "
+                f"the script {by_hand[-1]:.2f})  {modes}"
+            )
             if day in refresh_days:
                 incremental_gold = medallion.gold()
                 # Its bronze has nothing new to ingest: silver and gold are what it is compared on.
@@ -189,6 +263,12 @@ def main() -> None:
         # One run is noisy on shared cores, and day 2's is the first incremental one (its JIT warm-up).
         late, early = statistics.median(timed[-3:]), statistics.median(timed[1:4])
         print(f"median of the last 3 days / median of days 2-4: {late / early:.2f}")
+        # Against the hand-written script (Spark start excluded from both): the whole run, and silver + gold.
+        for name, window in (("days 2-4", slice(1, 4)), ("the last 3 days", slice(-3, None))):
+            script_median = statistics.median(by_hand[window])
+            whole = statistics.median(timed[window]) / script_median
+            parts = statistics.median([s + g for s, g in zip(silver[window], gold[window])]) / script_median
+            print(f"{name}: Medallion / the script {whole:.2f} (goal <= 1.5); silver + gold: {parts:.2f}")
         if days in full:
             ratio = full[days] / (silver[-1] + gold[-1])
             print(f"silver + gold on day {days}, full refresh / incremental: {ratio:.2f}")

@@ -80,6 +80,16 @@ class AssetReport:
     snapshot_id: int | None = None  # the lake table's version the stage published, its data version
     # The version the stage left as it was, nothing new having come; its checks are that version's verdicts.
     unchanged_since: int | None = None
+    # Its wall time, and of it (see engine/timing.py) the time in Spark's jobs (unknown through Spark
+    # Connect), in metadata commits (publishing the table, the ledger) and the rest.
+    duration_sec: float | None = None
+    spark_jobs_sec: float | None = None
+    metadata_commits_sec: float | None = None
+    other_sec: float | None = None
+
+
+# The asset metadata of a stage's time, in AssetReport's order.
+TIME_PARTS = ("duration_sec", "spark_jobs_sec", "metadata_commits_sec", "other_sec")
 
 
 @dataclass
@@ -390,6 +400,7 @@ def _reports(
             _text(metadata, "why"),
             int(published) if (published := _text(metadata, "snapshot_id")) else None,
             int(kept) if (kept := _text(metadata, "unchanged_since")) else None,
+            *(_seconds(metadata, part) for part in TIME_PARTS),
         )
     return reports
 
@@ -397,6 +408,11 @@ def _reports(
 def _count(metadata: Mapping[str, MetadataValue], name: str) -> int | None:
     # The asset factory records these counts as integers (IntMetadataValue).
     return cast(int, metadata[name].value) if name in metadata else None
+
+
+def _seconds(metadata: Mapping[str, MetadataValue], name: str) -> float | None:
+    # The asset factory records times as floats (FloatMetadataValue).
+    return cast(float, metadata[name].value) if name in metadata else None
 
 
 def _text(metadata: Mapping[str, MetadataValue], name: str) -> str | None:

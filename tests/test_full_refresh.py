@@ -1,15 +1,22 @@
 """A full refresh the user asks for: `medallion run --full-refresh [--from DATASET]`, or the run tag
 `medallion/full_refresh` from wherever Dagster launches a run, rebuilds silver and gold whole from bronze in
-one commit per table, equal to what the incremental runs built; a request naming no dataset writes nothing."""
+one commit per table, equal to what the incremental runs built (maintenance between two of them keeps the
+next incremental); a request naming no dataset writes nothing."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import boto3
+import pytest
 from click.testing import CliRunner
 
 from medallion_assets.cli.main import main
 from medallion_assets.engine.refresh import FULL_REFRESH_TAG
 from medallion_assets.runner import PipelineReport
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.metadata import table_info
 from tests.lake import lake_rows, lake_snapshots
 
 PIPELINE = "user_events_etl"
@@ -44,6 +51,17 @@ DAY_2 = "\n".join(
 )
 
 
+# Maintenance of every table: compaction into files so small that every file is rewritten, then expiry of
+# all but the last two snapshots.
+MAINTENANCE = """
+table_maintenance:
+  - {dataset: default, target_file_size_bytes: 100, expire_after_days: 0.00001, keep_snapshots: 2}
+"""
+
+# How `medallion run` prints an asset's time.
+TIMES = re.compile(r"    [\d.]+ s: Spark jobs [\d.]+ s, metadata commits [\d.]+ s, other [\d.]+ s")
+
+
 def reasons(report: PipelineReport) -> dict[str, tuple[str | None, str | None]]:
     assert report.status == "success", report
     return {asset.key: (asset.mode, asset.why) for asset in report.assets}
@@ -66,6 +84,26 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
     definition.write_text(EVENT_USERS.format(columns="{event_id: string, user_id: string}"))
     medallion.load(definition)
     assert medallion.run(PIPELINE).status == "success"
+    for name, value in (
+        ("MEDALLION_CATALOG_URL", medallion.store.url),
+        ("MEDALLION_LAKE_URL", str(medallion.lake)),
+        ("MEDALLION_WAREHOUSE_URL", medallion.warehouse_url),
+    ):
+        monkeypatch.setenv(name, value)
+    # Maintenance between the two batches, compaction (a `replace` snapshot of each table) and expiry,
+    # changes no row: the next run stays incremental, and equals a full refresh (below).
+    maintenance = tmp_path / "maintenance.yaml"
+    maintenance.write_text(MAINTENANCE)
+    medallion.load(maintenance)
+    before_maintenance = lake_state(medallion)
+    maintained = CliRunner().invoke(main, ["lake", "maintain", "--json"])
+    assert maintained.exit_code == 0, maintained.output
+    reported = {r["dataset"]: r["reported"] for r in json.loads(maintained.stdout)}
+    assert lake_state(medallion)[1] == before_maintenance[1]
+    for table in ("bronze.user_events", "silver.user_events", "gold.daily_user_events"):
+        assert reported[table.replace(".", "_")]["compaction"]["rewritten_data_files_count"] > 0, reported
+        compacted = table_info(str(medallion.lake), TableRef("lake", *table.split(".")))
+        assert compacted is not None and compacted.history[-1].operation == "replace", table
     boto3.client("s3").put_object(Bucket="medallion-raw", Key="user_events/day2.jsonl", Body=DAY_2)
     # A new column is a new definition: the next run rebuilds that dataset whole, and its report says why.
     wider = "{event_id: string, user_id: string, event_type: string}"
@@ -73,7 +111,12 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
     medallion.load(definition)
     incremental = reasons(medallion.run(PIPELINE))
     assert incremental["bronze/user_events"] == (None, None)
-    assert incremental["silver/user_events"][0] == "incremental"
+    bronze_read = before_maintenance[0]["bronze.user_events"][-1]  # compacted since
+    assert incremental["silver/user_events"] == (
+        "incremental",
+        f"reads the rows bronze appended after snapshot {bronze_read}",
+    )
+    assert medallion.stage_audit("silver_clean")[-1]["details"]["mode"] == "incremental"
     assert incremental["silver/event_users"][0] == "full"
     assert incremental["silver/event_users"][1].startswith("the stage's definition changed (")
     # Gold recomputes the days silver's changes touched; the full refresh below must make the same rows.
@@ -86,12 +129,21 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
 
     # As from the UI's launchpad: the tag alone, every dataset.
     asked = "a full refresh was asked for by the run tag medallion/full_refresh=*"
-    assert reasons(medallion.run(PIPELINE, tags={FULL_REFRESH_TAG: "*"})) == {
+    refreshed = medallion.run(PIPELINE, tags={FULL_REFRESH_TAG: "*"})
+    assert reasons(refreshed) == {
         "bronze/user_events": (None, None),
         "silver/user_events": ("full", asked),
         "gold/daily_user_events": ("full", asked),
         "silver/event_users": ("full", asked),
     }
+    # Each asset's wall time, and where it went: Spark's jobs, metadata commits (publish, ledger), the rest.
+    for asset in refreshed.assets:
+        assert asset.duration_sec and asset.metadata_commits_sec and asset.other_sec is not None, asset
+        assert asset.spark_jobs_sec is not None, asset
+        assert asset.spark_jobs_sec > 0 or asset.key.startswith("bronze/"), asset  # bronze had nothing new
+        measured = asset.spark_jobs_sec + asset.metadata_commits_sec
+        assert measured <= asset.duration_sec + 0.002, asset  # each rounded to milliseconds
+        assert measured + asset.other_sec == pytest.approx(asset.duration_sec, abs=0.003), asset
     refreshed_snapshots, refreshed_rows = lake_state(medallion)
     assert refreshed_rows == rows
     assert medallion.gold("analytics.daily_user_events") == warehouse
@@ -103,16 +155,12 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
     assert (audited["mode"], audited["why"]) == ("full", asked)
 
     # From the command line, from silver_user_events: it and gold are rebuilt; the sibling and bronze are not.
-    for name, value in (
-        ("MEDALLION_CATALOG_URL", medallion.store.url),
-        ("MEDALLION_LAKE_URL", str(medallion.lake)),
-        ("MEDALLION_WAREHOUSE_URL", medallion.warehouse_url),
-    ):
-        monkeypatch.setenv(name, value)
     result = CliRunner().invoke(main, ["run", PIPELINE, "--full-refresh", "--from", "silver_user_events"])
     assert result.exit_code == 0, result.output
     asked = "a full refresh was asked for by `medallion run --full-refresh --from silver_user_events`"
     lines = result.stdout.splitlines()
+    times = [line for line in lines if TIMES.fullmatch(line)]
+    assert len(times) == 4, result.stdout
     modes = [line for line in lines if line.startswith(("    full:", "    incremental:"))]
     assert modes[:2] == [f"    full: {asked}", f"    full: {asked}"]
     assert modes[2].startswith("    incremental: reads the rows bronze appended after snapshot ")

@@ -114,7 +114,8 @@ def _materialize_result(
         "rows_read": outcome.rows_read,
         "rows_quarantined": outcome.rows_quarantined,
         "dagster/table_name": outcome.table,
-        "duration_sec": round(outcome.duration_sec, 3),
+        "duration_sec": round(outcome.times.wall_sec, 3),
+        **outcome.times.as_metadata(),
         **outcome.details,
     }
     if table is not None:
@@ -302,7 +303,7 @@ class StageStep:
             rows_read=outcome.rows_read,
             rows_written=outcome.rows_written,
             rows_quarantined=outcome.rows_quarantined,
-            duration_sec=outcome.duration_sec,
+            duration_sec=outcome.times.wall_sec,
             # The verdicts of the version, which a later run that finds it unchanged reports again.
             details={
                 **outcome.details,

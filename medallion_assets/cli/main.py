@@ -308,6 +308,12 @@ def _run(
                 + f"  {checks}"
                 + (f"  ({asset.reason})" if asset.reason else "")
             )
+            if asset.duration_sec is not None:
+                spark = "?" if asset.spark_jobs_sec is None else f"{asset.spark_jobs_sec:.2f}"
+                echo(
+                    f"    {asset.duration_sec:.2f} s: Spark jobs {spark} s, metadata commits "
+                    f"{asset.metadata_commits_sec:.2f} s, other {asset.other_sec:.2f} s"
+                )
             if asset.mode:
                 echo(f"    {asset.mode}: {asset.why}")
             if asset.unchanged_since is not None:

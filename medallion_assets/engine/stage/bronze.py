@@ -12,6 +12,7 @@ from medallion_assets.catalog.models import Source, Stage, Target
 from medallion_assets.engine.ingest import complete_quarantine, ingest
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
+from medallion_assets.engine.timing import StageTimes
 from medallion_assets.engine.validation import evaluate_rules_and_count
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.objects import ObjectInfo, list_objects
@@ -62,10 +63,12 @@ def _ingest(context: StageContext, stage: Stage, source: Source, target: Target)
         if new and not context.lake.batch_snapshots(table, [batch_id]):
             context.store.settle_batch(source.source_id, batch_id, None)
         raise
-    snapshot_id = context.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
-    context.store.settle_batch(source.source_id, batch_id, snapshot_id)
-    if snapshot_id is not None:
-        context.record_commit(stage, snapshot_id, "append", {})
+    times = StageTimes()
+    with times.committing():
+        snapshot_id = context.lake.batch_snapshots(table, [batch_id]).get(batch_id) if new else None
+        context.store.settle_batch(source.source_id, batch_id, snapshot_id)
+        if snapshot_id is not None:
+            context.record_commit(stage, snapshot_id, "append", {})
     # Rows are known once parsed: they count against the source now and hold back its next batch.
     context.throttle.take_from_source(source, {"rows_per_minute": result.rows_read}, **audit)
     return StageOutcome(
@@ -82,6 +85,7 @@ def _ingest(context: StageContext, stage: Stage, source: Source, target: Target)
             **({"quarantine_completed": completed} if completed else {}),
         },
         read=[source.source_id],
+        times=times,
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from medallion_assets.engine.timing import StageTimes
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.storage.warehouse import LoadResult
 
@@ -29,7 +30,7 @@ class StageOutcome:
     input_snapshots: dict[str, int] = field(default_factory=dict)  # each lake input's version read
     columns: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
-    duration_sec: float = 0.0
+    times: StageTimes = field(default_factory=StageTimes)  # its wall time, and where it went
     read: list[str] = field(default_factory=list)  # the datasets actually read, after any re-route
     # Of a gold stage that recomputed only some groups: their keys (gold's columns), whose rows it replaced in
     # the version `groups_replaced_in`.

@@ -182,8 +182,9 @@ def _resumed(
     readable: Callable[[TableRef, int, int | None], str | None],
 ) -> Mode:
     """Whether the stage can go on from its last commit, as every incremental plan needs: its inputs
-    available, the same definition, its table untouched since, the input snapshot it read known, and what
-    `source` changed since then `readable` (the lake's check of what the plan reads: why not, or None).
+    available, the same definition, its table's rows untouched since (a compaction rewrites files, not
+    rows), the input snapshot it read known, and what `source` changed since then `readable` (the lake's
+    check of what the plan reads: why not, or None).
     Returns `since` (that snapshot) when it can, else the full mode and why."""
     refused = _unresumable(context, stage, target)
     if refused:
@@ -211,8 +212,12 @@ def _unresumable(context: StageContext, stage: Stage, target: Target) -> str | N
     fingerprint = stage_fingerprint(stage, target, context.snapshot)
     if last.get("fingerprint") != fingerprint:
         return f"the stage's definition changed ({last.get('fingerprint')} → {fingerprint})"
-    if context.lake.current_snapshot(table_of(target)) != last["snapshot_id"]:
-        return "the table changed since this stage's last commit (a rollback or another writer)"
+    table = table_of(target)
+    changed = context.lake.rewritten_between(
+        table, int(last["snapshot_id"]), context.lake.current_snapshot(table)
+    )
+    if changed:
+        return f"the table changed since this stage's last commit (a rollback or another writer): {changed}"
     return None
 
 

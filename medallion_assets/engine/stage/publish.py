@@ -36,9 +36,10 @@ def audit_and_publish(
     if outcome.blocking_failures():
         outcome.staged_branch = branch
         return outcome, staged
-    outcome.snapshot_id = context.lake.publish(table, branch)
-    if outcome.quarantine_branch:
-        context.lake.publish(table.quarantine(), outcome.quarantine_branch)
-        outcome.quarantine_branch = None
-    context.record_commit(stage, outcome.snapshot_id, "publish", outcome.input_snapshots)
+    with outcome.times.committing():
+        outcome.snapshot_id = context.lake.publish(table, branch)
+        if outcome.quarantine_branch:
+            context.lake.publish(table.quarantine(), outcome.quarantine_branch)
+            outcome.quarantine_branch = None
+        context.record_commit(stage, outcome.snapshot_id, "publish", outcome.input_snapshots)
     return outcome, context.lake.read(table, snapshot_id=outcome.snapshot_id).select(*selected)

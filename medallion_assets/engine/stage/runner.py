@@ -22,6 +22,7 @@ from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.load import load
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode, plan_stage
+from medallion_assets.engine.timing import StageTimes, spark_jobs_timed
 from medallion_assets.errors import StageHalted
 from medallion_assets.storage.lake.layout import table_of
 
@@ -49,7 +50,16 @@ class StageRunner(StageContext):
     """Runs the stages of one run, in the context they share (see `StageContext`)."""
 
     def run_stage(self, stage: Stage) -> StageOutcome:
-        started = time.perf_counter()
+        """Run the stage, timing it: its wall time, and of it the time in its Spark jobs and in its
+        metadata commits (`StageTimes`)."""
+        started, times = time.perf_counter(), StageTimes()
+        with spark_jobs_timed(self.spark, f"{self.run_id}-{stage.stage_name}", times):
+            outcome = self._run_stage(stage, times)
+        times.wall_sec = time.perf_counter() - started
+        outcome.times = times
+        return outcome
+
+    def _run_stage(self, stage: Stage, times: StageTimes) -> StageOutcome:
         target = self.snapshot.targets[stage.target_id]
         # What the warehouse holds before this run: an incremental load applies to exactly that version.
         held = (
@@ -58,6 +68,7 @@ class StageRunner(StageContext):
             else None
         )
         outcome, written = self._build(stage, target)
+        times.metadata_commits_sec += outcome.times.metadata_commits_sec
         outcome.table = str(table_of(target))
         # The lake's facts go where the stage's other details go: the audit row and the asset's metadata.
         outcome.details["table"] = outcome.table
@@ -76,7 +87,6 @@ class StageRunner(StageContext):
             outcome.load = load(self, stage, target, written, outcome, held)
         if outcome.changed_groups is not None:
             outcome.changed_groups.unpersist()
-        outcome.duration_sec = time.perf_counter() - started
         return outcome
 
     def _build(self, stage: Stage, target: Target) -> tuple[StageOutcome, DataFrame]:

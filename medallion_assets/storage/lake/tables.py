@@ -63,6 +63,8 @@ _UNREACHABLE = re.compile(
 )
 # The columns Iceberg's changelog view adds to a table's own.
 _CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
+# The operation of a snapshot that rewrites files without changing the table's rows (compaction).
+_REWRITE = "replace"
 # Properties every lake table has: a table's version is written whole (copy-on-write) unless the catalog says
 # otherwise, and a full recompute may add columns.
 _DEFAULT_PROPERTIES = {"format-version": "2", "write.spark.accept-any-schema": "true"}
@@ -141,14 +143,30 @@ class LakeTables:
     def appended_between(self, table: TableRef, start: int, end: int | None) -> str | None:
         """Why the rows added after snapshot `start` up to `end` cannot be read as appends alone, or None when
         they can: `start` must still be in the table's history, an ancestor of `end`, and every snapshot
-        after it an append (a rewrite, a delete or a rollback makes the history not append-only)."""
+        after it an append, or a compaction, which changes no row (Iceberg's incremental read takes the files
+        each append added, whatever rewrote them since; a delete, an overwrite or a rollback makes the history
+        not append-only)."""
 
         def not_an_append(snapshot: SnapshotInfo) -> str | None:
-            if snapshot.operation == "append":
+            if snapshot.operation in ("append", _REWRITE):
                 return None
             return f"snapshot {snapshot.snapshot_id} is a {snapshot.operation}, not an append"
 
         return self._history_between(table, start, end, not_an_append)
+
+    def rewritten_between(self, table: TableRef, start: int, end: int | None) -> str | None:
+        """Why the table's rows at `end` may differ from those at snapshot `start`, or None when they cannot:
+        `start` must be an ancestor of `end`, and every snapshot after it a rewrite of files that changes no
+        row (`replace`: compaction by `rewrite_data_files`, rewritten manifests or delete files). Nothing is
+        read at `start`: it may have expired, as long as the snapshots after it have not (the first names it
+        as its parent)."""
+
+        def changes_rows(snapshot: SnapshotInfo) -> str | None:
+            if snapshot.operation == _REWRITE:
+                return None
+            return f"snapshot {snapshot.snapshot_id} changed rows ({snapshot.operation})"
+
+        return self._history_between(table, start, end, changes_rows, start_read=False)
 
     def changed_between(self, table: TableRef, start: int, end: int | None) -> str | None:
         """Why the rows changed after snapshot `start` up to `end` cannot be read from Iceberg's changelog
@@ -172,15 +190,16 @@ class LakeTables:
         end: int | None,
         refusal: Callable[[SnapshotInfo], str | None],
         including_start: bool = False,
+        start_read: bool = True,
     ) -> str | None:
         """Why the snapshots after `start` up to `end` cannot be read as a line of changes: `start` expired
-        or not an ancestor of `end` (a rollback), or the first `refusal` of one of them (of `start` too with
-        `including_start`); None when they can."""
+        (when the caller reads from it, `start_read`) or not an ancestor of `end` (a rollback), or the first
+        `refusal` of one of them (of `start` too with `including_start`); None when they can."""
         if end is None:
             return "the table has no current snapshot"
         snapshots = snapshots_by_id(self.lake_root, table)
-        if start != end and start not in snapshots:
-            return f"snapshot {start} last read is no longer in the table's history (expired)"
+        if start_read and start != end and start not in snapshots:
+            return f"snapshot {start} is no longer in the table's history (expired)"
         current: int | None = end
         while current is not None and current != start:
             if current not in snapshots:
@@ -190,7 +209,7 @@ class LakeTables:
                 return refused
             current = snapshots[current].parent_id
         if current is None:
-            return f"snapshot {start} last read is not an ancestor of the current one (a rollback)"
+            return f"snapshot {start} is not an ancestor of the current one (a rollback)"
         return refusal(snapshots[start]) if including_start and start in snapshots else None
 
     def read_appended(self, table: TableRef, start: int, end: int | None) -> DataFrame:
