@@ -44,6 +44,12 @@ REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "metadata_seed"
 RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 
+# Every Spark driver the tests start, in this process or a command's (spark-submit reads SPARK_SUBMIT_OPTS),
+# runs on a test's few thousand rows: the JIT's first tier alone and one GC thread halve its CPU (34 s to 18 s
+# for a session writing, merging and reading an Iceberg table), and on 2 cores CPU is what the suite waits on.
+# Production keeps the JVM's defaults, made for long runs.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 # The fixtures that start or reach a real server; a test using any of them, directly or through another
 # fixture, is an integration test.
 REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url", "rest_catalog"})
