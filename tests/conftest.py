@@ -59,6 +59,7 @@ REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url", "rest_catalog"})
 pytest_plugins = [
     "tests.fixtures.lineage",
     "tests.fixtures.rest_catalog",
+    "tests.fixtures.seed",
     "tests.fixtures.warehouse",
     "tests.fixtures.webhook",
 ]

@@ -5,7 +5,6 @@ command's output and exit codes. No Spark: every test here is a unit test."""
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.sensors.control import build_control_sensor
 from medallion_assets.storage.lake.catalogs import lake_catalog
 from tests.conftest import SEED
+from tests.fixtures.seed import edited_seed
 
 UE, OR, CC, COMMON = "user_events_etl.yaml", "orders_etl.yaml", "customer_changes_etl.yaml", "common.yaml"
 GOLD_UE_COLUMNS = "columns: {event_date: date, total_events: bigint, unique_users: bigint}"
@@ -408,22 +408,6 @@ CORPUS = [
         ["gold_daily_user_events"],
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def stored() -> CatalogSnapshot:
-    """The seed catalog, as loaded."""
-    return merged_snapshot(CatalogSnapshot(), validate_files(CatalogSnapshot(), [SEED]))
-
-
-def edited_seed(folder: Path, edits: list[tuple[str, str, str]]) -> Path:
-    catalog = folder / "catalog"
-    shutil.copytree(SEED, catalog)
-    for file, old, new in edits:
-        text = (catalog / file).read_text()
-        assert text.count(old) == 1, f"{old!r} is not once in {file}"
-        (catalog / file).write_text(text.replace(old, new))
-    return catalog
 
 
 def plan_of(stored: CatalogSnapshot, folder: Path, lake_root: str | None = None) -> Plan:

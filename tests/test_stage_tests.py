@@ -6,20 +6,20 @@ table."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
-from medallion_assets.catalog.loader import CatalogInvalid, merged_snapshot
+from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import StageTest
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.change.unit_tests import run_tests
 from medallion_assets.cli import main
 from medallion_assets.loading import validate_files
 from tests.conftest import SEED
+from tests.fixtures.seed import edited_seed
 
 UE = "user_events_etl.yaml"
 GOLD_EXPECTED = (
@@ -33,21 +33,6 @@ COUNTS_EVENTS = ("COUNT(DISTINCT user_id) AS unique_users", "COUNT(user_id) AS u
 
 def medallion(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
-
-
-def edited_seed(folder: Path, edits: list[tuple[str, str, str]]) -> Path:
-    catalog = folder / "catalog"
-    shutil.copytree(SEED, catalog)
-    for file, old, new in edits:
-        text = (catalog / file).read_text()
-        assert text.count(old) == 1, f"{old!r} is not once in {file}"
-        (catalog / file).write_text(text.replace(old, new))
-    return catalog
-
-
-@pytest.fixture(scope="module")
-def stored() -> CatalogSnapshot:
-    return merged_snapshot(CatalogSnapshot(), validate_files(CatalogSnapshot(), [SEED]))
 
 
 @pytest.fixture(scope="module")
