@@ -130,7 +130,7 @@ def test_a_restatement_rewrites_only_those_days_in_one_commit_per_table_and_equa
 
     assert result.exit_code == 0, result.output
     asked = f"a restatement of {first} to {last} was asked for by the run tags {RESTATE_TAG}={first}:{last}"
-    assert [line for line in result.stdout.splitlines() if line.startswith("    ")] == [
+    assert [line for line in result.stdout.splitlines() if line.startswith("    restatement")] == [
         f"    restatement: {asked}: recomputes those days of event_ts",
         f"    restatement: {asked}: recomputes those days of event_date",
     ]

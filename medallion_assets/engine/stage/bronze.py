@@ -13,7 +13,7 @@ from medallion_assets.engine.ingest import complete_quarantine, ingest
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.timing import StageTimes
-from medallion_assets.engine.validation import evaluate_rules_and_count
+from medallion_assets.engine.validation import evaluate_rules, evaluate_rules_and_count
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.objects import ObjectInfo, list_objects
 
@@ -26,7 +26,9 @@ def build(context: StageContext, stage: Stage, target: Target) -> tuple[StageOut
     if not outcome.details["objects_new"] and outcome.snapshot_id is not None:
         # Nothing new: the table and its verdicts stay as they were.
         outcome.unchanged_since = outcome.snapshot_id
-        outcome.rule_outcomes = context.verdicts_of_version(stage, outcome.snapshot_id, written)
+        outcome.rule_outcomes = context.verdicts_of_version(
+            stage, outcome.snapshot_id, lambda: evaluate_rules(written, context.rules(stage))
+        )
         outcome.details["rows_in_dataset"] = context.lake.total_rows(table_of(target), outcome.snapshot_id)
         return outcome, written
     # Bronze rules judge the whole dataset, not only this batch, and so does its row count, counted by

@@ -19,7 +19,7 @@ from medallion_assets.engine.refresh import FullRefresh
 from medallion_assets.engine.restatement import Restatement
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.stage.outcome import Adjustments
-from medallion_assets.engine.validation import RuleOutcome, evaluate_rules
+from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.warehouse import Warehouse
@@ -76,11 +76,13 @@ class StageContext:
     def rules(self, stage: Stage) -> list[Rule]:
         return stage_rules(self.snapshot, stage)
 
-    def verdicts_of_version(self, stage: Stage, snapshot_id: int, version: DataFrame) -> list[RuleOutcome]:
-        """The stage's rules' verdicts on `version`, its table's `snapshot_id`, which this run left as it
-        was: those the ledger kept of that version, for rules unchanged since; the others (new or changed
-        rules, freshness, which ages with the clock, a version judged before verdicts were kept) judged on
-        the whole version."""
+    def verdicts_of_version(
+        self, stage: Stage, snapshot_id: int, judged: Callable[[], list[RuleOutcome]]
+    ) -> list[RuleOutcome]:
+        """The stage's rules' verdicts on its table's `snapshot_id`, which this run left as it was: those
+        the ledger kept of that version, for rules unchanged since; the others (new or changed rules,
+        freshness, which ages with the clock, a version whose verdicts were not kept) as `judged` finds
+        every rule this run, called only then."""
         rules = self.rules(stage)
         kept = self.store.verdicts(stage.target_id, snapshot_id)
         outcomes = {
@@ -90,9 +92,10 @@ class StageContext:
             and rule.name in kept
             and (outcome := RuleOutcome.of_verdict(rule, kept[rule.name])) is not None
         }
-        unjudged = [rule for i, rule in enumerate(rules) if i not in outcomes]
-        judged = iter(evaluate_rules(version, unjudged) if unjudged else [])
-        return [outcomes[i] if i in outcomes else next(judged) for i in range(len(rules))]
+        if len(outcomes) == len(rules):
+            return [outcomes[i] for i in range(len(rules))]
+        judged_now = judged()
+        return [outcomes.get(i, judged_now[i]) for i in range(len(rules))]
 
     def record_commit(self, stage: Stage, snapshot_id: int, operation: str, inputs: dict[str, int]) -> None:
         target = self.snapshot.targets[stage.target_id]

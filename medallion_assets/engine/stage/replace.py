@@ -119,7 +119,13 @@ def nothing_new(
     assert snapshot_id is not None, "an incremental run follows a commit of its table"
     current = context.lake.read(table, snapshot_id=snapshot_id)
     outcome = StageOutcome(
-        rule_outcomes=context.verdicts_of_version(stage, snapshot_id, current),
+        # Rules without a kept verdict judge this run's rows (none) and, those that need it, the table: a
+        # row count from its metadata, no data file read.
+        rule_outcomes=context.verdicts_of_version(
+            stage,
+            snapshot_id,
+            lambda: judge_merge(context, stage, target, current.limit(0), current, target.keys),
+        ),
         snapshot_id=snapshot_id,
         unchanged_since=snapshot_id,
         details={
