@@ -174,17 +174,18 @@ def judge_warehouses(
     whenever its verdict is not the one last recorded (a rollback moved the lake and its reload failed, or
     a reload or a run brought the warehouse back), so that the UI shows the check failed, naming both
     versions, exactly while they disagree. Returns the datasets whose check it evaluated."""
-    judged = []
+    verdicts = {}
     for stage in snapshot.stages():
         if snapshot.targets[stage.target_id].kind != "warehouse":
             continue
-        key = translator.get_asset_key(snapshot.targets[stage.target_id])
-        check_key = AssetCheckKey(key, WAREHOUSE_CHECK)
         verdict = warehouse_verdict(store, snapshot, stage.target_id)
-        if verdict is None:  # never loaded: nothing to disagree
-            continue
-        agree, metadata = verdict
-        last = context.instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key])
+        if verdict is not None:  # None: never loaded, nothing to disagree
+            key = translator.get_asset_key(snapshot.targets[stage.target_id])
+            verdicts[AssetCheckKey(key, WAREHOUSE_CHECK)] = (stage.target_id, *verdict)
+    # The checks' last executions in one read of the event log, not one a dataset on every tick.
+    last = context.instance.event_log_storage.get_latest_asset_check_execution_by_key(list(verdicts))
+    judged = []
+    for check_key, (dataset, agree, metadata) in verdicts.items():
         said = last[check_key].evaluation if check_key in last else None
         if not isinstance(said, AssetCheckEvaluation):  # none yet, or planned by a run
             run = context.instance.get_run_by_id(last[check_key].run_id) if check_key in last else None
@@ -193,10 +194,12 @@ def judge_warehouses(
         elif said.passed == agree and said.metadata.get("message") == MetadataValue.text(metadata["message"]):
             continue
         context.instance.report_runless_asset_event(
-            AssetCheckEvaluation(asset_key=key, check_name=WAREHOUSE_CHECK, passed=agree, metadata=metadata)
+            AssetCheckEvaluation(
+                asset_key=check_key.asset_key, check_name=WAREHOUSE_CHECK, passed=agree, metadata=metadata
+            )
         )
-        context.log.info(f"{WAREHOUSE_CHECK} of {stage.target_id}: {metadata['message']}")
-        judged.append(stage.target_id)
+        context.log.info(f"{WAREHOUSE_CHECK} of {dataset}: {metadata['message']}")
+        judged.append(dataset)
     return judged
 
 
