@@ -208,7 +208,7 @@ def measure_environments(work: Path, repeats: int, events: int) -> None:
         in_env = environment_snapshot(new, env)
         runner = EnvironmentRunner(spark, in_env, PreviewLedger(store), lake, warehouse, **services, env=env)
         start = time.perf_counter()
-        [diff] = preview(runner, plan_files(stored, files, lake))
+        [diff] = preview(runner, plan_files(stored, files, lake)).tables
         previewed = time.perf_counter() - start
         written = {
             str(table_of(t)): 0

@@ -298,8 +298,7 @@ class Medallion:
         return lake_rows(self.lake, table)
 
 
-@pytest.fixture
-def raw_data(s3_endpoint) -> SampleSummary:
+def fill_raw_bucket() -> SampleSummary:
     """The seed's bucket, emptied and filled with 3,000 events (and their orders and customers)."""
     s3 = boto3.resource("s3")
     bucket = s3.Bucket("medallion-raw")
@@ -307,6 +306,12 @@ def raw_data(s3_endpoint) -> SampleSummary:
         bucket.create()
     bucket.objects.all().delete()
     return write_sample_data(RAW, rows=3000, lines_per_file=1000)
+
+
+@pytest.fixture
+def raw_data(s3_endpoint) -> SampleSummary:
+    """The seed's bucket, filled for one test (`fill_raw_bucket`)."""
+    return fill_raw_bucket()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ environments: with real Spark, the seed's orders pipeline and its lake and wareh
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -13,16 +14,19 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.change.plan import plan_schema
 from medallion_assets.cli.main import main
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import load_table
 from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import warehouse_from_url
-from tests.conftest import SEED, Medallion
+from tests.conftest import SEED, Medallion, fill_raw_bucket
+from tests.fixtures import seed
 
 GOLD_SQL = "      FROM silver_orders\n      GROUP BY 1, 2\n"
 # A breaking change of one gold stage: it keeps only orders of 100 or more.
@@ -49,6 +53,17 @@ def cli(medallion: Medallion, monkeypatch: pytest.MonkeyPatch, *args: str) -> Re
     for name, value in settings(medallion).items():
         monkeypatch.setenv(name, value)
     return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def orders_ran(tmp_path_factory, spark, s3_endpoint) -> Medallion:
+    """The seed after one run of orders_etl alone: customer_changes_etl, whose gold reads orders_etl's
+    silver_orders, never ran. The tests that only preview share it (a preview leaves main as it is, and each
+    drops its environment)."""
+    fill_raw_bucket()
+    medallion = Medallion.seeded(tmp_path_factory.mktemp("environments"))
+    assert medallion.run("orders_etl").status == "success"
+    return medallion
 
 
 def edited_seed(folder: Path, silver_too: bool = False) -> Path:
@@ -95,9 +110,9 @@ def test_a_bad_environment_name_is_refused_in_one_line(command: str, name: str) 
 
 
 def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
-    medallion: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    orders_ran: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert medallion.run("orders_etl").status == "success"
+    medallion = orders_ran
     snapshot = medallion.store.snapshot()
     main_refs = {d: refs(medallion.lake, snapshot, d) for d in ("silver_orders", "gold_daily_revenue")}
     warehouse_before = medallion.gold("analytics.daily_revenue_by_country")
@@ -184,6 +199,84 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     assert "analytics__review" not in warehouse_schemas(medallion)
     assert lake_files(medallion.lake) == files_before
     assert cli(medallion, monkeypatch, "env", "list").output == "no environments\n"
+
+
+# A breaking change of silver_orders (it leaves out the orders of US customers): it rebuilds
+# gold_daily_revenue and customer_changes_etl's gold_daily_revenue_by_segment, whose other input was never
+# built.
+SILVER_FILTERED = (
+    "orders_etl.yaml",
+    "      JOIN bronze_customers c ON o.customer_id = c.customer_id\n",
+    "      JOIN bronze_customers c ON o.customer_id = c.customer_id\n      WHERE c.country <> 'US'\n",
+)
+SEGMENT_FILTERED = (
+    "customer_changes_etl.yaml",
+    "      GROUP BY 1, 2\n",
+    "      WHERE o.amount > 0\n      GROUP BY 1, 2\n",
+)
+NEVER_BUILT = "input silver_customer_history has never been built"
+
+
+def test_a_stage_whose_input_was_never_built_is_not_previewed_and_the_rest_is(
+    orders_ran: Medallion, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    medallion = orders_ran
+    snapshot = medallion.store.snapshot()
+    main_refs = {d: refs(medallion.lake, snapshot, d) for d in ("silver_orders", "gold_daily_revenue")}
+    by_segment = table_of(snapshot.targets["gold_daily_revenue_by_segment"])
+    silver = table_of(snapshot.targets["silver_orders"])
+
+    result = cli(
+        medallion,
+        monkeypatch,
+        "plan",
+        str(seed.edited_seed(tmp_path / "silver", [SILVER_FILTERED])),
+        "--env",
+        "breaking",
+        "--json",
+    )
+
+    assert result.exit_code == 1, result.output
+    shown = json.loads(result.stdout)
+    jsonschema.validate(shown, plan_schema())
+    environment = shown["environment"]
+    assert environment["not_previewed"] == [{"dataset": "gold_daily_revenue_by_segment", "why": NEVER_BUILT}]
+    # The rest is previewed: silver loses the US orders, gold is made from the environment's silver.
+    LakeTables(spark, str(medallion.lake))
+    amounts = spark.table(silver.sql).selectExpr("count(*)", "count_if(country <> 'US')").first()
+    gold = table_of(snapshot.targets["gold_daily_revenue"])
+    expected_gold = {tuple(r) for r in spark.table(gold.sql).where("country <> 'US'").collect()}
+    [silver_diff, gold_diff] = environment["tables"]
+    assert (silver_diff["dataset"], silver_diff["rows_main"], silver_diff["rows_env"]) == (
+        "silver_orders",
+        amounts[0],
+        amounts[1],
+    )
+    assert (silver_diff["added"], silver_diff["removed"], silver_diff["changed"]) == (
+        0,
+        amounts[0] - amounts[1],
+        0,
+    )
+    assert (gold_diff["dataset"], gold_diff["rows_env"]) == ("gold_daily_revenue", len(expected_gold))
+    assert {tuple(r) for r in spark.table(gold.branch("env_breaking")).collect()} == expected_gold
+    # Main is as it was, and nothing of the stage left out was written: no table, no warehouse table.
+    for dataset, before in main_refs.items():
+        now = refs(medallion.lake, snapshot, dataset)
+        assert (now["main"], set(now)) == (before["main"], {*before, "env_breaking"})
+    assert load_table(str(medallion.lake), by_segment) is None
+    in_env_schema = medallion.gold("information_schema.tables WHERE table_schema = 'analytics__breaking'")
+    assert [r["table_name"] for r in in_env_schema] == ["daily_revenue_by_country"]
+
+    # In text, a change of that stage alone: nothing previewed, and why.
+    segment_only = seed.edited_seed(tmp_path / "segment", [SEGMENT_FILTERED])
+    text = cli(medallion, monkeypatch, "plan", str(segment_only), "--env", "segments")
+    assert text.exit_code == 1, text.output
+    assert text.stdout.splitlines()[-2:] == [
+        "environment segments: 0 table(s) on branch env_segments",
+        f"  gold_daily_revenue_by_segment not previewed: {NEVER_BUILT}",
+    ]
+    assert cli(medallion, monkeypatch, "env", "drop", "breaking").exit_code == 0
+    assert {d: refs(medallion.lake, snapshot, d) for d in main_refs} == main_refs
 
 
 def new_gold(spark, lake: Path, snapshot: CatalogSnapshot) -> set[tuple]:

@@ -10,6 +10,10 @@ lake's own write-audit-publish branches.
 Then each rebuilt table is compared with `main` by its target's key: rows before and after, added, removed
 and changed, and in how many of the changed rows each column changed.
 
+A stage with an input that has no table on `main` nor on the environment's branch (never built: another
+pipeline that never ran) is not previewed, and says so, as SQLMesh and dbt leave out a model whose upstream
+was never built; nor is a stage made from one that was not previewed. The rest of the preview goes on.
+
 An environment's branches are kept as long as a run's unpublished branch (STAGED_BRANCH_RETENTION_DAYS): the
 lake's maintenance (`expire_snapshots`) drops them after that, as Iceberg drops any branch past its retention.
 """
@@ -17,7 +21,7 @@ lake's maintenance (`expire_snapshots`) drops them after that, as Iceberg drops 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import Any
@@ -138,21 +142,55 @@ class EnvironmentRunner(StageRunner):
         self.lake = EnvironmentLake(self.spark, self.lake_root, branch=env_branch(self.env))
 
 
-def preview(runner: EnvironmentRunner, plan: Plan) -> list[TableDiff]:
+@dataclass(frozen=True)
+class Preview:
+    """What a preview did in environment `environment`: each table it rebuilt compared with `main`, and the
+    datasets it did not preview, each with why."""
+
+    environment: str
+    tables: list[TableDiff]
+    not_previewed: dict[str, str]
+
+    def as_dict(self) -> dict[str, Any]:
+        """As `medallion plan --json --env` prints it (plan.schema.json's `environment`)."""
+        return {
+            "name": self.environment,
+            "branch": env_branch(self.environment),
+            "tables": [asdict(d) for d in self.tables],
+            "not_previewed": [{"dataset": d, "why": why} for d, why in self.not_previewed.items()],
+        }
+
+
+def preview(runner: EnvironmentRunner, plan: Plan) -> Preview:
     """Run the stages `plan` rebuilds in the runner's environment, upstream first, and compare each table
-    they wrote with `main`."""
-    diffs = []
+    they wrote with `main`; a stage whose inputs cannot be read is left out (`unreadable_input`)."""
+    diffs, not_previewed = [], dict[str, str]()
     for stage in rebuilt_stages(plan, runner.snapshot):
+        why = unreadable_input(runner, stage, not_previewed)
+        if why is not None:
+            not_previewed[stage.target_id] = why
+            continue
         outcome = runner.run_stage(stage)
         target = runner.snapshot.targets[stage.target_id]
         # A version a blocking rule failed stays on its run's branch, not the environment's: it is compared
         # from there, and what is made from it reads main.
         branch = outcome.staged_branch or env_branch(runner.env)
         diffs.append(table_diff(runner.lake, target, branch, outcome))
-    return diffs
+    return Preview(runner.env, diffs, not_previewed)
 
 
-def preview_run(instance: DagsterInstance, runner: EnvironmentRunner, plan: Plan) -> list[TableDiff]:
+def unreadable_input(runner: EnvironmentRunner, stage: Stage, not_previewed: dict[str, str]) -> str | None:
+    """Why the stage cannot be previewed, or None when it can: an input this preview left out, or one with
+    no table on `main` nor on the environment's branch (reading it would fail, or read nothing)."""
+    for dataset in stage.input_ids():
+        if dataset in not_previewed:
+            return f"input {dataset} was not previewed"
+        if runner.lake.current_snapshot(table_of(runner.snapshot.targets[dataset])) is None:
+            return f"input {dataset} has never been built"
+    return None
+
+
+def preview_run(instance: DagsterInstance, runner: EnvironmentRunner, plan: Plan) -> Preview:
     """`preview` as a Dagster run of its own in `instance`, tagged ENV_TAG with the environment's name, so
     that the UI lists an environment's runs (its runs page filters by tag). The run's id is the runner's,
     which names the branches its stages write, as an asset run's does."""
@@ -167,8 +205,8 @@ def preview_run(instance: DagsterInstance, runner: EnvironmentRunner, plan: Plan
     result = job.execute_in_process(
         run_config=quiet, instance=instance, run_id=runner.run_id, tags={ENV_TAG: runner.env}
     )
-    diffs: list[TableDiff] = result.output_for_node("preview_environment")
-    return diffs
+    previewed: Preview = result.output_for_node("preview_environment")
+    return previewed
 
 
 def table_diff(lake: LakeTables, target: Target, branch: str, outcome: StageOutcome) -> TableDiff:

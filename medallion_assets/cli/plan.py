@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from medallion_assets.catalog.store import CatalogStore
     from medallion_assets.change.apply import Applied
     from medallion_assets.change.plan import Plan
+    from medallion_assets.change.preview import Preview
 
 # Lines per section of the text output, so a plan fits a screen; --json holds everything.
 SHOWN = 12
@@ -72,7 +73,9 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, 
 
     With --env NAME it also runs the silver and gold stages the change rebuilds, with the new catalog, in
     environment NAME (main and the warehouse's own schemas are never written), and prints each rebuilt
-    table's rows against main by its key: added, removed, changed.
+    table's rows against main by its key: added, removed, changed. A stage with an input never built (no
+    table on main nor in the environment) is not previewed, and said so. With --json the preview is the
+    plan's `environment`.
     """
     from medallion_assets.catalog.loader import merged_snapshot
     from medallion_assets.change.plan import plan_files
@@ -81,12 +84,13 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, 
     stored = catalog_store().snapshot()
     loaded = validated(stored, [directory])
     made = plan_files(stored, loaded, config.lake_url())
-    if as_json:
-        echo(json.dumps(made.as_dict(), default=str, indent=2))
-    else:
+    refused = made.refused(allow_breaking)
+    # With --json a preview goes into the plan's JSON, printed once the preview is done.
+    if not as_json:
         for line in plan_lines(made):
             echo(line)
-    refused = made.refused(allow_breaking)
+    elif env is None or refused:
+        echo(json.dumps(made.as_dict(), default=str, indent=2))
     for problem in refused:
         echo(f"refused: {problem}", err=True)
     if refused:
@@ -95,14 +99,19 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, 
     if run_tests and not all(r.passed for r in run_unit_tests(new, made.tests_to_run(new), err=as_json)):
         sys.exit(EXIT_INVALID)
     if env is not None:
-        for line in _preview(made, new, env):
-            echo(line)
+        previewed = _preview(made, new, env)
+        if as_json:
+            shown = {**made.as_dict(), "environment": previewed.as_dict()}
+            echo(json.dumps(shown, default=str, indent=2))
+        else:
+            for line in preview_lines(previewed):
+                echo(line)
     sys.exit(0 if made.nothing_to_do else EXIT_FAILED)
 
 
-def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
-    """Run the plan's rebuilds in environment `env`; each rebuilt table's comparison with main, as text."""
-    from medallion_assets.change.environment import PREVIEW_EVENT, definitions, env_branch
+def _preview(made: Plan, new: CatalogSnapshot, env: str) -> Preview:
+    """Run the plan's rebuilds in environment `env`, and record the definitions it built."""
+    from medallion_assets.change.environment import PREVIEW_EVENT, definitions
     from medallion_assets.change.preview import (
         EnvironmentRunner,
         PreviewLedger,
@@ -129,16 +138,24 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
             recovery=CatalogRoutes(store, snapshot),
             env=env,
         )
-        diffs = preview_run(open_instance(), runner, made)
+        previewed = preview_run(open_instance(), runner, made)
     finally:
         warehouse.close()
     store.record_audit(
         event=PREVIEW_EVENT,
         status="success",
-        details={"environment": env, "definitions": definitions(new, [d.dataset for d in diffs])},
+        details={"environment": env, "definitions": definitions(new, [d.dataset for d in previewed.tables])},
     )
-    lines = [f"environment {env}: {len(diffs)} table(s) on branch {env_branch(env)}"]
-    for d in diffs:
+    return previewed
+
+
+def preview_lines(previewed: Preview) -> list[str]:
+    """Each rebuilt table's comparison with main, then each dataset not previewed and why, as text."""
+    from medallion_assets.change.environment import env_branch
+
+    env = previewed.environment
+    lines = [f"environment {env}: {len(previewed.tables)} table(s) on branch {env_branch(env)}"]
+    for d in previewed.tables:
         lines.append(
             f"  {d.dataset:<28} rows {d.rows_main:,} → {d.rows_env:,}: {d.added:,} added, "
             f"{d.removed:,} removed, {d.changed:,} changed"
@@ -148,6 +165,7 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> list[str]:
                 "    changed columns: " + ", ".join(f"{c} {n:,}" for c, n in d.changed_columns.items())
             )
         lines += [f"    {check}" for check in d.checks]
+    lines += [f"  {dataset:<28} not previewed: {why}" for dataset, why in previewed.not_previewed.items()]
     return lines
 
 
