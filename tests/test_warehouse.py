@@ -81,6 +81,21 @@ def test_merge_updates_matching_keys_and_inserts_the_others(warehouse, table, ke
     assert content(warehouse, table) == [(1, "FR", 1.0), (2, "DE", 20.0), (3, "JP", 3.0)]
 
 
+def test_take_makes_a_table_exactly_another_ones_rows_only_when_it_holds_the_version_meant(
+    warehouse, schema, table
+):
+    environment = f"{schema}.daily_env"  # an environment's table, loaded by a preview
+    warehouse.load(table, batch((1, "FR", 1.0), (2, "DE", 2.0)), "merge", ["id"])
+    warehouse.load(environment, batch((2, "DE", 20.0), (3, "JP", 3.0)), "replace")
+
+    assert warehouse.take(table, environment, rows=3) is None  # not the version meant: nothing changes
+    assert warehouse.take(f"{schema}.gone", environment, rows=2) is None  # a load creates a table
+    assert content(warehouse, table) == [(1, "FR", 1.0), (2, "DE", 2.0)]
+    assert warehouse.take(table, environment, rows=2) == LoadResult(table, 2, 2)
+    assert content(warehouse, table) == [(2, "DE", 20.0), (3, "JP", 3.0)]
+    assert not warehouse.has_table(f"{schema}.gone")
+
+
 # A merge's batch with the delete flag: gold's changed groups, recomputed rows and groups that vanished.
 FLAGGED = SCHEMA.append(pa.field(DELETE_FLAG, pa.bool_()))
 

@@ -309,12 +309,22 @@ def drop_environment(
 ) -> list[str]:
     """Remove environment `name`: its branches, with the snapshots only they held and those snapshots' files,
     and its warehouse schemas. Returns what was removed, one line each."""
-    removed = []
-    lake = LakeMaintenance(spark, lake_root)
-    for branch in environments(lake_root, snapshot).get(name, []):
-        deleted = lake.drop_branch(branch.table, env_branch(name))
-        files = deleted.get("deleted_data_files_count", 0)
-        removed.append(f"branch {env_branch(name)} of {branch.table} and its {files} data file(s)")
+    branches = [b.table for b in environments(lake_root, snapshot).get(name, [])]
+    return drop_branches(spark, lake_root, branches, name) + drop_schemas(warehouse, snapshot, name)
+
+
+def drop_branches(spark: SparkSession, lake_root: str, tables: list[TableRef], name: str) -> list[str]:
+    """Drop environment `name`'s branch of each table, with the snapshots only it held and their files; one
+    line each of what was removed."""
+    lake, branch, removed = LakeMaintenance(spark, lake_root), env_branch(name), []
+    for table in tables:
+        files = lake.drop_branch(table, branch).get("deleted_data_files_count", 0)
+        removed.append(f"branch {branch} of {table} and its {files} data file(s)")
+    return removed
+
+
+def drop_schemas(warehouse: Warehouse | None, snapshot: CatalogSnapshot, name: str) -> list[str]:
+    """Drop environment `name`'s warehouse schemas (`<schema>__NAME`) that exist; one line each."""
     schemas = sorted(
         {
             env_location(t.location, name).split(".")[0]
@@ -322,6 +332,7 @@ def drop_environment(
             if t.kind == "warehouse" and t.location
         }
     )
+    removed = []
     for schema in schemas:
         exists = f"SELECT 1 FROM information_schema.schemata WHERE schema_name = '{schema}'"
         if warehouse is not None and warehouse.query(exists):

@@ -79,6 +79,37 @@ def load(
         evolve=context.adjustments.evolve_warehouse_schema,
         delete_flag=delete_flag,
     )
+    _record_load(context, stage, target, outcome, loaded, groups_only=bool(delete_flag))
+    return loaded
+
+
+def take(
+    context: StageContext, stage: Stage, target: Target, source: str, outcome: StageOutcome
+) -> LoadResult | None:
+    """Bring the warehouse table to the version `outcome` published by taking the rows of `source`, a table
+    of the same warehouse that holds that version (an environment's), in one transaction: no lake data is
+    read. Recorded as `load` records it. None, with nothing done, when the warehouse cannot take them
+    (`Warehouse.take`): the caller then `load`s."""
+    table = target.warehouse_table()
+    assert table is not None and outcome.snapshot_id is not None
+    rows = context.lake.total_rows(table_of(target), outcome.snapshot_id)
+    if context.warehouse is None or rows is None:
+        return None
+    taken = context.warehouse.take(table, source, rows)
+    if taken is not None:
+        _record_load(context, stage, target, outcome, taken, groups_only=False)
+    return taken
+
+
+def _record_load(
+    context: StageContext,
+    stage: Stage,
+    target: Target,
+    outcome: StageOutcome,
+    loaded: LoadResult,
+    groups_only: bool,
+) -> None:
+    """The `warehouse_load` audit row: which version of the lake table the warehouse's table now holds."""
     context.store.record_audit(
         pipeline_id=stage.pipeline_id,
         stage_name=stage.stage_name,
@@ -88,12 +119,11 @@ def load(
         rows_written=loaded.rows_loaded,
         details={
             "snapshot_id": str(outcome.snapshot_id),
-            "table": table,
+            "table": loaded.table,
             "warehouse": repr(context.warehouse),  # its kind and place, never a password
-            "groups_only": bool(delete_flag),
+            "groups_only": groups_only,
         },
     )
-    return loaded
 
 
 def changes_of_groups(table: DataFrame, groups: DataFrame, keys: list[str]) -> DataFrame:

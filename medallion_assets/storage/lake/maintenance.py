@@ -91,7 +91,7 @@ class LakeMaintenance:
         reference; reports the files deleted of each kind. Expiry older than the epoch, so that no other
         snapshot of the table's history goes with them."""
         only = branch_only_snapshots(self.lake_root, table, branch)
-        self._tables().spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
+        self._tables().drop_branch(table, branch)
         if not only:
             return {}
         ids = ", ".join(str(int(s)) for s in only)

@@ -3,7 +3,7 @@ location, schema and history, read through pyiceberg from the same catalog Spark
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,6 +57,28 @@ def load_table(lake_root: str, table: TableRef) -> Table | None:
         raise LakeCatalogError(
             f"{catalog.setting}={catalog.shown}: the lake catalog cannot be read: {error}"
         ) from None
+
+
+@dataclass
+class LoadedTables:
+    """Tables' metadata as one piece of work reads it: each table loaded once (`load_table`), and again
+    only after the caller says it committed to it (`committed`)."""
+
+    lake_root: str
+    loaded: dict[TableRef, Table | None] = field(default_factory=dict)
+
+    def __call__(self, table: TableRef) -> Table | None:
+        if table not in self.loaded:
+            self.loaded[table] = load_table(self.lake_root, table)
+        return self.loaded[table]
+
+    def current(self, table: TableRef) -> int | None:
+        """The snapshot `main` is at; None without the table or a snapshot."""
+        current = loaded.current_snapshot() if (loaded := self(table)) else None
+        return current.snapshot_id if current else None
+
+    def committed(self, table: TableRef) -> None:
+        self.loaded.pop(table, None)
 
 
 def current_snapshot_id(lake_root: str, table: TableRef) -> int | None:

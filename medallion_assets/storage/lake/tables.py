@@ -406,8 +406,13 @@ class LakeTables:
         Refused (LakeCommitConflict) when `main` moved since the branch was made: another run published in
         between, and fast-forwarding would lose its version."""
         snapshot_id = self.fast_forward(table, branch)
-        self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
+        self.drop_branch(table, branch)
         return snapshot_id
+
+    def drop_branch(self, table: TableRef, branch: str) -> None:
+        """Drop `branch`, if there, and nothing else: its snapshots stay while another ref holds them, and
+        expire with the table's maintenance when none does (LakeMaintenance.drop_branch deletes them now)."""
+        self.spark.sql(f"ALTER TABLE {table.sql} DROP BRANCH IF EXISTS `{branch}`")
 
     def fast_forward(self, table: TableRef, branch: str) -> int:
         """Fast-forward `main` to `branch`, which is kept; returns the snapshot now current. Nothing to do

@@ -35,6 +35,7 @@ from medallion_assets.storage.warehouse.sql import (
     load_statements,
     staging_table,
     table_exists_sql,
+    take_statements,
 )
 
 
@@ -108,6 +109,26 @@ class Warehouse(ABC):
                 table, stream, mode, keys if mode == "merge" else (), evolve, delete_flag
             )
         return LoadResult(table, stream.rows, rows_in_table)
+
+    def take(self, table: str, source: str, rows: int) -> LoadResult | None:
+        """Make ``table``'s rows exactly those of ``source``, a table of this warehouse holding ``rows`` rows,
+        in one transaction: the rows never leave the warehouse (an environment's table published). None, with
+        nothing changed, when ``table`` does not exist, lacks one of ``source``'s columns (a load creates and
+        evolves it) or ``source`` does not hold ``rows`` rows (it is not the version meant)."""
+        self._check_lengths(table)
+        self._check_lengths(source)
+        with self._reported(f"taking {source} into {table}", undone="load"), self._transaction() as cursor:
+            columns = [row[0] for row in _fetch(cursor, columns_sql(source))]
+            present = {row[0] for row in _fetch(cursor, columns_sql(table))}
+            if not columns or not present.issuperset(columns):
+                return None
+            ((held,),) = _fetch(cursor, f"SELECT COUNT(*) FROM {quote_qualified(source)}")
+            if held != rows:
+                return None
+            for sql in take_statements(table, source, columns, self.dialect):
+                cursor.execute(sql)
+            ((rows_in_table,),) = _fetch(cursor, f"SELECT COUNT(*) FROM {quote_qualified(table)}")
+            return LoadResult(table, rows, rows_in_table)
 
     def query(self, sql: str) -> list[dict[str, Any]]:
         """Rows of one SQL statement as dicts (none for a statement that returns no rows), committed."""

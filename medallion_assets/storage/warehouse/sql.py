@@ -143,10 +143,7 @@ def load_statements(
     else:
         copy = f"COPY {quote_qualified(destination)} ({quoted}) FROM {copy_source}"
     if mode == "replace":
-        # Redshift's TRUNCATE commits the open transaction; PostgreSQL's is transactional, and much cheaper
-        # than DELETE, at the price of blocking readers of the table until the load commits.
-        empty = "TRUNCATE" if dialect == "postgres" else "DELETE FROM"
-        return LoadPlan((*prepare, f"{empty} {target}"), copy, None, ())
+        return LoadPlan((*prepare, _emptied(target, dialect)), copy, None, ())
     stage = quote_qualified(destination)
     # DuckDB has no CREATE TABLE ... (LIKE ...); an empty copy of the target has its columns and types too.
     like = f"AS SELECT * FROM {target} LIMIT 0" if dialect == "duckdb" else f"(LIKE {target})"
@@ -157,6 +154,22 @@ def load_statements(
         key_check_sql(destination, keys) if check_keys else None,
         (*upsert_statements(table, destination, list(columns), keys, delete_flag), f"DROP TABLE {stage}"),
     )
+
+
+def take_statements(table: str, source: str, columns: Sequence[str], dialect: Dialect) -> list[str]:
+    """Make ``table``'s rows exactly ``source``'s, its ``columns``, without the rows leaving the warehouse."""
+    target, quoted = quote_qualified(table), ", ".join(map(quote_identifier, columns))
+    return [
+        _emptied(target, dialect),
+        f"INSERT INTO {target} ({quoted}) SELECT {quoted} FROM {quote_qualified(source)}",
+    ]
+
+
+def _emptied(target: str, dialect: Dialect) -> str:
+    """The statement that empties the (quoted) ``target`` inside a load's transaction."""
+    # Redshift's TRUNCATE commits the open transaction; PostgreSQL's is transactional, and much cheaper than
+    # DELETE, at the price of blocking readers of the table until the load commits.
+    return f"{'TRUNCATE' if dialect == 'postgres' else 'DELETE FROM'} {target}"
 
 
 def redshift_copy_source(s3_uri: str, iam_role: str) -> str:
