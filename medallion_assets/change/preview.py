@@ -40,10 +40,13 @@ from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.naming import ENV_TAG
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
-from medallion_assets.storage.lake.metadata import current_snapshot_id, load_table
+from medallion_assets.storage.lake.metadata import load_table
 from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
+# Up to how many rows (of both versions together, from their snapshots' summaries) a table's diff runs in one
+# task: below that, a shuffle's tasks cost more than they share out.
+ONE_TASK_ROWS = 1_000_000
 # Why a preview rebuilds every dataset it runs whole: an incremental step would read main's changes since
 # main's last run, which says nothing of the branch.
 PREVIEW_REFRESH = FullRefresh(starts=None, asked_by="medallion plan --env")
@@ -64,8 +67,10 @@ class EnvironmentLake(LakeTables):
     branch: str = field(kw_only=True)
 
     def current_snapshot(self, table: TableRef) -> int | None:
-        own = branch_snapshot(self.lake_root, table, self.branch)
-        return own if own is not None else super().current_snapshot(table)
+        loaded = load_table(self.lake_root, table)  # once: both refs are in its metadata
+        own = loaded.refs().get(self.branch) if loaded else None
+        current = loaded.current_snapshot() if loaded and own is None else None
+        return own.snapshot_id if own else current.snapshot_id if current else None
 
     def publish(self, table: TableRef, branch: str) -> int:
         snapshot_id = branch_snapshot(self.lake_root, table, branch)
@@ -212,12 +217,18 @@ def preview_run(instance: DagsterInstance, runner: EnvironmentRunner, plan: Plan
 def table_diff(lake: LakeTables, target: Target, branch: str, outcome: StageOutcome) -> TableDiff:
     """The table's rows on `branch` against `main`, matched by the target's keys (all columns without)."""
     table = table_of(target)
+    loaded = load_table(lake.lake_root, table)
+    assert loaded is not None, "the preview just wrote the table's branch"
+    versions = (loaded.snapshot_by_id(loaded.refs()[branch].snapshot_id), loaded.current_snapshot())
+    rows = sum(int(v.summary.additional_properties["total-records"]) for v in versions if v and v.summary)
     env = lake.read(table, branch=branch)
-    main = env.limit(0) if current_snapshot_id(lake.lake_root, table) is None else lake.read(table)
+    main = env.limit(0) if versions[1] is None else lake.read(table)
     shared = [c for c in env.columns if c in main.columns]
     keys = [k for k in target.keys if k in shared] or shared
     compared = [c for c in shared if c not in keys]
-    rows_env, rows_main, added, removed, changed, *by_column = compared_by_key(env, main, keys, compared)
+    rows_env, rows_main, added, removed, changed, *by_column = compared_by_key(
+        env, main, keys, compared, one_task=rows <= ONE_TASK_ROWS
+    )
     return TableDiff(
         dataset=target.target_id,
         table=str(table),
@@ -231,18 +242,21 @@ def table_diff(lake: LakeTables, target: Target, branch: str, outcome: StageOutc
     )
 
 
-def compared_by_key(env: DataFrame, main: DataFrame, keys: list[str], compared: list[str]) -> list[int]:
+def compared_by_key(
+    env: DataFrame, main: DataFrame, keys: list[str], compared: list[str], one_task: bool = False
+) -> list[int]:
     """Both versions' rows, then the keys only `env` holds (added), only `main` holds (removed), held by
     both with a row that differs in any of the `compared` columns (changed), and in each of them (nulls
-    equal): one Spark job, both versions grouped by key together."""
+    equal): one Spark job, both versions grouped by key together. With `one_task` (small versions), in one
+    task without a shuffle: a single partition is grouped where it is."""
 
     def side(frame: DataFrame, name: str) -> DataFrame:
         values = F.struct(*(F.col(f"`{c}`") for c in compared), F.lit(True).alias("_held"))
         return frame.select(*keys, values.alias(name))
 
+    both = side(env, "env").unionByName(side(main, "main"), allowMissingColumns=True)
     by_key = (
-        side(env, "env")
-        .unionByName(side(main, "main"), allowMissingColumns=True)
+        (both.coalesce(1) if one_task else both)
         .groupBy(*keys)
         .agg(
             F.count("env").alias("rows_env"),
