@@ -21,7 +21,7 @@ session. Each repeat changes its gold stage (a filter `amount >= N`, N new each 
 (d) the bytes the preview wrote per lake table of the pipeline: the `added-files-size` of each environment
     branch's snapshot (a table without a branch wrote none);
 (e) apply after the preview with main unmoved (the files loaded untimed first): the lake's fast-forward and
-    the warehouse's load, with the Spark jobs it ran;
+    the warehouse taking the environment's table, with the Spark jobs it ran (none reads data);
 (f) the same stage alone with the same new definition, in full, as a run does it: the baseline of (c).
 
 The goals: (c) ≤ 1.2 × (f); (e) ≤ 2 s per table, no Spark job reading the lake table to publish it.
