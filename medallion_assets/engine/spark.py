@@ -48,6 +48,10 @@ SESSION_CONF = {
     # (the resource's conf sets any key).
     "spark.sql.optimizer.windowGroupLimitThreshold": "-1",
 }
+# The driver's classes, recorded by `make jars` (engine/class_archive.py) for its JVM to map at start. Without
+# the quiet option, a JVM that cannot map it (another JDK, another classpath) would say so on stderr.
+CLASS_ARCHIVE = "spark-driver.jsa"
+ARCHIVE_QUIET = "-Xlog:cds*=off"
 CONNECT_TIMEOUT_SEC = 5
 CONNECT_PORT = 15002  # Spark Connect's default
 # The lakes executors were seen to reach, per engine: probed once per process, not before every step.
@@ -66,6 +70,8 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     if config.spark_remote():
         return {**SESSION_CONF, **(conf or {})}
     driver = {"spark.master": config.spark_master(), "spark.jars": lake_jars(), **DRIVER_CONF}
+    if options := class_archive_options():
+        driver["spark.driver.extraJavaOptions"] = options
     if is_single_machine():  # its Python workers are this interpreter's, which has Medallion
         driver["spark.python.daemon.module"] = "medallion_assets.engine.python_daemon"
     return {**driver, **SESSION_CONF, **(conf or {})}
@@ -77,6 +83,16 @@ def lake_jars() -> str:
     resolved them."""
     folder = config.spark_jars_folder()
     return ",".join(sorted(str(jar) for jar in folder.glob("*.jar"))) if folder.is_dir() else ""
+
+
+def class_archive() -> Path:
+    return config.spark_jars_folder() / CLASS_ARCHIVE
+
+
+def class_archive_options() -> str:
+    """The driver's JVM options that map the class archive; none before `make jars` has recorded it."""
+    path = class_archive()
+    return f"-XX:SharedArchiveFile={path} {ARCHIVE_QUIET}" if path.is_file() else ""
 
 
 def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "medallion") -> SparkSession:
