@@ -8,13 +8,14 @@ import textwrap
 import pytest
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 from sqlalchemy import text
 
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import LOADABLE
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import MIGRATIONS, CatalogStore, change_count
+from medallion_assets.catalog.store import MIGRATIONS, CatalogStore, change_count, migration_heads
 from medallion_assets.cli import main
 from medallion_assets.loading import validate_files
 from tests.conftest import SEED
@@ -96,6 +97,11 @@ def test_migration_0010_renames_type_and_source_id_keeping_the_rows(backend, tmp
     ]
     assert [(s.stage_name, s.input_ids()) for s in store.read_table("stages")] == [("load", ["silver_t"])]
     store.engine.dispose()
+
+
+def test_the_newest_migration_is_the_one_alembic_upgrades_to():
+    """A catalog whose version is one of these is not migrated again (alembic is not even imported)."""
+    assert migration_heads() == set(ScriptDirectory(str(MIGRATIONS)).get_heads())
 
 
 def test_update_of_a_row_replaces_it(store, tmp_path):
