@@ -23,6 +23,7 @@ from sqlglot.optimizer import optimize
 from medallion_assets.catalog.loader import declared_columns
 from medallion_assets.catalog.models import Rule, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.sql_safety import parsed_statements
 
 Category = Literal["breaking", "non_breaking", "checks_only", "metadata_only", "no_op"]
 # Most consequential first: a dataset's category is its findings' first in this order.
@@ -111,7 +112,8 @@ def canonical_query(sql: str, dialect: str, schemas: dict[str, object] | None) -
     """The query as sqlglot's optimizer normalizes it (qualified, simplified, predicates in canonical order),
     over its inputs' declared columns when all are declared; without comments. SQL that does not optimize
     (an input of unknown columns the SQL needs resolved) is compared as parsed."""
-    parsed = sqlglot.parse_one(sql, read=dialect)
+    statements = parsed_statements(sql, dialect)  # one query, as the loader accepts; else as sqlglot reads it
+    parsed = statements[0] if len(statements) == 1 else sqlglot.parse_one(sql, read=dialect)
     try:
         return optimize(parsed, schema=schemas, dialect="spark")
     except (sqlglot.errors.SqlglotError, KeyError, ValueError):
@@ -171,13 +173,23 @@ def sql_findings(
             )
         ]
 
-    def canonical(snapshot: CatalogSnapshot, stage: Stage) -> Any:
-        declared = {input_id: declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+    def declared(snapshot: CatalogSnapshot, stage: Stage) -> dict[str, dict[str, str] | None]:
+        return {input_id: declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+
+    old_declared, new_declared = declared(old, old_stage), declared(new, new_stage)
+    same_text = (old_stage.transform_sql, old_stage.sql_dialect) == (
+        new_stage.transform_sql,
+        new_stage.sql_dialect,
+    )
+    if same_text and old_declared == new_declared:  # the same SQL over the same columns: nothing to compare
+        return []
+
+    def canonical(stage: Stage, declared: dict[str, dict[str, str] | None]) -> Any:
         schemas: dict[str, object] = {k: v for k, v in declared.items() if v is not None}
         complete = schemas if len(schemas) == len(declared) else None
         return lambda sql, dialect=stage.sql_dialect: canonical_query(sql, dialect, complete)
 
-    old_canonical, new_canonical = canonical(old, old_stage), canonical(new, new_stage)
+    old_canonical, new_canonical = canonical(old_stage, old_declared), canonical(new_stage, new_declared)
     before = old_canonical(old_stage.transform_sql)
     after = new_canonical(new_stage.transform_sql)
     if _text(before) == _text(after):
