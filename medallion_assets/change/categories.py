@@ -5,7 +5,7 @@ its SQL and from its declared columns, rules, source and rows:
   keys, a dropped or retyped column, a rule that drops rows): it and everything downstream are rebuilt;
 - `non_breaking`: it only gains columns (or is new, or a new contract version): it alone is rebuilt;
 - `checks_only`: only rules that judge (warn, fail) changed: nothing is rebuilt, the checks are judged again;
-- `metadata_only`: owner, description, schedule, SLA, retries, layout…: nothing runs;
+- `metadata_only`: owner, description, schedule, SLA, retries, layout, its unit tests…: nothing runs;
 - `no_op`: its rows changed only in formatting or comments, or SQL rewritten to mean the same.
 """
 
@@ -264,6 +264,7 @@ def dataset_findings(old: CatalogSnapshot, new: CatalogSnapshot, target_id: str)
         new_target.model_dump(exclude={"columns", "version", *_ROW_FIELDS}),
     )
     findings += rule_findings(_rules(old, old_stage), _rules(new, new_stage))
+    findings += _test_findings(old, old_stage, new, new_stage)
     findings += _source_findings(old, old_stage, new, new_stage)
     findings += _metadata(
         "pipeline",
@@ -281,6 +282,22 @@ def dataset_findings(old: CatalogSnapshot, new: CatalogSnapshot, target_id: str)
 def _rules(snapshot: CatalogSnapshot, stage: Stage) -> list[Rule]:
     rule_set = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
     return list(rule_set.check_def) if rule_set else []
+
+
+def _test_findings(
+    old: CatalogSnapshot, old_stage: Stage, new: CatalogSnapshot, new_stage: Stage
+) -> list[Finding]:
+    """The stage's unit tests (`stage_tests` rows): they run only when asked (`medallion test`, `plan
+    --test`), never in a run, so a change to them alone is metadata."""
+
+    def tests(snapshot: CatalogSnapshot, stage: Stage) -> dict[str, Any]:
+        return {  # as their rows compare (change/rows.py): a file's dates are a stored row's strings
+            key[2]: row.model_dump(mode="json")
+            for key, row in snapshot.tables["stage_tests"].items()
+            if key[:2] == (stage.pipeline_id, stage.stage_name)
+        }
+
+    return _metadata("stage tests", tests(old, old_stage), tests(new, new_stage))
 
 
 def _source_findings(
