@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -61,6 +61,18 @@ class UnsafeSql(ValueError):
         self.line = line
 
 
+@lru_cache(maxsize=1024)  # bounded: a sensor's process lives through many catalog edits
+def _statements(sql: str, dialect: str) -> tuple[exp.Expr, ...]:
+    return tuple(statement for statement in sqlglot.parse(sql, read=dialect) if statement is not None)
+
+
+def parsed_statements(sql: str, dialect: str) -> list[exp.Expr]:
+    """sqlglot's statements of `sql`, parsed once per text and dialect in a process (a plan checks,
+    categorises and fingerprints the same SQL): each call gets its own copies, which checks and the optimizer
+    change. A text that does not parse raises sqlglot's error each time."""
+    return [statement.copy() for statement in _statements(sql, dialect)]
+
+
 def checked_query(
     sql: str,
     dialect: str,
@@ -82,7 +94,7 @@ def checked_query(
     produce each of them, of a type that casts to the declared one.
     """
     try:
-        statements = [statement for statement in sqlglot.parse(sql, read=dialect) if statement is not None]
+        statements = parsed_statements(sql, dialect)
     except ParseError as error:
         # The error's own text underlines the spot with terminal escape codes; the parts say it plainly.
         first = error.errors[0] if error.errors else {}

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 
 import pytest
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 from sqlalchemy import text
 
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import LOADABLE
 from medallion_assets.catalog.snapshot import CatalogSnapshot
-from medallion_assets.catalog.store import MIGRATIONS, CatalogStore, change_count
+from medallion_assets.catalog.store import MIGRATIONS, CatalogStore, change_count, migration_heads
 from medallion_assets.cli import main
 from medallion_assets.loading import validate_files
 from tests.conftest import SEED
@@ -96,6 +98,29 @@ def test_migration_0010_renames_type_and_source_id_keeping_the_rows(backend, tmp
     ]
     assert [(s.stage_name, s.input_ids()) for s in store.read_table("stages")] == [("load", ["silver_t"])]
     store.engine.dispose()
+
+
+def test_the_newest_migration_is_the_one_alembic_upgrades_to():
+    """A catalog whose version is one of these is not migrated again (alembic is not even imported)."""
+    assert migration_heads() == set(ScriptDirectory(str(MIGRATIONS)).get_heads())
+
+
+def test_an_unchanged_stage_sql_is_checked_again_when_its_input_loses_a_column_it_names(store, tmp_path):
+    """Validation skips the SQL of stages the stored catalog holds as they are, but not one whose input's
+    declared columns change."""
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    folder = tmp_path / "seed"
+    shutil.copytree(SEED, folder)
+    events = folder / "user_events_etl.yaml"
+    declared = "columns: {event_id: string, user_id: string, event_type: string, event_ts: timestamp"
+    events.write_text(events.read_text().replace(declared, declared.replace(" user_id: string,", "")))
+    with pytest.raises(CatalogInvalid) as invalid:
+        validate_files(store.snapshot(), [folder])
+    said = [str(p).split(": ", 1)[1] for p in invalid.value.problems if p.field == "transform_sql"]
+    assert said == [
+        "stages[user_events_etl.gold_daily_aggregate].transform_sql: names column 'user_id', which its input "
+        "does not have; it has event_id, event_ts, event_type, value"
+    ]
 
 
 def test_update_of_a_row_replaces_it(store, tmp_path):

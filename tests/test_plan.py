@@ -390,7 +390,12 @@ CORPUS = [
         {"gold_daily_user_events": "breaking"},
         ["gold_daily_user_events"],
         ["gold_daily_user_events.columns"],
-        other_rows=1,  # the unit test's row: it changes, and rebuilds nothing
+    ),
+    # A unit test alone: shown under the stage it tests; tests never run in a run.
+    Change(
+        "stage_test_expectation",
+        [(UE, "2, unique_users: 1}\n", "2, unique_users: 2}\n")],
+        {"gold_daily_user_events": "metadata_only"},
     ),
     Change(
         "contract_broken_under_new_version",

@@ -9,12 +9,14 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 from click.testing import CliRunner, Result
 
 from medallion_assets.catalog.loader import CatalogInvalid
 from medallion_assets.catalog.models import StageTest
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.change.plan import plan_schema
 from medallion_assets.change.unit_tests import run_tests
 from medallion_assets.cli import main
 from medallion_assets.loading import validate_files
@@ -93,6 +95,22 @@ def test_plan_test_prints_the_difference_and_exits_2_when_a_test_fails(loaded_se
         "PASS user_events_etl.gold_daily_aggregate.counts_events_and_users_per_day",
         "1 test(s): 1 passed, 0 failed",
     ]
+    # With --json the tests' results are in the plan's one JSON document, and nothing else is printed.
+    result = medallion("plan", str(folder), "--test", "--json")
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, plan_schema())
+    assert (result.exit_code, result.stderr) == (2, "")
+    [failed] = document["tests"]
+    assert (failed["test_name"], failed["passed"], failed["changed"]) == (
+        "counts_events_and_users_per_day",
+        False,
+        [
+            {
+                "expected": {"event_date": "2024-03-01", "total_events": "2", "unique_users": "1"},
+                "actual": {"event_date": "2024-03-01", "total_events": "2", "unique_users": "2"},
+            }
+        ],
+    )
 
 
 def test_changed_missing_and_extra_rows_and_quarantine_reasons(stored: CatalogSnapshot, spark) -> None:

@@ -27,6 +27,7 @@ from medallion_assets.catalog.models import (
     PipelineProfile,
     Row,
     Source,
+    Stage,
     StageTest,
     Target,
     ValidityColumns,
@@ -286,10 +287,15 @@ def check_references(
     checks: Sequence[RowCheck],
     broken: AbstractSet[str] = frozenset(),
     sql_lines: Mapping[tuple[Any, ...], int] | None = None,
+    checked: CatalogSnapshot | None = None,
 ) -> list[CatalogProblem]:
     """Dangling references, inputs of the wrong kind, targets made twice, cycles, unparseable SQL, and what
     `checks` refuse. A reference to a row in `broken` (rows that did not parse, already reported) is no
-    problem. A problem in a stage's SQL points at its line through `sql_lines` (LoadedRows.sql_lines)."""
+    problem. A problem in a stage's SQL points at its line through `sql_lines` (LoadedRows.sql_lines).
+
+    `checked`: a catalog checked already (the stored one, before a load): a stage's SQL is checked only when
+    what its check reads (the stage, its target's columns, its inputs' declared columns) differs there, so a
+    load of a large catalog parses the SQL it changes, not all of it."""
     problems = []
 
     def unknown(ref: str | None, known: Container[str]) -> bool:
@@ -360,7 +366,7 @@ def check_references(
         for field_name, ref, known, what in references:
             if unknown(ref, known):
                 problem("stages", stage, field_name, f"unknown {what} {ref!r}")
-        if stage.transform_sql:
+        if stage.transform_sql and not (checked and _same_sql_check(checked, snapshot, stage)):
             declared = {input_id: declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
             schemas = {input_id: columns for input_id, columns in declared.items() if columns is not None}
             try:
@@ -425,6 +431,18 @@ def check_references(
     return problems
 
 
+def _same_sql_check(checked: CatalogSnapshot, snapshot: CatalogSnapshot, stage: Stage) -> bool:
+    """Whether checking `stage`'s SQL in `snapshot` reads what it read in `checked`: the same stage row, its
+    target's declared columns and its inputs' declared columns."""
+    before = checked.tables["stages"].get(stage.key())
+    target, was = snapshot.targets.get(stage.target_id), checked.targets.get(stage.target_id)
+    return (
+        before == stage
+        and (target and target.columns) == (was and was.columns)
+        and all(declared_columns(checked, i) == declared_columns(snapshot, i) for i in stage.input_ids())
+    )
+
+
 def declared_columns(snapshot: CatalogSnapshot, dataset_id: str) -> dict[str, str] | None:
     """The columns (name → Spark type) a dataset is declared to have as a stage's SQL reads it, or None when
     not declared.
@@ -461,7 +479,7 @@ def validate_files(
     """Parse and check files against the stored catalog; raises CatalogInvalid listing every problem."""
     loaded, problems = parse_files(paths)
     problems += check_references(
-        merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken, loaded.sql_lines
+        merged_snapshot(stored, loaded), loaded.origins, checks, loaded.broken, loaded.sql_lines, stored
     )
     if problems:
         raise CatalogInvalid(problems)

@@ -20,7 +20,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlglot
 from sqlalchemy import Connection, select
@@ -29,6 +29,7 @@ from sqlglot import exp
 from medallion_assets.catalog.models import ColumnLineage, Stage, Target
 from medallion_assets.catalog.schema import conflict_insert, lineage_versions
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.sql_safety import parsed_statements
 
 # The catalog tables whose rows make up definitions: a write to any other table cannot change a version.
 DEFINING_TABLES = frozenset({"stages", "targets", "sources", "validation_rules", "column_lineage"})
@@ -88,8 +89,9 @@ def output_columns(stage: Stage, target: Target, snapshot: CatalogSnapshot) -> d
     if stage.transform_sql:
         try:
             # The loader accepts no transform SQL but a query (sql_safety.checked_query).
-            query = cast(exp.Query, sqlglot.parse_one(stage.transform_sql, read=stage.sql_dialect))
-            names = query.named_selects
+            statements = parsed_statements(stage.transform_sql, stage.sql_dialect)
+            query = statements[0] if len(statements) == 1 else None
+            names = query.named_selects if isinstance(query, exp.Query) else []
         except (sqlglot.errors.ParseError, ValueError):  # the loader refuses such SQL; nothing more to learn
             names = []
         # An unnamed expression or a star leaves the SQL's columns unknown.

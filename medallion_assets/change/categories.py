@@ -5,7 +5,7 @@ its SQL and from its declared columns, rules, source and rows:
   keys, a dropped or retyped column, a rule that drops rows): it and everything downstream are rebuilt;
 - `non_breaking`: it only gains columns (or is new, or a new contract version): it alone is rebuilt;
 - `checks_only`: only rules that judge (warn, fail) changed: nothing is rebuilt, the checks are judged again;
-- `metadata_only`: owner, description, schedule, SLA, retries, layout…: nothing runs;
+- `metadata_only`: owner, description, schedule, SLA, retries, layout, its unit tests…: nothing runs;
 - `no_op`: its rows changed only in formatting or comments, or SQL rewritten to mean the same.
 """
 
@@ -23,6 +23,7 @@ from sqlglot.optimizer import optimize
 from medallion_assets.catalog.loader import declared_columns
 from medallion_assets.catalog.models import Rule, Stage
 from medallion_assets.catalog.snapshot import CatalogSnapshot
+from medallion_assets.sql_safety import parsed_statements
 
 Category = Literal["breaking", "non_breaking", "checks_only", "metadata_only", "no_op"]
 # Most consequential first: a dataset's category is its findings' first in this order.
@@ -111,7 +112,8 @@ def canonical_query(sql: str, dialect: str, schemas: dict[str, object] | None) -
     """The query as sqlglot's optimizer normalizes it (qualified, simplified, predicates in canonical order),
     over its inputs' declared columns when all are declared; without comments. SQL that does not optimize
     (an input of unknown columns the SQL needs resolved) is compared as parsed."""
-    parsed = sqlglot.parse_one(sql, read=dialect)
+    statements = parsed_statements(sql, dialect)  # one query, as the loader accepts; else as sqlglot reads it
+    parsed = statements[0] if len(statements) == 1 else sqlglot.parse_one(sql, read=dialect)
     try:
         return optimize(parsed, schema=schemas, dialect="spark")
     except (sqlglot.errors.SqlglotError, KeyError, ValueError):
@@ -171,13 +173,23 @@ def sql_findings(
             )
         ]
 
-    def canonical(snapshot: CatalogSnapshot, stage: Stage) -> Any:
-        declared = {input_id: declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+    def declared(snapshot: CatalogSnapshot, stage: Stage) -> dict[str, dict[str, str] | None]:
+        return {input_id: declared_columns(snapshot, input_id) for input_id in stage.input_ids()}
+
+    old_declared, new_declared = declared(old, old_stage), declared(new, new_stage)
+    same_text = (old_stage.transform_sql, old_stage.sql_dialect) == (
+        new_stage.transform_sql,
+        new_stage.sql_dialect,
+    )
+    if same_text and old_declared == new_declared:  # the same SQL over the same columns: nothing to compare
+        return []
+
+    def canonical(stage: Stage, declared: dict[str, dict[str, str] | None]) -> Any:
         schemas: dict[str, object] = {k: v for k, v in declared.items() if v is not None}
         complete = schemas if len(schemas) == len(declared) else None
         return lambda sql, dialect=stage.sql_dialect: canonical_query(sql, dialect, complete)
 
-    old_canonical, new_canonical = canonical(old, old_stage), canonical(new, new_stage)
+    old_canonical, new_canonical = canonical(old_stage, old_declared), canonical(new_stage, new_declared)
     before = old_canonical(old_stage.transform_sql)
     after = new_canonical(new_stage.transform_sql)
     if _text(before) == _text(after):
@@ -252,6 +264,7 @@ def dataset_findings(old: CatalogSnapshot, new: CatalogSnapshot, target_id: str)
         new_target.model_dump(exclude={"columns", "version", *_ROW_FIELDS}),
     )
     findings += rule_findings(_rules(old, old_stage), _rules(new, new_stage))
+    findings += _test_findings(old, old_stage, new, new_stage)
     findings += _source_findings(old, old_stage, new, new_stage)
     findings += _metadata(
         "pipeline",
@@ -269,6 +282,22 @@ def dataset_findings(old: CatalogSnapshot, new: CatalogSnapshot, target_id: str)
 def _rules(snapshot: CatalogSnapshot, stage: Stage) -> list[Rule]:
     rule_set = snapshot.rule_sets.get(stage.validation_set_id) if stage.validation_set_id else None
     return list(rule_set.check_def) if rule_set else []
+
+
+def _test_findings(
+    old: CatalogSnapshot, old_stage: Stage, new: CatalogSnapshot, new_stage: Stage
+) -> list[Finding]:
+    """The stage's unit tests (`stage_tests` rows): they run only when asked (`medallion test`, `plan
+    --test`), never in a run, so a change to them alone is metadata."""
+
+    def tests(snapshot: CatalogSnapshot, stage: Stage) -> dict[str, Any]:
+        return {  # as their rows compare (change/rows.py): a file's dates are a stored row's strings
+            key[2]: row.model_dump(mode="json")
+            for key, row in snapshot.tables["stage_tests"].items()
+            if key[:2] == (stage.pipeline_id, stage.stage_name)
+        }
+
+    return _metadata("stage tests", tests(old, old_stage), tests(new, new_stage))
 
 
 def _source_findings(

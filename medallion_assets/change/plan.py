@@ -129,9 +129,13 @@ def datasets_by_row(
     old: CatalogSnapshot, new: CatalogSnapshot
 ) -> dict[tuple[str, tuple[Any, ...]], set[str]]:
     """The datasets (stage targets) each row belongs to, in either catalog, by (table, key): a stage's or
-    target's own, the users of a rule set or raw source, the datasets of a pipeline."""
+    target's own, the users of a rule set or raw source, the datasets of a pipeline, a stage test's stage."""
     index: dict[tuple[str, tuple[Any, ...]], set[str]] = defaultdict(set)
     for snapshot in (old, new):
+        made = {(stage.pipeline_id, stage.stage_name): stage.target_id for stage in snapshot.stages()}
+        for key in snapshot.tables["stage_tests"]:
+            if tested := made.get(key[:2]):  # (pipeline_id, stage_name, test_name)
+                index[("stage_tests", key)].add(tested)
         for stage in snapshot.stages():
             for row in (
                 ("stages", stage.key()),

@@ -77,25 +77,29 @@ def check_change_arguments(directory: Path, env: str | None) -> None:
         refuse(f"no such catalog folder: {directory}")
 
 
-def run_unit_tests(
-    snapshot: CatalogSnapshot, tests: Sequence[StageTest], as_json: bool = False, err: bool = False
-) -> list[TestResult]:
-    """Run `tests` of `snapshot` in the process's Spark session and print each outcome with its differences,
-    as text (on stderr with `err`: after a plan's JSON) or JSON: `medallion test` and `plan --test`. With no
-    tests it says so and starts no Spark."""
+def unit_test_results(snapshot: CatalogSnapshot, tests: Sequence[StageTest]) -> list[TestResult]:
+    """Run `tests` of `snapshot` in the process's Spark session; with no tests, start no Spark."""
     from medallion_assets.change.unit_tests import run_tests
     from medallion_assets.engine.spark import spark_session
 
-    results = run_tests(spark_session(app_name="medallion-test"), snapshot, tests) if tests else []
+    return run_tests(spark_session(app_name="medallion-test"), snapshot, tests) if tests else []
+
+
+def run_unit_tests(
+    snapshot: CatalogSnapshot, tests: Sequence[StageTest], as_json: bool = False
+) -> list[TestResult]:
+    """Run `tests` of `snapshot` and print each outcome with its differences, as text or JSON: `medallion
+    test` and `plan --test`. With no tests it says so and starts no Spark."""
+    results = unit_test_results(snapshot, tests)
     if as_json:
         echo(json.dumps({"tests": [r.as_dict() for r in results]}, indent=2))
         return results
     for result in results:
         for line in result.lines():
-            echo(line, err=err)
+            echo(line)
     failed = sum(not r.passed for r in results)
     summary = f"{len(results)} test(s): {len(results) - failed} passed, {failed} failed"
-    echo(summary if results else "no tests", err=err)
+    echo(summary if results else "no tests")
     return results
 
 

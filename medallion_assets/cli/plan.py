@@ -19,6 +19,7 @@ from medallion_assets.cli.common import (
     load_catalog_files,
     refuse,
     run_unit_tests,
+    unit_test_results,
     validated,
 )
 from medallion_assets.redaction import echo
@@ -59,7 +60,8 @@ SHOWN = 12
     "run_tests",
     is_flag=True,
     help="then run the stage tests of the stages the change touches, and those it adds or changes, on "
-    "local Spark (as `medallion test`); a failing test exits 2",
+    "local Spark (as `medallion test`; with --json, their results are the plan's `tests`); a failing test "
+    "exits 2",
 )
 def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, run_tests: bool) -> None:
     """Compare the catalog files in DIRECTORY with the loaded catalog: rows added, changed and removed, each
@@ -84,24 +86,30 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, 
     stored = catalog_store().snapshot()
     loaded = validated(stored, [directory])
     made = plan_files(stored, loaded, config.lake_url())
+    new = merged_snapshot(stored, loaded)
     refused = made.refused(allow_breaking)
-    # With --json a preview goes into the plan's JSON, printed once the preview is done.
+    document = made.as_dict()
+    if as_json and run_tests and not refused:  # the tests' results are part of the one JSON document
+        results = unit_test_results(new, made.tests_to_run(new))
+        document["tests"] = [r.as_dict() for r in results]
+    # With --json a preview goes into the plan's JSON too, printed once the preview is done.
     if not as_json:
         for line in plan_lines(made):
             echo(line)
-    elif env is None or refused:
-        echo(json.dumps(made.as_dict(), default=str, indent=2))
+    elif env is None or refused or not all(t["passed"] for t in document.get("tests", [])):
+        echo(json.dumps(document, default=str, indent=2))
     for problem in refused:
         echo(f"refused: {problem}", err=True)
     if refused:
         sys.exit(EXIT_INVALID)
-    new = merged_snapshot(stored, loaded)
-    if run_tests and not all(r.passed for r in run_unit_tests(new, made.tests_to_run(new), err=as_json)):
+    if run_tests and not as_json:
+        results = run_unit_tests(new, made.tests_to_run(new))
+    if run_tests and not all(r.passed for r in results):
         sys.exit(EXIT_INVALID)
     if env is not None:
         previewed = _preview(made, new, env)
         if as_json:
-            shown = {**made.as_dict(), "environment": previewed.as_dict()}
+            shown = {**document, "environment": previewed.as_dict()}
             echo(json.dumps(shown, default=str, indent=2))
         else:
             for line in preview_lines(previewed):

@@ -21,7 +21,6 @@ from medallion_assets.control.steering.rollback import current_version, previous
 from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
 from medallion_assets.paths import UnsafePath, path_under
 from medallion_assets.storage.lake.layout import quarantine_path
-from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
 
 if TYPE_CHECKING:
     from medallion_assets.storage.warehouse import Warehouse
@@ -72,6 +71,8 @@ def wait_for_upstream(context: HealingContext[WaitParams]) -> Remedy:
     if source is None:
         return Remedy("give_up", f"{stage.input_id} is not a raw source; nothing to wait for")
 
+    from medallion_assets.storage.objects import list_objects  # boto3 only when an action runs, as _warehouse
+
     def objects_missing() -> str | None:
         try:
             list_objects(source.s3_path, source.source_id)
@@ -88,6 +89,8 @@ def quarantine_object(context: HealingContext[NoParams]) -> Remedy:
 
     The producer's file is left where it is: Medallion never deletes a source's data.
     """
+    from medallion_assets.storage.objects import list_objects, read_bytes, write_bytes
+
     corrupt = _find(context.fault.error, CorruptSourceObject)
     if corrupt is None:
         return Remedy("give_up", "the error names no unreadable object")

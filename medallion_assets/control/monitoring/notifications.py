@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass, field
 from email.message import EmailMessage
 from typing import Any, TypeVar
 
-import boto3
-from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import RowMapping, insert, select, update
 
@@ -124,6 +122,10 @@ class SnsParams(Params):
 def send_sns(params: SnsParams, message: Message) -> None:
     """Amazon SNS: the message as JSON to a topic (credentials and endpoint from boto3's usual
     configuration)."""
+    # Imported when sending: checking notification rows at catalog load (and plan) imports this module.
+    import boto3
+    from botocore.config import Config
+
     # The outbox retries, with backoff, on later ticks: botocore's own retries would only hold the tick up.
     client = boto3.client(
         "sns",

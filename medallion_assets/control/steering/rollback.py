@@ -14,7 +14,7 @@ serves a version the lake no longer has (a `warehouse_load` audit row, as a run'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medallion_assets.catalog.models import Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
@@ -22,7 +22,9 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import current_snapshot_id
-from medallion_assets.storage.warehouse import Warehouse, WarehouseError, warehouse_from_url
+
+if TYPE_CHECKING:
+    from medallion_assets.storage.warehouse import Warehouse
 
 # The operations that made a new version of a table (a rollback only points at an existing one).
 _BUILT = ("append", "publish")
@@ -219,6 +221,10 @@ def rollback(
     if not served:
         return done
     assert warehouse_url is not None
+    # The warehouse's drivers are imported only when a rollback reloads it: checking healing rules at catalog
+    # load and plan imports this module.
+    from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
+
     try:
         with warehouse_from_url(warehouse_url) as warehouse:
             return [

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from sqlalchemy import Connection, and_, case, literal, select, update
 
 from medallion_assets.catalog.models import Row, Source, Stage, Target, Throttle
@@ -32,6 +31,7 @@ from medallion_assets.control.rows import rows_as
 from medallion_assets.naming import pool_name
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from dagster import DagsterInstance
 
     from medallion_assets.storage.warehouse import Batch
@@ -180,7 +180,10 @@ def throttled(data: Batch, store: CatalogStore, system_kind: str, system_id: str
     """A load's data, its rows and bytes (in-memory Arrow, or staged parquet) taken from the target system's
     buckets first: a whole table or staged batch before the load, or each batch of a streamed load before
     the loader receives it."""
-    # Imported here: checking throttle rows at catalog load imports this module and must load no driver.
+    # Imported here: checking throttle rows at catalog load (and plan) imports this module and must load no
+    # driver, nor Arrow.
+    import pyarrow as pa
+
     from medallion_assets.storage.warehouse import StagedParquet
 
     def take_for(batch: pa.Table | pa.RecordBatch | StagedParquet) -> None:
