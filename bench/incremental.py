@@ -56,6 +56,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 BUCKET = "medallion-raw"  # the seed's sources live under s3://medallion-raw/
 PIPELINE = "user_events_etl"
 GOLD_TABLE = "analytics.daily_user_events"
+SILVER_TABLE = "lake.silver.user_events"  # the seed's silver_user_events
 STAGES = ("bronze_ingest", "silver_clean", "gold_daily_aggregate")
 SILVER = "silver_user_events"
 FIRST_DAY = datetime(2026, 1, 1, tzinfo=UTC)
@@ -184,6 +185,33 @@ class HandWritten:
         return [tuple(row) for row in self.spark.sql(f"SELECT * FROM {self.GOLD} ORDER BY 1").collect()]
 
 
+def split(report: PipelineReport) -> str:
+    """Where each stage's time went: Spark's jobs, metadata commits, the rest (engine/timing.py)."""
+    return "; ".join(
+        f"{a.key}: spark {a.spark_jobs_sec or 0:.2f}, commits {a.metadata_commits_sec or 0:.2f}, "
+        f"other {a.other_sec or 0:.2f}"
+        for a in report.assets
+        if a.duration_sec is not None
+    )
+
+
+def latest_summary(spark: SparkSession, table: str) -> str:
+    """What the table's last snapshot wrote: its operation and the files and rows it added and deleted."""
+    row = spark.sql(
+        f"SELECT operation, summary FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).first()
+    assert row is not None, f"{table} has a snapshot"
+    summary = row["summary"]
+    counts = (
+        "added-data-files",
+        "deleted-data-files",
+        "added-delete-files",
+        "added-records",
+        "deleted-records",
+    )
+    return row["operation"] + " " + ", ".join(f"{k} {summary.get(k, 0)}" for k in counts)
+
+
 def plot(
     path: Path, days: list[int], seconds: list[float], silver: list[float], gold: list[float], full: dict
 ) -> Path:
@@ -245,6 +273,9 @@ def main() -> None:
                 f"day {day:3d}: {seconds:6.2f} s  (silver {silver[-1]:.2f}, gold {gold[-1]:.2f}; "
                 f"the script {by_hand[-1]:.2f})  {modes}"
             )
+            print("         " + split(report))
+            print("         silver's last commit: " + latest_summary(spark, SILVER_TABLE))
+            print("         the script's:         " + latest_summary(spark, HandWritten.SILVER))
             if day in refresh_days:
                 incremental_gold = medallion.gold()
                 # Its bronze has nothing new to ingest: silver and gold are what it is compared on.

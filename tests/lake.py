@@ -1,14 +1,19 @@
-"""Reading lake tables as an engine other than Spark would: pyiceberg, through the lake's catalog; and new raw
-events for the seed's user_events_etl."""
+"""Reading lake tables as an engine other than Spark would: pyiceberg, through the lake's catalog; what
+Spark's scans of a table read, from its SQL metrics; and new raw events for the seed's user_events_etl."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import boto3
+from pyspark.sql import SparkSession
 
 from medallion_assets.storage.lake.catalogs import configured_catalogs
+
+T = TypeVar("T")
 
 
 def lake_rows(lake: Path | str, table: str) -> list[dict]:
@@ -24,6 +29,38 @@ def lake_snapshots(lake: Path | str, table: str) -> list[int]:
     catalog = configured_catalogs(str(lake))["lake"].metadata()
     namespace, name = table.split(".")
     return [entry.snapshot_id for entry in catalog.load_table((namespace, name)).metadata.snapshot_log]
+
+
+def data_files_scanned(
+    spark: SparkSession, table: str, action: Callable[[], T]
+) -> tuple[T, list[tuple[int, int]]]:
+    """Run `action`; return what it returned and, for each scan of lake table `table` (e.g.
+    `lake.silver.events`) in the queries it ran, the data files Iceberg's scan planning kept and skipped: the
+    scan's SQL metrics `resultDataFiles` and `skippedDataFiles`, read from Spark's SQL status store (what its
+    UI shows)."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = store.executionsCount()
+    result = action()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()  # the store is filled by a listener
+    executions = store.executionsList(int(before), int(store.executionsCount() - before))
+    scans = []
+    for execution in _scala(executions):
+        values = store.executionMetrics(execution.executionId())
+        for node in _scala(store.planGraph(execution.executionId()).allNodes()):
+            if node.name() != f"BatchScan {table}":
+                continue
+            metrics = {m.name(): values.get(m.accumulatorId()) for m in _scala(node.metrics())}
+            scans.append(
+                tuple(
+                    int(metrics[name].get()) if metrics[name].isDefined() else 0
+                    for name in ("number of result data files", "number of skipped data files")
+                )
+            )
+    return result, scans
+
+
+def _scala(sequence) -> list:  # a Scala Seq through py4j
+    return [sequence.apply(i) for i in range(sequence.size())]
 
 
 def add_new_events(count: int = 5) -> None:

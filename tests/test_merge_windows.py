@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import re
 from datetime import date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from medallion_assets.catalog.models import Target, ValidationRuleSet
 from medallion_assets.engine.changes import on_days
 from medallion_assets.engine.stage import ASKED_FULL
 from medallion_assets.storage.lake.layout import TableRef
+from tests.lake import data_files_scanned
 from tests.test_incremental import COLUMNS, Lakehouse
 
 EVENTS = {**COLUMNS, "seq": "timestamp"}  # seq: the event's time, which its copies share
@@ -113,6 +115,48 @@ def test_an_incremental_run_reads_no_file_of_a_day_its_batch_does_not_touch(spar
     assert silver.count() == 7
     gold = house.lake.read(TableRef("lake", "gold", "daily")).where(F.col("day") == date(2026, 3, 2))
     assert [(r.day, r.events) for r in gold.collect()] == [(date(2026, 3, 2), 7)]
+
+
+def test_a_batch_of_new_events_is_appended_and_gold_scans_only_its_days_files(spark, tmp_path):
+    """Gold by groups (a day's aggregate) and gold by day (`incremental: {by, lookback}`) over silver kept
+    by day: after a batch of new events of one day, silver's merge only added a file, and every scan of
+    silver that gold's runs planned kept that day's files alone (Iceberg's scan metrics)."""
+    house = DailyHouse(spark, tmp_path)
+    by_day = Target(
+        target_id="gold_by_day",
+        layer="gold",
+        keys=["day"],
+        columns={"day": "date", "events": "bigint", "kinds": "bigint"},
+        incremental={"by": "day", "lookback": 0},
+    )
+    house.add_stage(
+        by_day, 6, "aggregate_by_day", "silver_events", transform_sql=DAILY.format(input="silver_events")
+    )
+    rng = random.Random(3)
+    first = [event(key, key // 3, rng) for key in range(12)]  # days 0-3, one file each
+    house.append(first)
+    for name, layer in [("events", "silver"), ("daily", "gold"), ("by_day", "gold")]:
+        house.build(name, layer)
+    house.append([event(20, 2, rng), event(21, 2, rng), first[4]])  # two new events and a copy
+    assert house.build("events").details["rows_merged"] == 2
+    last = spark.sql(
+        "SELECT operation, summary FROM lake.silver.events.snapshots ORDER BY committed_at"
+    ).tail(1)
+    summary = last[0].summary
+    assert (last[0].operation, summary["added-data-files"], summary.get("deleted-data-files")) == (
+        "append",
+        "1",
+        None,
+    )
+    for name in ("daily", "by_day"):
+        outcome, scans = data_files_scanned(spark, "lake.silver.events", partial(house.build, name, "gold"))
+        assert outcome.details["mode"] == "incremental", name
+        # Day 2's two files (its first and the batch's) kept, days 0, 1 and 3 skipped; scans planning no
+        # file at all aside.
+        assert {scan for scan in scans if scan != (0, 0)} == {(2, 3)}, (name, scans)
+    house.build("events_full")
+    house.build("daily_full", "gold")
+    assert house.rows("daily", "gold") == house.rows("by_day", "gold") == house.rows("daily_full", "gold")
 
 
 def test_an_empty_batch_runs_silver_and_gold_from_metadata_alone(spark, tmp_path):

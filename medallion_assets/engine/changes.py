@@ -30,6 +30,8 @@ from medallion_assets.sql_safety import checked_condition
 _DELETE, _TRUNCATE, _TIE, _SEGMENT = "cdc delete", "cdc truncate", "cdc tie", "cdc segment"
 _NEW, _BOUNDARY, _FROM = "cdc new version", "cdc boundary", "cdc from"
 _SNAPSHOT, _NEXT_SNAPSHOT, _KEYS_NEXT = "cdc snapshot", "cdc next snapshot", "cdc key's next snapshot"
+# `newer_wins`' column saying whether a winning row's key had a row in the table, which it replaces.
+REPLACES = "cdc replaces"
 
 
 def same_keys(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
@@ -119,7 +121,8 @@ def newer_wins(
 ) -> DataFrame:
     """The incoming rows (one per key, deduplicated) that replace the existing row of their key: those newer
     by `keep_latest_by` (a null is older than any value), or whose key has no row yet. On a tie, or without
-    `keep_latest_by`, the existing row stays: it was ingested first, as a full deduplication would keep it."""
+    `keep_latest_by`, the existing row stays: it was ingested first, as a full deduplication would keep it.
+    Each row's `REPLACES` column says whether its key had a row (which it replaces) or is new."""
     columns = [c for c in incoming.columns if c not in INGESTION_COLUMNS]
     candidates = (
         existing.select(*[F.col(f"`{c}`") for c in columns])
@@ -127,10 +130,12 @@ def newer_wins(
         .unionByName(incoming.select(*[F.col(f"`{c}`") for c in columns]).withColumn(_NEW, F.lit(2)))
     )
     order = [F.col(f"`{keep_latest_by}`").desc_nulls_last()] if keep_latest_by else []
+    by_key = Window.partitionBy(*keys)
     ranked = candidates.withColumn(
-        "cdc rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order, F.col(_NEW)))
-    )
-    return ranked.where((F.col("cdc rank") == 1) & (F.col(_NEW) == 2)).select(*[f"`{c}`" for c in columns])
+        "cdc rank", F.row_number().over(by_key.orderBy(*order, F.col(_NEW)))
+    ).withColumn(REPLACES, F.min(_NEW).over(by_key) == 1)
+    winners = ranked.where((F.col("cdc rank") == 1) & (F.col(_NEW) == 2))
+    return winners.select(*[f"`{c}`" for c in [*columns, REPLACES]])
 
 
 def validity_columns(target: Target) -> ValidityColumns:

@@ -61,7 +61,7 @@ def merge_increment(
     bronze, table = stage.input_id, table_of(target)
     current = context.lake.current_snapshot(table)
     existing = context.lake.read(table, snapshot_id=current)
-    within = None
+    within, winners = None, None
     if target.cdc is not None:
         events = changes.flag_events(increment, target)
         if target.cdc.apply_as_truncates and changes.truncates(events).limit(1).count():
@@ -84,25 +84,32 @@ def merge_increment(
     else:
         incoming = increment.drop(*INGESTION_COLUMNS)
         within = _merge_window(target, incoming)
-        rows = changes.newer_wins(
+        # Cached: the rows written and the keys deleted are both read from it, the table searched once.
+        winners = changes.newer_wins(
             changes.rows_of_keys(
                 existing if within is None else existing.where(within), incoming, target.keys
             ),
             incoming,
             target.keys,
             target.keep_latest_by,
-        )
-        keys = rows
+        ).cache()
+        rows = winners.drop(changes.REPLACES)
+        # Only the keys that had a row lose it: a batch of new keys alone is an append, no file rewritten.
+        keys = winners.where(F.col(f"`{changes.REPLACES}`"))
     rows_read = new_rows.count()
-    return replace_keys(
-        context,
-        stage,
-        target,
-        plan,
-        Replacement(rows, keys, target.keys, shaped.rejects, rows_read, within),
-        {bronze: end},
-        rows_in=rows_made(context, stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
-    )
+    try:
+        return replace_keys(
+            context,
+            stage,
+            target,
+            plan,
+            Replacement(rows, keys, target.keys, shaped.rejects, rows_read, within),
+            {bronze: end},
+            rows_in=rows_made(context, stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
+        )
+    finally:
+        if winners is not None:
+            winners.unpersist()
 
 
 def _snapshot_keys(

@@ -337,7 +337,8 @@ class LakeTables:
         partitions: bool = False,
     ) -> str:
         """On the run's branch, replace the rows of the keys in `keys` by `rows` (a merge on the keys,
-        compared column by column, nulls equal): the table's other rows are untouched. Returns the branch.
+        compared column by column, nulls equal): the table's other rows are untouched, and rows of keys not
+        in `keys` are added. Returns the branch.
         `within`, a SQL condition every row of those keys meets, limits the files the delete reads. Without
         `keys`, every row `within` holds is replaced (a day of gold recomputed whole); with `partitions`,
         `within` selects whole partitions, overwritten by `rows` in one commit (Iceberg's overwrite by
@@ -357,6 +358,8 @@ class LakeTables:
             branch = self._branch(table, run_id)
             self._staged_writer(table, branch, rows, run_id).overwrite(F.expr(within))
             return branch
+        if keys.isEmpty():  # no row to delete: `rows` are added, no file searched or rewritten
+            return self._delete_and_append(table, None, rows, run_id)
         view = "medallion_replaced_keys_" + branch_name(run_id)
         keys.select(*[F.col(f"`{k}`") for k in key_columns]).createOrReplaceTempView(view)
         of_keys = "EXISTS (SELECT 1 FROM `{view}` k WHERE {on})".format(
@@ -380,11 +383,12 @@ class LakeTables:
         finally:
             self.spark.catalog.dropTempView(view)
 
-    def _delete_and_append(self, table: TableRef, condition: str, rows: DataFrame, run_id: str) -> str:
-        """On the run's branch, made at `main`, delete the rows (`t`) that `condition` holds of, then append
-        `rows`; returns the branch."""
+    def _delete_and_append(self, table: TableRef, condition: str | None, rows: DataFrame, run_id: str) -> str:
+        """On the run's branch, made at `main`, delete the rows (`t`) that `condition` holds of (None:
+        none), then append `rows`; returns the branch."""
         branch = self._branch(table, run_id)
-        self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {condition}")
+        if condition is not None:
+            self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {condition}")
         self._staged_writer(table, branch, rows, run_id).append()
         return branch
 
