@@ -1,12 +1,13 @@
-"""The hand-written PySpark + Iceberg scripts the benchmarks measure Medallion against, without Dagster or
-Medallion's engine: only the session settings (`spark_session`, so both sides run on the same Spark
-configuration) and the lake's catalog registration come from Medallion.
+"""The hand-written PySpark + Iceberg scripts that the benchmarks measure Medallion against.
+
+They use neither Dagster nor Medallion's engine: only the session settings (`spark_session`, so that both
+sides run on the same Spark configuration) and the lake's catalog registration come from Medallion.
 
 `bench/end_to_end.py` and `bench/incremental.py` call them in their own Spark session; run as a process,
 as a user runs a script, they print their result as one JSON line (Spark start included in the process):
 
-    python bench/hand_written.py full WORKDIR [--parquet]     # user_events_etl on s3://medallion-raw/user_events/
-    python bench/hand_written.py batch FOLDER LAKE_ROOT DAY   # one incremental batch, FOLDER/day-DAY.jsonl
+    python bench/hand_written.py full WORKDIR [--parquet]    # s3://medallion-raw/user_events/ to gold
+    python bench/hand_written.py batch FOLDER LAKE_ROOT DAY  # one batch, FOLDER/day-DAY.jsonl
 """
 
 from __future__ import annotations
