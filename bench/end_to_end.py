@@ -23,28 +23,40 @@ rules' scans of written data (all of bronze's rules; in silver and gold only rul
 write cannot compute, which the seed has none of: its unique rules are on the targets' dedupe keys) are
 re-measured after each run on the tables the stages wrote.
 
+`--whole-process` times what a user waits for (issue 35): `medallion run user_events_etl --json` as a process
+of its own on a fresh embedded home (MEDALLION_HOME with the seed catalog loaded, untimed; DAGSTER_HOME unset,
+so a throwaway Dagster instance), against bench/hand_written.py's script (b) run as a process: Spark start,
+imports and process exit included in both, alternating order, medians of `--repeats`; wall time, and the
+Python processes' CPU time (the JVM's is not counted: PySpark does not wait for it), with Medallion's
+per-stage split from its report. With `--batch-events N`, a first build of `--rows` events (untimed), then
+`--repeats` batches of N new events (bench/incremental.py's days: late events and copies), each run by
+`medallion run` and by bench/incremental.py's hand-written incremental script as a process; gold is
+compared after every batch. Goals: <= 1.1 (2,000,000 events), <= 1.5 (batches of 10,000).
+
     python bench/end_to_end.py                 # 5,000,000 events, 3 repeats
     python bench/end_to_end.py --quick         # 100,000 events, 2 repeats
     python bench/end_to_end.py --rows 2000000 --cluster   # both sides on a standalone cluster on loopback
+    python bench/end_to_end.py --whole-process --rows 2000000 --repeats 3
+    python bench/end_to_end.py --whole-process --rows 100000 --batch-events 10000 --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from contextlib import nullcontext
 from pathlib import Path
 
-import boto3
-import duckdb
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from medallion_assets import config
 from medallion_assets.catalog.store import CatalogStore
@@ -53,33 +65,22 @@ from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.validation import evaluate_rules, reads_written_data
 from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
-from medallion_assets.runner import run_pipeline
+from medallion_assets.runner import TIME_PARTS, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
-from medallion_assets.storage.lake.catalogs import LakeCatalog
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.tables import LakeTables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.hand_written import BUCKET, PREFIX, gold_rows, land_day, run_hand_written  # noqa: E402
+from bench.incremental import Installation, day_lines, land  # noqa: E402
 from tests.spark_servers import standalone_cluster  # noqa: E402
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
-BUCKET = "medallion-raw"  # the seed's sources live under s3://medallion-raw/
-PREFIX = "user_events/"
 PIPELINE = "user_events_etl"
-GOLD_TABLE = "analytics.daily_user_events"
 STAGES = ("bronze_ingest", "silver_clean", "gold_daily_aggregate")
-CORRUPT = "_corrupt_record"
-RAW_SCHEMA = (
-    f"event_id string, user_id string, event_type string, event_ts string, value double, {CORRUPT} string"
-)
 DRIVER_MEMORY = "2g"
 WARM_UP_ROWS = 10_000
 SIDES = ("medallion", "hand-written", "hand-written parquet")
-
-
-def gold_rows(duckdb_file: Path) -> list[tuple]:
-    with duckdb.connect(str(duckdb_file), read_only=True) as connection:
-        return connection.execute(f"SELECT * FROM {GOLD_TABLE} ORDER BY 1").fetchall()
 
 
 def run_medallion(spark: SparkSession, workdir: Path) -> dict:
@@ -131,109 +132,6 @@ def validation_seconds(spark: SparkSession, store: CatalogStore, lake_root: str)
             evaluate_rules(lake.read(table_of(target)), rules)
         seconds[stage.stage_name] = time.perf_counter() - start
     return seconds
-
-
-class HandWrittenLake:
-    """Where the hand-written script keeps its layers: Iceberg tables in a JDBC catalog of its own, configured
-    as the lake configures its catalogs (`LakeCatalog`, so both sides use the same catalog settings), or
-    parquet folders."""
-
-    def __init__(self, spark: SparkSession, workdir: Path, iceberg: bool):
-        self.spark, self.folder, self.iceberg = spark, workdir / "lake", iceberg
-        # A catalog name per run: Spark keeps a catalog it has loaded for the session's lifetime.
-        self.catalog = f"hand_{uuid.uuid4().hex[:8]}"
-        if iceberg:
-            catalog = LakeCatalog(self.catalog, f"sqlite:///{workdir}/catalog.db", str(self.folder))
-            for key, value in catalog.spark_conf().items():
-                spark.conf.set(key, value)
-            for namespace in ("bronze", "silver", "gold", "quarantine"):
-                spark.sql(f"CREATE NAMESPACE {self.catalog}.{namespace}")
-
-    def write(self, frame, name: str, by_day: str | None = None) -> None:
-        """Create table `name` of `frame`'s rows: an Iceberg one partitioned by the day of column `by_day`
-        when given, as the seed's silver is (`lake_table.partition_by: [days(event_ts)]`); parquet as the
-        lake was before Iceberg (unpartitioned)."""
-        if self.iceberg:
-            writer = frame.writeTo(f"{self.catalog}.{name}")
-            (writer.partitionedBy(F.days(by_day)) if by_day else writer).create()
-        else:
-            frame.write.parquet(str(self.folder / name))
-
-    def read(self, name: str):
-        return (
-            self.spark.table(f"{self.catalog}.{name}")
-            if self.iceberg
-            else self.spark.read.parquet(str(self.folder / name))
-        )
-
-
-def run_hand_written(spark: SparkSession, workdir: Path, iceberg: bool = True) -> dict:
-    """The same pipeline as a data engineer would write it by hand, timed stage by stage."""
-    s3 = boto3.client("s3")
-    raw, warehouse_file = workdir / "raw", workdir / "warehouse.duckdb"
-    raw.mkdir()
-    lake = HandWrittenLake(spark, workdir, iceberg)
-    stages = {}
-
-    start = time.perf_counter()
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=PREFIX)
-    for key in [item["Key"] for page in pages for item in page.get("Contents", [])]:
-        s3.download_file(BUCKET, key, str(raw / Path(key).name))
-    # Spark refuses a query of the corrupt-record column alone on a raw JSON scan unless the scan is cached.
-    events = (
-        spark.read.schema(RAW_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json(str(raw))
-        .withColumn("_source_file", F.col("_metadata.file_path"))
-        .withColumn("_ingested_at", F.current_timestamp())
-        .cache()
-    )
-    lake.write(events.where(F.col(CORRUPT).isNull()).drop(CORRUPT), "bronze.user_events")
-    lake.write(events.where(F.col(CORRUPT).isNotNull()).select("_source_file", CORRUPT), "quarantine.bronze")
-    events.unpersist()
-    stages["bronze_ingest"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    bronze = lake.read("bronze.user_events")
-    event_ts = F.col("event_ts").try_cast("timestamp")
-    bad_ts = F.col("event_ts").isNotNull() & event_ts.isNull()
-    lake.write(bronze.where(bad_ts), "quarantine.silver")
-    lake.write(
-        bronze.where(~bad_ts)
-        .withColumn("event_ts", event_ts)
-        .drop("_source_file", "_ingested_at")
-        .dropDuplicates(["event_id"]),
-        "silver.user_events",
-        by_day="event_ts",
-    )
-    stages["silver_clean"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    lake.write(
-        lake.read("silver.user_events")
-        .groupBy(F.to_date("event_ts").alias("event_date"))
-        .agg(F.count("*").alias("total_events"), F.countDistinct("user_id").alias("unique_users")),
-        "gold.daily_user_events",
-    )
-    batch = lake.read("gold.daily_user_events").toArrow()
-    with duckdb.connect(str(warehouse_file)) as connection:
-        connection.register("batch", batch)
-        connection.execute("CREATE SCHEMA IF NOT EXISTS analytics")
-        connection.execute(f"CREATE OR REPLACE TABLE {GOLD_TABLE} AS SELECT * FROM batch")
-    stages["gold_daily_aggregate"] = time.perf_counter() - start
-
-    quarantined = {
-        "bronze_ingest": lake.read("quarantine.bronze").count(),
-        "silver_clean": lake.read("quarantine.silver").count(),
-        "gold_daily_aggregate": 0,
-    }
-    return {
-        "total": sum(stages.values()),
-        "stages": stages,
-        "quarantined": quarantined,
-        "gold": gold_rows(warehouse_file),
-    }
 
 
 def run_side(spark: SparkSession, side: str, scratch: str, summary: SampleSummary) -> dict:
@@ -295,6 +193,126 @@ def report(medallion: list[dict], hand: list[dict], parquet: list[dict]) -> None
     print(f"{'framework (Dagster, defs)':<26}{framework:>10.2f}{'':>16}{'':>14}{framework:>8.2f}")
 
 
+# The whole process, as a user runs it: `medallion run` and the hand-written script each a process of its own.
+MEDALLION = str(Path(sys.executable).with_name("medallion"))
+HAND_WRITTEN = Path(__file__).resolve().with_name("hand_written.py")
+
+
+def timed_process(command: list[str], env: dict[str, str] | None = None) -> dict:
+    """Run `command` to its end; returns the JSON it printed last, with its wall seconds (`total`) and the CPU
+    seconds of it and its children (`cpu`, the JVM included: each process waits for its children)."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, f"{command[:3]} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return json.loads(done.stdout.strip().splitlines()[-1]) | {"total": wall, "cpu": cpu}
+
+
+def as_json(rows: list[tuple]) -> list[list]:
+    """Rows as a process prints them (dates as text), so that both sides' gold compare."""
+    return json.loads(json.dumps(rows, default=str))
+
+
+def medallion_process(home: Path) -> dict:
+    """`medallion run user_events_etl --json` as a user runs it: a fresh process on the embedded home `home`
+    (its catalog, lake and warehouse), with DAGSTER_HOME unset (a throwaway Dagster instance); each stage's
+    time and its split (engine/timing.py) from the report."""
+    env = {key: value for key, value in os.environ.items() if key != "DAGSTER_HOME"}
+    result = timed_process([MEDALLION, "run", PIPELINE, "--json"], env | {"MEDALLION_HOME": str(home)})
+    assert result["status"] in ("success", "success_with_warnings"), result
+    splits = {asset["key"]: {part: asset[part] for part in TIME_PARTS} for asset in result["assets"]}
+    return {"total": result["total"], "cpu": result["cpu"], "splits": splits}
+
+
+def whole_medallion(home: Path) -> dict:
+    """A fresh embedded home with the seed catalog loaded (untimed), then the timed process."""
+    store = CatalogStore(f"sqlite:///{home / 'catalog.db'}")
+    store.migrate()
+    store.upsert(validate_files(store.snapshot(), [SEED]).rows)
+    result = medallion_process(home)
+    audit = {entry["stage_name"]: entry for entry in store.audit_entries(event="stage", status="success")}
+    quarantined = {name: audit[name]["rows_quarantined"] for name in STAGES}
+    return result | {"quarantined": quarantined, "gold": as_json(gold_rows(home / "warehouse.duckdb"))}
+
+
+def whole_hand_written(workdir: Path) -> dict:
+    return timed_process([sys.executable, str(HAND_WRITTEN), "full", str(workdir)])
+
+
+def alternating(repeat: int, sides: dict) -> list[str]:
+    """The sides in the order of repeat `repeat`: one goes first on even repeats, the other on odd ones."""
+    return list(sides) if repeat % 2 == 0 else list(sides)[::-1]
+
+
+def whole_process(rows: int, repeats: int) -> None:
+    """Both sides as processes on `rows` events from empty lakes, Spark start included in both."""
+    sides = {"medallion": whole_medallion, "hand-written": whole_hand_written}
+    results: dict[str, list[dict]] = {side: [] for side in sides}
+    with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch:
+        summary = write_sample_data(f"s3://{BUCKET}", rows)
+        for repeat in range(repeats):
+            for side in alternating(repeat, sides):
+                with tempfile.TemporaryDirectory(dir=scratch) as workdir:
+                    results[side].append(sides[side](Path(workdir)))
+                check(results[side][-1], summary, side)
+            assert results["medallion"][-1]["gold"] == results["hand-written"][-1]["gold"], "gold differs"
+    report_processes(f"{rows:,} events from empty lakes", results, goal=1.1)
+
+
+def batch_process(rows: int, batch: int, repeats: int) -> None:
+    """A first build of `rows` events (untimed), then `repeats` batches of `batch` new events (bench/
+    incremental.py's days: late events and copies), each run by `medallion run` and by bench/incremental.py's
+    hand-written incremental script, both as processes; their gold must be equal after every batch."""
+    rng, earlier = random.Random(35), []
+    results: dict[str, list[dict]] = {"medallion": [], "hand-written": []}
+    with local_s3(buckets=(BUCKET,)), tempfile.TemporaryDirectory(prefix="medallion-bench-") as scratch:
+        home, hand = Path(scratch) / "home", Path(scratch) / "hand"
+        hand.mkdir()
+        medallion = Installation(home)  # the embedded home's files: catalog.db, lake/, warehouse.duckdb
+        script = [sys.executable, str(HAND_WRITTEN), "batch", str(hand), str(hand / "lake")]
+        sides = {
+            "medallion": lambda _: medallion_process(home),
+            "hand-written": lambda day: timed_process([*script, str(day)]),
+        }
+        for day, events in enumerate([rows] + [batch] * repeats, start=1):
+            lines = day_lines(rng, day, events, earlier)
+            earlier = rng.sample(earlier + lines, min(len(earlier) + len(lines), 5_000))
+            land(day, lines)
+            land_day(hand, day, lines)
+            timed = {side: sides[side](day) for side in alternating(day, sides)}
+            assert as_json(medallion.gold()) == timed["hand-written"]["gold"], f"day {day}: gold differs"
+            if day > 1:  # the first build is not timed
+                for side, result in timed.items():
+                    results[side].append(result)
+    report_processes(f"batches of {batch:,} events after a first build of {rows:,}", results, goal=1.5)
+
+
+def report_processes(what: str, results: dict[str, list[dict]], goal: float) -> None:
+    """Each side's runs and medians, wall and CPU, their ratio against `goal`, and Medallion's stages split
+    (medians): Spark's jobs, metadata commits, the rest; what no stage accounts for is the process's."""
+    medallion, hand = results["medallion"], results["hand-written"]
+    print(f"\nwhole process, {what}, Spark start included in both ({len(hand)} repeats, medians)")
+    for side, runs in results.items():
+        walls, cpus = [r["total"] for r in runs], [r["cpu"] for r in runs]
+        print(
+            f"{side:<14} wall {statistics.median(walls):7.2f} s {[round(w, 2) for w in walls]}  "
+            f"Python CPU {statistics.median(cpus):7.2f} s {[round(c, 2) for c in cpus]}"
+        )
+    ratio = median_of(medallion, "total") / median_of(hand, "total")
+    print(f"ratio Medallion / hand-written, wall: {ratio:.2f} (goal <= {goal})")
+    ratio = median_of(medallion, "cpu") / median_of(hand, "cpu")
+    print(f"ratio Medallion / hand-written, the Python processes' CPU: {ratio:.2f}")
+    print(f"\n{'Medallion stage (medians, s)':<30}" + "".join(f"{part:>22}" for part in TIME_PARTS))
+    for key in medallion[0]["splits"]:
+        parts = [statistics.median(r["splits"][key][part] or 0.0 for r in medallion) for part in TIME_PARTS]
+        print(f"{key:<30}" + "".join(f"{value:>22.2f}" for value in parts))
+    outside = statistics.median(
+        r["total"] - sum(s["duration_sec"] for s in r["splits"].values()) for r in medallion
+    )
+    print(f"{'outside the stages':<30}{outside:>22.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], epilog="--quick: 100,000 events, 2 repeats"
@@ -307,8 +325,25 @@ def main() -> None:
         action="store_true",
         help="both sides on a Spark standalone cluster (a master and a 2-core worker) on loopback",
     )
+    parser.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="`medallion run` and the hand-written script each as a process, Spark start included",
+    )
+    parser.add_argument(
+        "--batch-events",
+        type=int,
+        metavar="N",
+        help="with --whole-process: batches of N new events after a first build of --rows events",
+    )
     args = parser.parse_args()
     rows, repeats = (100_000, 2) if args.quick else (args.rows, args.repeats)
+    if args.whole_process:
+        if args.batch_events:
+            batch_process(rows, args.batch_events, repeats)
+        else:
+            whole_process(rows, repeats)
+        return
 
     with (
         local_s3(buckets=(BUCKET,)),

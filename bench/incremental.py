@@ -38,9 +38,9 @@ import boto3
 import duckdb
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.hand_written import GOLD_TABLE, HandWritten  # noqa: E402
 from medallion_assets.catalog.models import Incremental  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.definitions import build_definitions  # noqa: E402
@@ -49,13 +49,11 @@ from medallion_assets.engine.spark import spark_session  # noqa: E402
 from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.local_s3 import local_s3  # noqa: E402
 from medallion_assets.runner import PipelineReport, run_pipeline  # noqa: E402
-from medallion_assets.storage.lake.tables import LakeTables  # noqa: E402
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 RESULTS = Path(__file__).resolve().parent / "results"
 BUCKET = "medallion-raw"  # the seed's sources live under s3://medallion-raw/
 PIPELINE = "user_events_etl"
-GOLD_TABLE = "analytics.daily_user_events"
 SILVER_TABLE = "lake.silver.user_events"  # the seed's silver_user_events
 STAGES = ("bronze_ingest", "silver_clean", "gold_daily_aggregate")
 SILVER = "silver_user_events"
@@ -123,66 +121,6 @@ class Installation:
     def gold(self) -> list[tuple]:
         with duckdb.connect(str(self.warehouse), read_only=True) as connection:
             return connection.execute(f"SELECT * FROM {GOLD_TABLE} ORDER BY 1").fetchall()
-
-
-class HandWritten:
-    """The same work per batch as a lean PySpark + Iceberg script would do it, in the same Spark session and
-    lake catalog (tables `lake.handwritten.*`): the day's raw events appended to a bronze table; typed and
-    deduplicated, merged into silver (kept by day) with `MERGE INTO`, inserting the events it lacks (late
-    ones land on their day; a copy finds its event, searched only from the batch's first day on); gold's
-    SQL recomputed for the days the batch touched, overwriting those days. It reads the day's objects from
-    local files written beforehand (Medallion reads them from the S3 API), and loads no warehouse."""
-
-    BRONZE, SILVER, GOLD = "lake.handwritten.bronze", "lake.handwritten.silver", "lake.handwritten.gold"
-    RAW = "event_id string, user_id string, event_type string, event_ts string, value double"
-
-    def __init__(self, spark: SparkSession, folder: Path, lake_root: str):
-        self.spark, self.folder = spark, folder
-        LakeTables(spark, lake_root)  # registers the lake's catalog on the session
-        spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.handwritten")
-        spark.sql(f"CREATE TABLE {self.BRONZE} ({self.RAW}, _day int) USING iceberg")
-        spark.sql(
-            f"CREATE TABLE {self.SILVER} (event_id string, user_id string, event_type string, "
-            "event_ts timestamp, value double) USING iceberg PARTITIONED BY (days(event_ts)) "
-            "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='merge-on-read')"
-        )
-        spark.sql(
-            f"CREATE TABLE {self.GOLD} (event_date date, total_events bigint, unique_users bigint) "
-            "USING iceberg PARTITIONED BY (event_date)"
-        )
-
-    def land(self, day: int, lines: list[str]) -> None:
-        (self.folder / f"day-{day:03d}.jsonl").write_text("\n".join(lines) + "\n")
-
-    def run(self, day: int) -> float:
-        """One batch, timed."""
-        spark, start = self.spark, time.perf_counter()
-        raw = spark.read.schema(self.RAW).json(str(self.folder / f"day-{day:03d}.jsonl"))
-        raw.withColumn("_day", F.lit(day)).writeTo(self.BRONZE).append()
-        batch = (
-            spark.table(self.BRONZE)
-            .where(F.col("_day") == day)
-            .withColumn("event_ts", F.to_timestamp("event_ts"))
-            .drop("_day")
-            .dropDuplicates(["event_id"])
-        )
-        batch.createOrReplaceTempView("handwritten_batch")
-        days = sorted(r[0] for r in batch.select(F.to_date("event_ts")).distinct().collect())
-        since = f"TIMESTAMP '{days[0]}'"
-        spark.sql(
-            f"MERGE INTO {self.SILVER} t USING handwritten_batch s "
-            f"ON t.event_id = s.event_id AND t.event_ts >= {since} WHEN NOT MATCHED THEN INSERT *"
-        )
-        touched = ", ".join(f"DATE '{d}'" for d in days)
-        spark.sql(
-            "SELECT CAST(event_ts AS DATE) AS event_date, COUNT(*) AS total_events, "
-            f"COUNT(DISTINCT user_id) AS unique_users FROM {self.SILVER} "
-            f"WHERE event_ts >= {since} AND CAST(event_ts AS DATE) IN ({touched}) GROUP BY 1"
-        ).writeTo(self.GOLD).overwritePartitions()
-        return time.perf_counter() - start
-
-    def gold(self) -> list[tuple]:
-        return [tuple(row) for row in self.spark.sql(f"SELECT * FROM {self.GOLD} ORDER BY 1").collect()]
 
 
 def split(report: PipelineReport) -> str:
