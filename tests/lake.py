@@ -39,12 +39,14 @@ def data_files_scanned(
     scan's SQL metrics `resultDataFiles` and `skippedDataFiles`, read from Spark's SQL status store (what its
     UI shows)."""
     store = spark._jsparkSession.sharedState().statusStore()
-    before = store.executionsCount()
+    # By id, not position: the store keeps only the newest executions (spark.sql.ui.retainedExecutions), so
+    # in a long-lived session the count stays put while old ones go.
+    before = _newest_execution(store)
     result = action()
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()  # the store is filled by a listener
-    executions = store.executionsList(int(before), int(store.executionsCount() - before))
+    executions = [e for e in _scala(store.executionsList()) if e.executionId() > before]
     scans = []
-    for execution in _scala(executions):
+    for execution in executions:
         values = store.executionMetrics(execution.executionId())
         for node in _scala(store.planGraph(execution.executionId()).allNodes()):
             if node.name() != f"BatchScan {table}":
@@ -57,6 +59,11 @@ def data_files_scanned(
                 )
             )
     return result, scans
+
+
+def _newest_execution(store) -> int:
+    count = store.executionsCount()
+    return int(store.executionsList(count - 1, 1).apply(0).executionId()) if count else -1
 
 
 def _scala(sequence) -> list:  # a Scala Seq through py4j
