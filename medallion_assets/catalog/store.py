@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -85,7 +86,8 @@ def open_catalog(url: str | None = None) -> CatalogStore:
     return store
 
 
-def migration_heads() -> set[str]:
+@cache  # the scripts do not change while a process runs; every catalog it opens asks
+def migration_heads() -> frozenset[str]:
     """The revisions of MIGRATIONS that no migration revises, read from their module-level assignments (as
     alembic reads them, without running them)."""
     declared: dict[str, Any] = {}
@@ -101,7 +103,7 @@ def migration_heads() -> set[str]:
     revised = {
         down for downs in declared.values() for down in (downs if isinstance(downs, tuple) else (downs,))
     }
-    return set(declared) - revised
+    return frozenset(declared) - revised
 
 
 class CatalogStore:

@@ -40,7 +40,7 @@ from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.naming import ENV_TAG
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
-from medallion_assets.storage.lake.metadata import load_table
+from medallion_assets.storage.lake.metadata import load_table, main_snapshot_id
 from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
@@ -69,8 +69,7 @@ class EnvironmentLake(LakeTables):
     def current_snapshot(self, table: TableRef) -> int | None:
         loaded = load_table(self.lake_root, table)  # once: both refs are in its metadata
         own = loaded.refs().get(self.branch) if loaded else None
-        current = loaded.current_snapshot() if loaded and own is None else None
-        return own.snapshot_id if own else current.snapshot_id if current else None
+        return own.snapshot_id if own else main_snapshot_id(loaded)
 
     def publish(self, table: TableRef, branch: str) -> int:
         snapshot_id = branch_snapshot(self.lake_root, table, branch)
@@ -169,7 +168,8 @@ class Preview:
 def preview(runner: EnvironmentRunner, plan: Plan) -> Preview:
     """Run the stages `plan` rebuilds in the runner's environment, upstream first, and compare each table
     they wrote with `main`; a stage whose inputs cannot be read is left out (`unreadable_input`)."""
-    diffs, not_previewed = [], dict[str, str]()
+    diffs: list[TableDiff] = []
+    not_previewed: dict[str, str] = {}
     for stage in rebuilt_stages(plan, runner.snapshot):
         why = unreadable_input(runner, stage, not_previewed)
         if why is not None:

@@ -74,8 +74,7 @@ class LoadedTables:
 
     def current(self, table: TableRef) -> int | None:
         """The snapshot `main` is at; None without the table or a snapshot."""
-        current = loaded.current_snapshot() if (loaded := self(table)) else None
-        return current.snapshot_id if current else None
+        return main_snapshot_id(self(table))
 
     def committed(self, table: TableRef) -> None:
         self.loaded.pop(table, None)
@@ -83,7 +82,11 @@ class LoadedTables:
 
 def current_snapshot_id(lake_root: str, table: TableRef) -> int | None:
     """The snapshot `main` of the table is at; None for a table that does not exist or holds none yet."""
-    loaded = load_table(lake_root, table)
+    return main_snapshot_id(load_table(lake_root, table))
+
+
+def main_snapshot_id(loaded: Table | None) -> int | None:
+    """The snapshot `main` of a loaded table is at; None without the table or a snapshot."""
     current = loaded.current_snapshot() if loaded else None
     return current.snapshot_id if current else None
 
