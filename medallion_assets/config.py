@@ -6,6 +6,11 @@ import os
 from pathlib import Path
 
 
+class SettingInvalid(ValueError):
+    """An environment variable whose value Medallion cannot use; the message names it and says why, in one
+    line."""
+
+
 def home() -> Path:
     """Where the embedded defaults keep their files: MEDALLION_HOME, or .medallion in the working folder."""
     return Path(os.environ.get("MEDALLION_HOME", ".medallion")).resolve()
@@ -134,8 +139,29 @@ def sensor_interval_seconds() -> int:
     """The sensors' minimum interval: MEDALLION_SENSOR_INTERVAL_SECONDS, else 30 s."""
     configured = os.environ.get(SENSOR_INTERVAL_ENV, str(DEFAULT_SENSOR_INTERVAL_SECONDS))
     if not configured.isdecimal() or int(configured) < 1:
-        raise ValueError(
+        raise SettingInvalid(
             f"{SENSOR_INTERVAL_ENV}={configured!r} is not a whole number of seconds of at least 1"
+        )
+    return int(configured)
+
+
+# dagster-daemon writes a heartbeat every 30 s (Dagster's DEFAULT_HEARTBEAT_INTERVAL_SECONDS, which its status
+# check adds by itself); a daemon silent for longer than this counts as stopped. Three intervals by default:
+# on a busy machine one heartbeat comes late (a slow iteration of the queue loop delays it) without the daemon
+# having stopped. Dagster's own tolerance, 30 minutes, would leave a run queued for half an hour before anyone
+# said the daemon is gone.
+DAEMON_HEARTBEAT_INTERVAL_SECONDS = 30
+DAEMON_SILENCE_ENV = "MEDALLION_DAEMON_SILENCE_SECONDS"
+DEFAULT_DAEMON_SILENCE_SECONDS = 3 * DAEMON_HEARTBEAT_INTERVAL_SECONDS
+
+
+def daemon_silence_seconds() -> int:
+    """How long a silent dagster-daemon counts as alive: MEDALLION_DAEMON_SILENCE_SECONDS, else 90 s."""
+    configured = os.environ.get(DAEMON_SILENCE_ENV, str(DEFAULT_DAEMON_SILENCE_SECONDS))
+    if not configured.isdecimal() or int(configured) <= DAEMON_HEARTBEAT_INTERVAL_SECONDS:
+        raise SettingInvalid(
+            f"{DAEMON_SILENCE_ENV}={configured!r} is not a whole number of seconds over "
+            f"{DAEMON_HEARTBEAT_INTERVAL_SECONDS} (dagster-daemon's heartbeat interval)"
         )
     return int(configured)
 

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from dagster import DagsterInstance, QueuedRunCoordinator
 
+from medallion_assets.config import DAEMON_HEARTBEAT_INTERVAL_SECONDS, daemon_silence_seconds
 from medallion_assets.dagster_compat import queue_daemon_running
 from medallion_assets.errors import causes
 
@@ -39,15 +40,6 @@ class DaemonGone(DeploymentError):
 class QueuedRunCanceled(DaemonGone):
     """The dagster-daemon fell silent before it started the queued run, which was canceled: nothing of it ran,
     so it may be run elsewhere."""
-
-
-# dagster-daemon writes a heartbeat every 30 s (Dagster's heartbeat interval); one older than that plus this
-# margin means the daemon has stopped. Dagster's own default tolerance, 30 minutes, would leave a run queued
-# for half an hour before anyone said the daemon is gone.
-HEARTBEAT_MARGIN_SECONDS = 15
-# Dagster's heartbeat interval (DEFAULT_HEARTBEAT_INTERVAL_SECONDS, which its status check adds by itself)
-# plus the margin, for messages: a daemon counts as gone after this much silence.
-DAEMON_SILENCE_SECONDS = 30 + HEARTBEAT_MARGIN_SECONDS
 
 
 def instance_config(postgres: bool = False) -> dict[str, Any]:
@@ -108,15 +100,15 @@ def has_daemon(instance: DagsterInstance) -> bool:
 
 
 def daemon_running(instance: DagsterInstance) -> bool:
-    """Whether the daemon's queue loop has sent a heartbeat within its interval plus a margin of seconds."""
-    return queue_daemon_running(instance, HEARTBEAT_MARGIN_SECONDS)
+    """Whether the daemon's queue loop has sent a heartbeat in the last daemon_silence_seconds()."""
+    return queue_daemon_running(instance, daemon_silence_seconds() - DAEMON_HEARTBEAT_INTERVAL_SECONDS)
 
 
 def forget_daemon(instance: DagsterInstance, since: float) -> None:
     """Clear the heartbeats a dagster-daemon wrote since `since` (seconds since the epoch), once it has
     stopped: the next `medallion run` then goes in process at once, instead of being queued for a daemon
-    whose last heartbeat looks alive for another 45 s. Heartbeats older than `since` (not that daemon's) are
-    kept."""
+    whose last heartbeat looks alive for up to daemon_silence_seconds() more. Heartbeats older than `since`
+    (not that daemon's) are kept."""
     heartbeats = instance.get_daemon_heartbeats()
     if not any(heartbeat.timestamp >= since for heartbeat in heartbeats.values()):
         return

@@ -38,6 +38,7 @@ from dagster import (
 from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.config import daemon_silence_seconds
 from medallion_assets.control.steering.flags import disabled_reason, read_control_state
 from medallion_assets.control.steering.throttles import sync_pool_limits
 from medallion_assets.dagster_compat import (
@@ -47,7 +48,6 @@ from medallion_assets.dagster_compat import (
     WorkspaceProcessContext,
 )
 from medallion_assets.instance import (
-    DAEMON_SILENCE_SECONDS,
     DaemonGone,
     DeploymentError,
     QueuedRunCanceled,
@@ -130,7 +130,7 @@ def route(dagster_instance: DagsterInstance) -> Route:
         return Route(
             False,
             f"running in this process: no dagster-daemon has sent a heartbeat for the Dagster instance "
-            f"configured in {where} in the last {DAEMON_SILENCE_SECONDS} s",
+            f"configured in {where} in the last {daemon_silence_seconds()} s",
         )
     return Route(True, f"queued for the dagster-daemon of the Dagster instance configured in {where}")
 
@@ -303,7 +303,7 @@ def _abandon(dagster_instance: DagsterInstance, run: DagsterRun) -> None:
     following."""
     silent = (
         f"the dagster-daemon of the Dagster instance configured in {config_file()} has sent no heartbeat "
-        f"in the last {DAEMON_SILENCE_SECONDS} s"
+        f"in the last {daemon_silence_seconds()} s"
     )
     if run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
         dagster_instance.report_run_canceled(run, message=f"{silent}, so nothing would start this run")

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 
-from medallion_assets.instance import DAEMON_SILENCE_SECONDS
+from medallion_assets.config import daemon_silence_seconds
 from medallion_assets.sample_data import write_sample_data
 from tests.conftest import SEED
 from tests.reference import expected_daily_user_events
@@ -78,13 +78,21 @@ def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(tmp_path, s3
     dagster_home.mkdir()
     env = {**os.environ, "MEDALLION_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(dagster_home)}
     assert medallion("catalog", "load", str(SEED), env=env).returncode == 0
+    # A silence shorter than the daemon's heartbeat interval would take every daemon for stopped.
+    refused = medallion("run", "user_events_etl", env={**env, "MEDALLION_DAEMON_SILENCE_SECONDS": "20"})
+    assert refused.returncode == 5
+    assert refused.stderr.splitlines()[-1] == (  # after Dagster's note that the folder has no dagster.yaml
+        "MEDALLION_DAEMON_SILENCE_SECONDS='20' is not a whole number of seconds over 30 (dagster-daemon's "
+        "heartbeat interval)"
+    )
+    assert "Traceback" not in refused.stderr
 
     run = medallion("run", "user_events_etl", "--json", env=env)
 
     assert run.returncode == 0, run.stderr
     assert (
         "user_events_etl: running in this process: no dagster-daemon has sent a heartbeat for the Dagster "
-        f"instance configured in {dagster_home / 'dagster.yaml'} in the last {DAEMON_SILENCE_SECONDS} s"
+        f"instance configured in {dagster_home / 'dagster.yaml'} in the last {daemon_silence_seconds()} s"
     ) in run.stderr.splitlines()  # after Dagster's own note that the folder has no dagster.yaml
     assert json.loads(run.stdout)["status"] == "success"
     assert "Traceback" not in run.stderr, run.stderr  # PySpark's workers closing are no error of the run

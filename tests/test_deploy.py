@@ -24,10 +24,10 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFil
 
 from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.config import DAEMON_SILENCE_ENV, daemon_silence_seconds
 from medallion_assets.control.steering.throttles import stage_pool
 from medallion_assets.definitions import SNAPSHOT_KEY, unpack_snapshot
 from medallion_assets.instance import (
-    DAEMON_SILENCE_SECONDS,
     daemon_running,
     instance_config,
     write_instance_config,
@@ -353,7 +353,12 @@ def stop_daemon(daemon: subprocess.Popen) -> None:
     daemon.wait()
 
 
-def test_medallion_run_after_the_daemon_stopped_runs_in_process_and_says_so(deployment):
+# Tests that wait for a stopped daemon's silence to be noticed: 10 s after its last heartbeat was due.
+SHORT_SILENCE = "40"
+
+
+def test_medallion_run_after_the_daemon_stopped_runs_in_process_and_says_so(deployment, monkeypatch):
+    monkeypatch.setenv(DAEMON_SILENCE_ENV, SHORT_SILENCE)
     deployment.start_launcher("stop")  # the command's run is the only run
     daemon = deployment.start_daemon()
     wait_for("the daemon's first heartbeat", lambda: daemon_running(deployment.instance))
@@ -365,14 +370,17 @@ def test_medallion_run_after_the_daemon_stopped_runs_in_process_and_says_so(depl
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[0] == (
         "orders_etl: running in this process: no dagster-daemon has sent a heartbeat for the Dagster "
-        f"instance configured in {deployment.home / 'dagster.yaml'} in the last {DAEMON_SILENCE_SECONDS} s"
+        f"instance configured in {deployment.home / 'dagster.yaml'} in the last {daemon_silence_seconds()} s"
     )
     [run] = deployment.runs("orders_etl")
     assert run.status == DagsterRunStatus.SUCCESS
     assert deployment.gold("analytics.daily_revenue_by_country") == expected_daily_revenue(RAW)
 
 
-def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops_and_runs_it_in_process(deployment):
+def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops_and_runs_it_in_process(
+    deployment, monkeypatch
+):
+    monkeypatch.setenv(DAEMON_SILENCE_ENV, SHORT_SILENCE)
     deployment.start_launcher("stop")
     deployment.hold_runs_of("orders_etl")
     daemon = deployment.start_daemon()
@@ -394,8 +402,8 @@ def test_medallion_run_cancels_its_queued_run_when_the_daemon_stops_and_runs_it_
     assert stderr.splitlines()[:2] == [
         f"orders_etl: queued for the dagster-daemon of the Dagster instance configured in {where}",
         f"the dagster-daemon of the Dagster instance configured in {where} has sent no heartbeat in the last "
-        f"{DAEMON_SILENCE_SECONDS} s; canceled run {queued.run_id}, which it had not started; running it in "
-        "this process instead",
+        f"{daemon_silence_seconds()} s; canceled run {queued.run_id}, which it had not started; running it "
+        "in this process instead",
     ]
     assert deployment.instance.get_run_by_id(queued.run_id).status == DagsterRunStatus.CANCELED
     [in_process] = [r for r in deployment.runs("orders_etl") if r.run_id != queued.run_id]
@@ -434,7 +442,7 @@ def test_after_medallion_ui_stops_its_queued_run_and_the_next_run_go_in_process_
     assert route(deployment.instance) == Route(
         False,
         "running in this process: no dagster-daemon has sent a heartbeat for the Dagster instance configured "
-        f"in {where} in the last {DAEMON_SILENCE_SECONDS} s",
+        f"in {where} in the last {daemon_silence_seconds()} s",
     )
     # The run queued for it is canceled, well before a heartbeat would look stale, and run in process.
     _, stderr = command.communicate(timeout=DEADLINE_SECONDS)
@@ -442,12 +450,12 @@ def test_after_medallion_ui_stops_its_queued_run_and_the_next_run_go_in_process_
     assert stderr.splitlines()[:2] == [
         f"orders_etl: queued for the dagster-daemon of the Dagster instance configured in {where}",
         f"the dagster-daemon of the Dagster instance configured in {where} has sent no heartbeat in the last "
-        f"{DAEMON_SILENCE_SECONDS} s; canceled run {queued.run_id}, which it had not started; running it in "
-        "this process instead",
+        f"{daemon_silence_seconds()} s; canceled run {queued.run_id}, which it had not started; running it "
+        "in this process instead",
     ]
     canceled = deployment.instance.get_run_record_by_id(queued.run_id)
     assert canceled.dagster_run.status == DagsterRunStatus.CANCELED
-    # At once, not after the 45 s a daemon's silence takes to be noticed.
+    # At once, not after the 90 s a daemon's silence takes to be noticed.
     assert canceled.end_time - stopped_at < 15
     [in_process] = [r for r in deployment.runs("orders_etl") if r.run_id != queued.run_id]
     assert in_process.status == DagsterRunStatus.SUCCESS

@@ -22,7 +22,8 @@ EXIT_FAILED = 1
 EXIT_INVALID = 2
 EXIT_HALTED = 3
 EXIT_UNAVAILABLE = 4
-EXIT_CONFIGURATION = 5  # a configured service (catalog, lake catalog, warehouse, S3) cannot be reached
+# A configured service (catalog, lake catalog, warehouse, S3) cannot be reached, or a setting cannot be used.
+EXIT_CONFIGURATION = 5
 
 
 def catalog_store() -> CatalogStore:

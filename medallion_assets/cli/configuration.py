@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 
 from medallion_assets import config
+from medallion_assets.config import SettingInvalid
 from medallion_assets.errors import ServiceUnreachable
 
 S3_ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
@@ -34,11 +35,12 @@ def _one_line(error: BaseException) -> str:
 
 
 def unreachable_service(error: BaseException) -> str | None:
-    """The one line a failure to reach a configured service is said in; None for any other failure. Modules
-    are looked up by name, so that a command which never loaded boto3 or psycopg2 does not load them here."""
+    """The one line a failure to reach a configured service, or a setting it cannot use, is said in; None for
+    any other failure. Modules are looked up by name, so that a command which never loaded boto3 or psycopg2
+    does not load them here."""
     for cause in _chain(error):
         kind = f"{type(cause).__module__}.{type(cause).__name__}"
-        if isinstance(cause, ServiceUnreachable):
+        if isinstance(cause, ServiceUnreachable | SettingInvalid):
             return str(cause)
         if kind == "medallion_assets.storage.lake.catalogs.LakeCatalogError":
             return _one_line(cause)

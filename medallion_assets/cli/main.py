@@ -364,11 +364,11 @@ def run(pipeline_id: str, as_json: bool, full_refresh: bool, restate: str | None
     --full-refresh rebuilds them whole and --restate some days, through run tags the launchpad can set too.
 
     An instance with a run queue (dagster.yaml's queued run coordinator) whose dagster-daemon has sent a
-    heartbeat in the last 45 s gets the run queued for that daemon, which runs it in a run worker; this
-    command follows it to the end. Should the daemon fall silent meanwhile (`medallion ui` stopping says so at
-    once), a run still queued is canceled and run in this process instead; a started one is left to its run
-    worker, and the command exits 4. Any other instance (no DAGSTER_HOME, no daemon running, Dagster's
-    defaults) runs it in this process. Which path it took is said on stderr.
+    heartbeat in the last 90 s (MEDALLION_DAEMON_SILENCE_SECONDS) gets the run queued for that daemon, which
+    runs it in a run worker; this command follows it to the end. Should the daemon fall silent meanwhile
+    (`medallion ui` stopping says so at once), a run still queued is canceled and run in this process instead;
+    a started one is left to its run worker, and the command exits 4. Any other instance (no DAGSTER_HOME, no
+    daemon running, Dagster's defaults) runs it in this process. Which path it took is said on stderr.
 
     Exit codes: 0 success (with warnings too), 1 a stage failed, 2 unknown pipeline, --from dataset or days,
     3 halted by a kill switch, 4 the Dagster deployment cannot take the run (storage down, daemon gone while
