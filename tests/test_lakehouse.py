@@ -187,11 +187,19 @@ def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the
     table = TableRef("lake", "silver", "replaced")
     schema = "id bigint, v string"
     lake.ensure(table, spark.createDataFrame([], schema).schema, None)
+    appends = []
     for batch, rows in enumerate([[(1, "a"), (2, "b")], [(3, "c"), (None, "n")]]):
         lake.append(table, spark.createDataFrame(rows, schema).coalesce(1), f"batch{batch}")
-    main = lake.current_snapshot(table)
+        appends.append(lake.current_snapshot(table))
+    main = appends[-1]
+    # The rows an incremental read after the first batch reads, counted from the appends' summaries.
+    assert (
+        lake.rows_appended(table, appends[0], main)
+        == lake.read_appended(table, appends[0], main).count()
+        == 2
+    )
 
-    def replaced(keys: list, rows: list, run_id: str) -> tuple[dict, set[str], int]:
+    def replaced(keys: list, rows: list, run_id: str) -> tuple[dict, set[str], int, int | None]:
         branch = lake.stage_replacing(
             table,
             spark.createDataFrame([(k,) for k in keys], "id bigint"),
@@ -208,18 +216,20 @@ def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the
         while head != main:
             head, commits = parents[head], commits + 1
         files = {r._file for r in spark.table(table.branch(branch)).select("_file").collect()}
-        return {r.id: r.v for r in staged.collect()}, files, commits
+        return {r.id: r.v for r in staged.collect()}, files, commits, lake.rows_staged(table, branch, run_id)
 
     before = {r._file for r in spark.table(table.sql).select("_file").collect()}
     # Keys of one file (a null key among them, equal to itself): the delete rewrites that file alone, the
     # new rows are appended after it.
-    rows, files, commits = replaced([None, 4], [(None, "N"), (4, "d")], "run-some")
+    rows, files, commits, written = replaced([None, 4], [(None, "N"), (4, "d")], "run-some")
     assert rows == {1: "a", 2: "b", 3: "c", None: "N", 4: "d"}
     assert commits == 2 and len(files & before) == 1
+    assert written == 2  # the rows the append added, from its commit's summary
     # A key in every file: every file would be rewritten, so the table is written whole, in one commit.
-    rows, files, commits = replaced([1, 3, 9], [(1, "A"), (9, "z")], "run-every")
+    rows, files, commits, written = replaced([1, 3, 9], [(1, "A"), (9, "z")], "run-every")
     assert rows == {1: "A", 2: "b", None: "n", 9: "z"}
     assert commits == 1 and not files & before
+    assert written is None  # its commit added the table's other rows too: the caller counts its own
     # Staged from the version read: a version published meanwhile makes the publish refuse, not lose it.
     lake.append(table, spark.createDataFrame([(5, "e")], schema), "meanwhile")
     with pytest.raises(LakeCommitConflict):

@@ -31,10 +31,12 @@ def build(
     bronze = stage.input_id
     end = context.lake.current_snapshot(table_of(context.snapshot.targets[bronze]))
     assert end is not None, "the plan found bronze's current snapshot"
-    new_rows = context.read_dataset(bronze, end, appended_after=plan.since)
-    # Checked first: Spark plans an empty read away, and the counts observed on it with it.
-    if end == plan.since or new_rows.isEmpty():
+    # Counted from the appends' summaries, no data file read; checked first: Spark plans an empty read away,
+    # and the counts observed on it with it.
+    rows_read = context.lake.rows_appended(table_of(context.snapshot.targets[bronze]), plan.since, end)
+    if not rows_read:
         return nothing_new(context, stage, target, plan, end)
+    new_rows = context.read_dataset(bronze, end, appended_after=plan.since)
     shaped = shape(context, stage, target, {bronze: new_rows}, apply=False)
     # The new rows are computed once, here, by an action that completes their counts (observations, which
     # a read inside the write's delete would not): the write reads them twice (their keys, their rows).
@@ -42,7 +44,7 @@ def build(
     increment.count()
     try:
         return merge_increment(
-            context, stage, target, plan, shaped, without_observations(increment), new_rows, end
+            context, stage, target, plan, shaped, without_observations(increment), new_rows, rows_read, end
         )
     finally:
         increment.unpersist()
@@ -56,6 +58,7 @@ def merge_increment(
     shaped: Shaped,
     increment: DataFrame,
     new_rows: DataFrame,
+    rows_read: int,
     end: int,
 ) -> tuple[StageOutcome, DataFrame] | Mode:
     bronze, table = stage.input_id, table_of(target)
@@ -96,7 +99,6 @@ def merge_increment(
         rows = winners.drop(changes.REPLACES)
         # Only the keys that had a row lose it: a batch of new keys alone is an append, no file rewritten.
         keys = winners.where(F.col(f"`{changes.REPLACES}`"))
-    rows_read = new_rows.count()
     try:
         return replace_keys(
             context,

@@ -49,10 +49,9 @@ def replace_keys(
     written (published, or the staged branch)."""
     table = table_of(target)
     existing = context.lake.read(table).columns
-    # This run's rows are few: counted and judged directly, not observed during the write. An observation
-    # is lost when Spark plans an empty result away (a batch whose every row was rejected).
+    # This run's rows are few: cached by the write, then judged directly, not observed during the write (an
+    # observation is lost when Spark plans an empty result away: a batch whose every row was rejected).
     rows = replacement.rows.cache()
-    written = rows.count()
     context.lake.ensure(table, rows.schema, target.lake_table)
     columns = [c for c in existing if c in rows.columns] + [c for c in rows.columns if c not in existing]
     branch = context.lake.stage_replacing(
@@ -63,6 +62,10 @@ def replace_keys(
         context.run_id,
         within=replacement.within,
     )
+    # Counted by the write's commit, but for a table written whole (its other rows with them).
+    written = context.lake.rows_staged(table, branch, context.run_id)
+    if written is None:
+        written = rows.count()
     quarantined, quarantine_branch = _append_rejected(context, table.quarantine(), replacement.rejects)
     outcome = StageOutcome(
         replacement.rows_read,

@@ -163,6 +163,13 @@ def snapshot_total(lake_root: str, table: TableRef, snapshot_id: int, total: str
     return int(value) if value is not None else None
 
 
+def branch_head(lake_root: str, table: TableRef, branch: str) -> SnapshotInfo | None:
+    """The snapshot `branch` of the table is at; None without the table or the branch."""
+    loaded = load_table(lake_root, table)
+    snapshot = loaded.snapshot_by_name(branch) if loaded else None
+    return _snapshot_info(snapshot) if snapshot else None
+
+
 def branch_only_snapshots(lake_root: str, table: TableRef, branch: str) -> list[int]:
     """The snapshots `branch` went through that no other branch or tag holds: what dropping it leaves to
     expire. Empty without the table or the branch."""

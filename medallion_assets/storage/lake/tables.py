@@ -47,6 +47,7 @@ from medallion_assets.storage.lake.metadata import (
     RUN_PROPERTY,
     SnapshotInfo,
     batch_snapshots,
+    branch_head,
     current_snapshot_id,
     dropped_columns,
     parent_snapshot_id,
@@ -224,6 +225,20 @@ class LakeTables:
             .load(str(table))
         )
 
+    def rows_appended(self, table: TableRef, start: int, end: int) -> int:
+        """How many rows `read_appended(table, start, end)` reads: the records the appends after snapshot
+        `start` up to `end` added, from their summaries (no data file read). `appended_between` must have
+        said that those snapshots are appends (or compactions, which the read skips)."""
+        snapshots = snapshots_by_id(self.lake_root, table)
+        rows, current = 0, end
+        while current != start:
+            snapshot = snapshots[current]
+            if snapshot.operation == "append":
+                rows += int(snapshot.summary.get("added-records", "0"))
+            assert snapshot.parent_id is not None, f"snapshot {start} is an ancestor of {end}"
+            current = snapshot.parent_id
+        return rows
+
     @contextmanager
     def changelog(self, table: TableRef, start: int, end: int) -> Iterator[DataFrame]:
         """The rows the table's commits after snapshot `start` up to `end` changed, both their images: each
@@ -391,6 +406,15 @@ class LakeTables:
             self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {condition}")
         self._staged_writer(table, branch, rows, run_id).append()
         return branch
+
+    def rows_staged(self, table: TableRef, branch: str, run_id: str) -> int | None:
+        """How many rows the append of `stage_replacing` (its last commit on `branch`, tagged with the run)
+        added, from the commit's summary; None when the branch's last commit is another (the table written
+        whole, which holds its other rows too)."""
+        head = branch_head(self.lake_root, table, branch)
+        if head is None or head.operation != "append" or head.summary.get(RUN_PROPERTY) != run_id:
+            return None
+        return int(head.summary.get("added-records", "0"))
 
     def _every_file_holds(self, table: TableRef, snapshot_id: int, of_keys: str) -> bool:
         """Whether each data file of the table at `snapshot_id` holds a row that `of_keys` (a condition on
