@@ -12,11 +12,12 @@ GE    Great Expectations 1.x running the same 10 expectations as one suite, one 
       and the default result format (SUMMARY: counts and a sample of unexpected values, like our outcomes);
 GE-b  the same with result_format BOOLEAN_ONLY, Great Expectations' cheapest setting (no counts at all).
 
-Nothing is cached across steps: each computes from the generated data or the written files. (a) and (b') run
-in alternating order. Prints medians of `--repeats` runs, (b')/(a) (goal <= 1.15), and Great Expectations'
-time against ours (goal >= 5): against what the observed rules add to the write, (b') - (a), and against the
-rules alone on the written parquet (both then read the same files; only GE's is a fair like-for-like without
-the dedupe's knowledge).
+Every step runs in Medallion's own session (`spark_session`: its shuffle partitions, Python workers over
+Unix sockets). Nothing is cached across steps: each computes from the generated data or the written files.
+(a) and (b') run in alternating order. Prints medians of `--repeats` runs, (b')/(a) (goal <= 1.15), and
+Great Expectations' time against ours (goal >= 5): against what the observed rules add to the write,
+(b') - (a), and against the rules alone on the written parquet (both then read the same files; only GE's is
+a fair like-for-like without the dedupe's knowledge).
 
     python bench/validation.py --rows 2000000
 """
@@ -24,7 +25,6 @@ the dedupe's knowledge).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Rule
-from medallion_assets.engine.spark import prepare_session
+from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.validation import evaluate_rules, observe_rules
 
 SILVER_TYPES = {
@@ -153,15 +153,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    prepare_session()  # regex rules run RE2 in Python tasks: they need this interpreter's packages
-    spark = (
-        SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    # Medallion's own session, as a silver stage runs in: its shuffle partitions, and regex rules' Python
+    # tasks in this interpreter, reached over Unix sockets.
+    spark = spark_session({"spark.driver.memory": "4g"}, app_name="medallion-bench")
     figures: dict[str, list[float]] = {"a": [], "b_observe": [], "rules": [], "ge": [], "ge_boolean": []}
     with tempfile.TemporaryDirectory() as tmp:
         # One small untimed round first, so JVM start-up and code generation are not billed to run 1.

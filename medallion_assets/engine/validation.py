@@ -113,8 +113,9 @@ def _found_by_re2(pattern: str) -> Callable[[Column], Column]:
     # pyspark's stubs type only the arrow_udf forms that take a `functionType`, not this type-hinted one.
     @arrow_udf(BooleanType())  # type: ignore[call-overload, untyped-decorator]
     def found(values: pa.Array) -> pa.Array:
-        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch.
-        return pc.match_substring_regex(values.cast(pa.large_string()), pattern).fill_null(False)
+        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch,
+        # as Spark sends it: a cast of the strings would copy every value once more.
+        return pc.match_substring_regex(values, pattern).fill_null(False)
 
     return cast(Callable[[Column], Column], found)
 
