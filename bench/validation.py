@@ -174,12 +174,9 @@ def main() -> None:
     figures: dict[str, list[float]] = {"a": [], "b_observe": [], "rules": [], "ge": [], "ge_boolean": []}
     cpu: dict[str, list[float]] = {"a": [], "b_observe": []}
     with tempfile.TemporaryDirectory() as tmp:
-        # An untimed round first, so JVM start-up and code generation are not billed to run 1; of a tenth of
-        # the rows, since after 10,000 the JIT had not compiled the hot loops yet: the first repeat paid for
-        # it (its CPU 1.2-1.9x the later repeats').
-        warm_rows = max(10_000, args.rows // 10)
-        transform_and_write(spark, warm_rows, f"{tmp}/warm")
-        transform_write_and_observe(spark, warm_rows, f"{tmp}/warm_observe")
+        # One small untimed round first, so JVM start-up and code generation are not billed to run 1.
+        transform_and_write(spark, 10_000, f"{tmp}/warm")
+        transform_write_and_observe(spark, 10_000, f"{tmp}/warm_observe")
         evaluate_rules(read_back(spark, f"{tmp}/warm"), RULES)
         run_ge(read_back(spark, f"{tmp}/warm"))
         for repeat in range(args.repeats):
