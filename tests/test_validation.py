@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from medallion_assets.catalog.models import Rule
-from medallion_assets.engine.validation import evaluate_rules, observe_rules, row_violation
+from medallion_assets.engine.validation import _breaking, evaluate_rules, observe_rules, row_violation
 
 UPDATED = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 NOW = datetime(2024, 5, 2, 6, 0, tzinfo=UTC)  # 18 hours after the newest row
@@ -405,3 +405,36 @@ def test_unique_on_deduplicated_keys_is_judged_during_the_write(spark, users, tm
     assert repeats >= 2
     unique_status = (False, f"unique_status: {repeats} of 7 rows repeat a value of status")
     assert judged(outcomes) == [*by_key, unique_status, null_id]
+
+
+def test_history_rules_count_the_versions_that_break_them_in_one_window(spark):
+    validity = {"valid_from": "valid_from", "valid_to": "valid_to", "is_current": "is_current"}
+    # Key 1 is sound; key 2 has two current versions (both overlap the next one's start: a current version
+    # has no end); key 3's first version ends after its second starts; key 4's versions start together.
+    history = spark.createDataFrame(
+        [
+            (1, 1, 2, False),
+            (1, 2, None, True),
+            (2, 1, None, True),
+            (2, 3, None, True),
+            (3, 1, 5, False),
+            (3, 4, None, True),
+            (4, 1, 2, False),
+            (4, 1, None, True),
+        ],
+        "customer_id bigint, valid_from bigint, valid_to bigint, is_current boolean",
+    )
+    rules = [
+        Rule(type="scd2_one_current", name="one_current", columns=["customer_id"], kwargs=validity),
+        Rule(type="scd2_no_overlap", name="no_overlap", columns=["customer_id"], kwargs=validity),
+        Rule(type="unique", name="unique_valid_from", columns=["customer_id", "valid_from"]),
+    ]
+    outcomes = evaluate_rules(history, rules)
+    assert judged(outcomes) == [
+        (False, "one_current: 2 rows are current versions of a key with more than one"),
+        (False, "no_overlap: 3 rows overlap the validity interval of the key's next version"),
+        (False, "unique_valid_from: 1 of 8 rows repeat a value of (customer_id, valid_from)"),
+    ]
+    assert [outcome.failing_rows for outcome in outcomes[:2]] == [2, 3]
+    marked = history.select(*[_breaking(rule) for rule in rules[:2]])
+    assert marked._jdf.queryExecution().executedPlan().toString().count("Window [") == 1

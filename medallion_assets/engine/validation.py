@@ -113,8 +113,9 @@ def _found_by_re2(pattern: str) -> Callable[[Column], Column]:
     # pyspark's stubs type only the arrow_udf forms that take a `functionType`, not this type-hinted one.
     @arrow_udf(BooleanType())  # type: ignore[call-overload, untyped-decorator]
     def found(values: pa.Array) -> pa.Array:
-        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch.
-        return pc.match_substring_regex(values.cast(pa.large_string()), pattern).fill_null(False)
+        # Arrow's match_substring_regex is RE2 (what `compiled` checked the pattern with), over a whole batch,
+        # as Spark sends it: a cast of the strings would copy every value once more.
+        return pc.match_substring_regex(values, pattern).fill_null(False)
 
     return cast(Callable[[Column], Column], found)
 
@@ -281,14 +282,18 @@ def _breaks(index: int) -> str:
 
 
 def _breaking(rule: Rule) -> Column:
-    """Whether a row breaks a rule on a type 2 history, among the versions of its key."""
+    """Whether a row breaks a rule on a type 2 history, among the versions of its key.
+
+    Both rules see the versions in the same window, ordered by valid_from: Spark computes windows of one
+    partitioning and order in one operator, so a table's versions are sorted once for both."""
     keys, names = [F.col(f"`{c}`") for c in rule.subject_columns()], _validity(rule)
-    versions = Window.partitionBy(*keys)
+    valid_from, valid_to = F.col(f"`{names.valid_from}`"), F.col(f"`{names.valid_to}`")
+    versions = Window.partitionBy(*keys).orderBy(valid_from)
     if rule.type == "scd2_one_current":
         current = F.col(f"`{names.is_current}`")
-        return current & (F.sum(current.cast("int")).over(versions) > 1)
-    valid_from, valid_to = F.col(f"`{names.valid_from}`"), F.col(f"`{names.valid_to}`")
-    following = F.lead(valid_from).over(versions.orderBy(valid_from))
+        every_version = versions.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+        return current & (F.sum(current.cast("int")).over(every_version) > 1)
+    following = F.lead(valid_from).over(versions)
     return following.isNotNull() & (valid_to.isNull() | (following < valid_to))
 
 
