@@ -39,19 +39,7 @@ def audit_and_publish(
     with outcome.times.committing():
         outcome.snapshot_id = context.lake.publish(table, branch)
         if outcome.quarantine_branch:
-            _publish_rejects(context, table.quarantine(), outcome.quarantine_branch, outcome.rows_quarantined)
+            context.lake.publish(table.quarantine(), outcome.quarantine_branch)
             outcome.quarantine_branch = None
         context.record_commit(stage, outcome.snapshot_id, "publish", outcome.input_snapshots)
     return outcome, context.lake.read(table, snapshot_id=outcome.snapshot_id).select(*selected)
-
-
-def _publish_rejects(context: StageContext, quarantine: TableRef, branch: str, rows: int) -> None:
-    """Publish the run's `rows` rejects staged on `branch` of the quarantine. No rejects over a quarantine
-    that holds none change nothing a reader sees: the branch is dropped, which spares the table a commit on
-    every clean run of a stage recomputed whole."""
-    current = context.lake.current_snapshot(quarantine)
-    held_none = current is None or context.lake.total_rows(quarantine, current) == 0
-    if rows == 0 and held_none:
-        context.lake.drop_branch(quarantine, branch)
-    else:
-        context.lake.publish(quarantine, branch)
