@@ -5,7 +5,6 @@ one is reported at its own line, naming the stage and what its scope offers."""
 from __future__ import annotations
 
 import datetime
-from decimal import Decimal
 from typing import Any
 
 import duckdb
@@ -112,19 +111,6 @@ def test_the_declared_columns_of_a_target_must_be_what_its_sql_produces(store, t
     )
 
 
-DUCKDB_TYPES = {"bigint": "BIGINT", "int": "INTEGER", "string": "VARCHAR", "date": "DATE"}
-
-
-def answer(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows as both engines' answers can be compared: numbers to 4 decimal places (Spark's averages are
-    decimals of scale 6, DuckDB's doubles), in a stable order."""
-
-    def value(v: Any) -> Any:
-        return round(float(v), 4) if isinstance(v, (Decimal, float)) else v
-
-    return sorted((tuple(value(v) for v in row) for row in rows), key=repr)
-
-
 @pytest.mark.parametrize("name", tpch.QUERIES)
 def test_each_tpch_query_computes_in_spark_what_duckdb_does(spark, name, tpch_rows):
     tables, declared, sql = tpch.QUERIES[name]
@@ -139,7 +125,7 @@ def test_each_tpch_query_computes_in_spark_what_duckdb_does(spark, name, tpch_ro
         columns = tpch.TABLES[table]
         reference.execute(
             f"CREATE TABLE {table} ("
-            + ", ".join(f"{c} {DUCKDB_TYPES.get(t, t.upper())}" for c, t in columns.items())
+            + ", ".join(f"{c} {tpch.duckdb_type(t)}" for c, t in columns.items())
             + ")"
         )
         reference.executemany(
@@ -151,9 +137,9 @@ def test_each_tpch_query_computes_in_spark_what_duckdb_does(spark, name, tpch_ro
     assert result.columns == list(declared)
     spark_rows = [tuple(row) for row in result.collect()]
 
-    expected = answer(reference.execute(sql).fetchall())
+    expected = tpch.answer(reference.execute(sql).fetchall())
     assert expected, f"{name} finds rows in the generated data, so the comparison means something"
-    assert answer(spark_rows) == expected
+    assert tpch.answer(spark_rows) == expected
 
 
 @pytest.fixture(scope="module")

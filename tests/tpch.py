@@ -1,6 +1,6 @@
-"""A corpus of standard analytical queries: TPC-H's eight tables at a tiny scale, generated here, and a
-handful of its queries as the specification writes them (with its validation parameters substituted, as its
-qgen does), each a gold stage of one catalog.
+"""A corpus of standard analytical queries: TPC-H's eight tables, generated here at a tiny scale or at one of
+TPC-H's scale factors, and a handful of its queries as the specification writes them (with its validation
+parameters substituted, as its qgen does), each a gold stage of one catalog.
 
 The queries read the tables by their TPC-H names, which are the catalog's dataset ids: nothing in their text
 is changed for Medallion. Q18's sixth output, `sum(l_quantity)`, has no name: it takes the target's declared
@@ -288,6 +288,25 @@ order by
     c_count desc
 """,
     ),
+    "q14": (
+        ["lineitem", "part"],
+        {"promo_revenue": "decimal(38,6)"},
+        """\
+select
+    100.00 * sum(case
+        when p_type like 'PROMO%'
+            then l_extendedprice * (1 - l_discount)
+        else 0
+    end) / sum(l_extendedprice * (1 - l_discount)) as promo_revenue
+from
+    lineitem,
+    part
+where
+    l_partkey = p_partkey
+    and l_shipdate >= date '1995-09-01'
+    and l_shipdate < date '1995-10-01'
+""",
+    ),
     "q17": (
         ["lineitem", "part"],
         {"avg_yearly": "decimal(38,6)"},
@@ -463,11 +482,20 @@ SHIPMODES = ["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"]
 CONTAINERS = ["SM CASE", "MED BOX", "LG PACK", "JUMBO JAR"]
 
 
-def generate(seed: int = 26) -> dict[str, list[tuple[Any, ...]]]:
-    """Rows of every table, in TPC-H's column order: a few hundred line items, dates over TPC-H's 1992-1998,
-    with enough hits for every query's predicates (Saudi suppliers, suppliers and customers in Asia, BUILDING
-    customers, Brand#23 MED BOX parts, customers without orders)."""
+# Rows per table at scale factor 1, as TPC-H's dbgen makes them (partsupp: 4 a part; lineitem: 1-7 an order).
+SCALE_FACTOR_1 = {"supplier": 10_000, "customer": 150_000, "part": 200_000, "orders": 1_500_000}
+# Without a scale factor: a few hundred line items, enough for every query to find rows.
+TINY = {"supplier": 12, "customer": 40, "part": 20, "orders": 160}
+
+
+def generate(seed: int = 26, scale: float | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows of every table, in TPC-H's column order: TPC-H's cardinalities at scale factor `scale` (lineitem
+    about 6M rows a unit), or a tiny set without it; dates over TPC-H's 1992-1998, with enough hits for every
+    query's predicates (Saudi suppliers, suppliers and customers in Asia, BUILDING customers, Brand#23 MED
+    BOX parts, customers without orders)."""
     pick = random.Random(seed)
+    sizes = TINY if scale is None else {table: round(rows * scale) for table, rows in SCALE_FACTOR_1.items()}
+    suppliers, customers, parts, orders = (sizes[t] for t in ("supplier", "customer", "part", "orders"))
 
     def money(low: int, high: int) -> Decimal:
         return Decimal(pick.randint(low * 100, high * 100)) / 100
@@ -492,7 +520,7 @@ def generate(seed: int = 26) -> dict[str, list[tuple[Any, ...]]]:
                 money(-999, 9999),
                 f"supplier {key}",
             )
-            for key in range(1, 13)
+            for key in range(1, suppliers + 1)
         ],  # fmt: skip
         "customer": [
             (
@@ -505,7 +533,7 @@ def generate(seed: int = 26) -> dict[str, list[tuple[Any, ...]]]:
                 SEGMENTS[key % 5],
                 f"customer {key}",
             )
-            for key in range(1, 41)
+            for key in range(1, customers + 1)
         ],  # fmt: skip
         "part": [
             (
@@ -513,24 +541,24 @@ def generate(seed: int = 26) -> dict[str, list[tuple[Any, ...]]]:
                 f"part {key}",
                 f"Manufacturer#{key % 5 + 1}",
                 "Brand#23" if key % 3 == 0 else f"Brand#{key % 5}1",
-                "STANDARD POLISHED TIN",
+                "PROMO BURNISHED COPPER" if key % 5 == 0 else "STANDARD POLISHED TIN",
                 pick.randint(1, 50),
                 CONTAINERS[key % 4],
                 money(900, 2000),
                 f"part {key}",
             )
-            for key in range(1, 21)
+            for key in range(1, parts + 1)
         ],  # fmt: skip
     }
     tables["partsupp"] = [
         (part, supplier, pick.randint(1, 9999), money(1, 1000), f"partsupp {part}-{supplier}")
-        for part in range(1, 21)
-        for supplier in pick.sample(range(1, 13), 4)
+        for part in range(1, parts + 1)
+        for supplier in pick.sample(range(1, suppliers + 1), 4)
     ]
     tables["orders"], tables["lineitem"] = [], []
     # Customers whose key is a multiple of 3 place no orders (TPC-H leaves a third of them without any).
-    buyers = [key for key in range(1, 41) if key % 3 != 0]
-    for order in range(1, 161):
+    buyers = [key for key in range(1, customers + 1) if key % 3 != 0]
+    for order in range(1, orders + 1):
         ordered = day("1992-01-01", "1998-08-02")
         items = []
         for line in range(1, pick.randint(1, 7) + 1):
@@ -539,7 +567,7 @@ def generate(seed: int = 26) -> dict[str, list[tuple[Any, ...]]]:
             received = shipped + datetime.timedelta(days=pick.randint(1, 30))
             quantity = Decimal(pick.randint(1, 50))
             items.append(
-                (order, (part := pick.randint(1, 20)), pick.randint(1, 12), line, quantity,
+                (order, (part := pick.randint(1, parts)), pick.randint(1, suppliers), line, quantity,
                  quantity * money(900, 2000), Decimal(pick.randint(0, 10)) / 100,
                  Decimal(pick.randint(0, 8)) / 100, pick.choice("RAN"), pick.choice("OF"), shipped,
                  committed, received, "DELIVER IN PERSON", pick.choice(SHIPMODES),
@@ -605,3 +633,21 @@ def write_catalog(folder: Path, queries: dict[str, tuple[list[str], dict[str, st
     path = folder / "tpch.yaml"
     path.write_text(catalog_yaml(queries))
     return path
+
+
+DUCKDB_TYPES = {"bigint": "BIGINT", "int": "INTEGER", "string": "VARCHAR", "date": "DATE"}
+
+
+def duckdb_type(spark_type: str) -> str:
+    """The DuckDB type of a column TABLES types in Spark's words (decimals are spelled alike)."""
+    return DUCKDB_TYPES.get(spark_type, spark_type.upper())
+
+
+def answer(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows as both engines' answers can be compared: numbers to 4 decimal places (Spark's averages are
+    decimals of scale 6, DuckDB's doubles), in a stable order."""
+
+    def value(v: Any) -> Any:
+        return round(float(v), 4) if isinstance(v, (Decimal, float)) else v
+
+    return sorted((tuple(value(v) for v in row) for row in rows), key=repr)
