@@ -40,7 +40,7 @@ from medallion_assets.engine.stage import StageOutcome, StageRunner
 from medallion_assets.naming import ENV_TAG
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
-from medallion_assets.storage.lake.metadata import load_table, main_snapshot_id
+from medallion_assets.storage.lake.metadata import branch_head, load_table, main_snapshot_id
 from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
@@ -50,13 +50,6 @@ ONE_TASK_ROWS = 1_000_000
 # Why a preview rebuilds every dataset it runs whole: an incremental step would read main's changes since
 # main's last run, which says nothing of the branch.
 PREVIEW_REFRESH = FullRefresh(starts=None, asked_by="medallion plan --env")
-
-
-def branch_snapshot(lake_root: str, table: TableRef, branch: str) -> int | None:
-    """The snapshot the table's `branch` is at, from its metadata; None without the table or the branch."""
-    loaded = load_table(lake_root, table)
-    ref = loaded.refs().get(branch) if loaded else None
-    return ref.snapshot_id if ref else None
 
 
 @dataclass
@@ -72,8 +65,9 @@ class EnvironmentLake(LakeTables):
         return own.snapshot_id if own else main_snapshot_id(loaded)
 
     def publish(self, table: TableRef, branch: str) -> int:
-        snapshot_id = branch_snapshot(self.lake_root, table, branch)
-        assert snapshot_id is not None, "a run publishes the branch it just wrote"
+        head = branch_head(self.lake_root, table, branch)
+        assert head is not None, "a run publishes the branch it just wrote"
+        snapshot_id = head.snapshot_id
         self.spark.sql(
             f"ALTER TABLE {table.sql} CREATE OR REPLACE BRANCH `{self.branch}` AS OF VERSION {snapshot_id} "
             f"RETAIN {STAGED_BRANCH_RETENTION_DAYS} DAYS"
