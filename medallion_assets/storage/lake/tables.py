@@ -470,6 +470,11 @@ class LakeTables:
         """The data files the table holds at `snapshot_id`, from the snapshot's summary."""
         return snapshot_total(self.lake_root, table, snapshot_id, "total-data-files")
 
+    def holds_no_rows(self, table: TableRef) -> bool:
+        """Whether the table exists and its current version holds no rows (from its metadata)."""
+        snapshot_id = self.current_snapshot(table)
+        return snapshot_id is not None and self.total_rows(table, snapshot_id) == 0
+
     def current_snapshot(self, table: TableRef) -> int | None:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
         return current_snapshot_id(self.lake_root, table)
