@@ -164,24 +164,21 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     shown = ", ".join(f"{c} {n:,}" for c, n in by_column.items() if n)
     assert f"    changed columns: {shown}" in result.output.splitlines()
 
-    # Its size, from the branches' data files as pyiceberg plans them (gold's and its quarantine's, where the
-    # preview's rejects went), and its expiry: the branches' retention, which the lake's maintenance
-    # (expire_snapshots) enforces as it does for a run's unpublished branch.
-    files = {}
-    for table in (gold, gold.quarantine()):
-        loaded = load_table(str(medallion.lake), table)
-        assert loaded is not None
-        branch = loaded.refs()["env_review"]
-        assert branch.max_ref_age_ms == timedelta(days=STAGED_BRANCH_RETENTION_DAYS) // timedelta(
-            milliseconds=1
-        )
-        files[table] = [t.file for t in loaded.scan(snapshot_id=branch.snapshot_id).plan_files()]
-    size = sum(f.file_size_in_bytes for found in files.values() for f in found)
-    count = sum(len(found) for found in files.values())
+    # Gold's quarantine gets no branch: the preview rejected nothing into a quarantine that holds nothing.
+    quarantine = load_table(str(medallion.lake), gold.quarantine())
+    assert quarantine is not None and "env_review" not in quarantine.refs()
+    # Its size, from the branch's data files as pyiceberg plans them, and its expiry: the branch's retention,
+    # which the lake's maintenance (expire_snapshots) enforces as it does for a run's unpublished branch.
+    loaded = load_table(str(medallion.lake), gold)
+    assert loaded is not None
+    branch = loaded.refs()["env_review"]
+    assert branch.max_ref_age_ms == timedelta(days=STAGED_BRANCH_RETENTION_DAYS) // timedelta(milliseconds=1)
+    files = [t.file for t in loaded.scan(snapshot_id=branch.snapshot_id).plan_files()]
+    size = sum(f.file_size_in_bytes for f in files)
     listed = cli(medallion, monkeypatch, "env", "list")
     assert listed.exit_code == 0, listed.output
     assert re.fullmatch(
-        rf"review: 2 table\(s\), {size:,} bytes in {count} data file\(s\), [01] min old, "
+        rf"review: 1 table\(s\), {size:,} bytes in {len(files)} data file\(s\), [01] min old, "
         r"expires \d{4}-\d\d-\d\d \d\d:\d\d UTC",
         listed.output.splitlines()[0],
     ), listed.output
@@ -189,10 +186,7 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     dropped = cli(medallion, monkeypatch, "env", "drop", "review")
     assert dropped.exit_code == 0, dropped.output
     assert dropped.output.splitlines() == [
-        *(
-            f"removed branch env_review of {t} and its {len(found)} data file(s)"
-            for t, found in files.items()
-        ),
+        f"removed branch env_review of {gold} and its {len(files)} data file(s)",
         "removed warehouse schema analytics__review",
     ]
     assert refs(medallion.lake, snapshot, "gold_daily_revenue") == main_refs["gold_daily_revenue"]
