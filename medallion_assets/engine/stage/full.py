@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, Observation
 
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.engine.stage.context import StageContext
-from medallion_assets.engine.stage.inputs import readable_inputs
+from medallion_assets.engine.stage.inputs import readable_inputs, rows_read
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.publish import audit_and_publish
@@ -38,17 +38,11 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
     branch = context.lake.stage(table, observed, context.run_id)
     quarantined, quarantine_branch = _write_rejected(context, table.quarantine(), shaped.rejects)
     rows_in, written = shaped.rows_in(), written_rows()
-    # Rows read are the inputs' rows. A lone input without SQL is what the write read whole; SQL may read
-    # only part of its inputs, so those are counted from their files. Rows in are what the SQL (if any)
-    # made of the inputs, which the written, quarantined and removed (duplicate or dropped) rows account
-    # for.
-    rows_read = (
-        rows_in
-        if not stage.transform_sql and len(inputs) == 1
-        else sum(input_frame.count() for input_frame in inputs.values())
-    )
+    # Rows read are the inputs' rows. A lone input without SQL is what the write read whole. Rows in are
+    # what the SQL (if any) made of the inputs, which the written, quarantined and removed (duplicate or
+    # dropped) rows account for.
     outcome = StageOutcome(
-        rows_read,
+        rows_in if not stage.transform_sql and len(inputs) == 1 else rows_read(context, inputs, read),
         written,
         quarantined,
         details={"rows_in": rows_in, "rows_removed": rows_in - written - quarantined},

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.engine import changes
 from medallion_assets.engine.stage.context import StageContext
-from medallion_assets.engine.stage.inputs import readable_inputs
+from medallion_assets.engine.stage.inputs import readable_inputs, rows_read
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.publish import audit_and_publish
@@ -62,7 +62,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
     rows_in, written = shaped.rows_in(), written_rows()
     bookmarks = last.get("inputs") or {}
     outcome = StageOutcome(
-        rows_in if not stage.transform_sql and len(inputs) == 1 else sum(f.count() for f in inputs.values()),
+        rows_in if not stage.transform_sql and len(inputs) == 1 else rows_read(context, inputs, read),
         written,
         details={
             "rows_in": rows_in,

@@ -156,11 +156,16 @@ def snapshots_by_id(lake_root: str, table: TableRef) -> dict[int, SnapshotInfo]:
 def snapshot_total(lake_root: str, table: TableRef, snapshot_id: int, total: str) -> int | None:
     """A total the snapshot's summary keeps of the table at `snapshot_id` (`total-records`,
     `total-data-files`, …)."""
+    value = snapshot_summary(lake_root, table, snapshot_id).get(total)
+    return int(value) if value is not None else None
+
+
+def snapshot_summary(lake_root: str, table: TableRef, snapshot_id: int) -> dict[str, str]:
+    """The summary of the table's snapshot `snapshot_id` (empty without the table or the snapshot)."""
     loaded = load_table(lake_root, table)
     snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
     summary = snapshot.summary if snapshot else None
-    value = summary.additional_properties.get(total) if summary else None
-    return int(value) if value is not None else None
+    return {k: str(v) for k, v in summary.additional_properties.items()} if summary else {}
 
 
 def branch_head(lake_root: str, table: TableRef, branch: str) -> SnapshotInfo | None:
