@@ -47,8 +47,15 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 # Every Spark driver the tests start, in this process or a command's (spark-submit reads SPARK_SUBMIT_OPTS),
 # runs on a test's few thousand rows: the JIT's first tier alone and one GC thread halve its CPU (34 s to 18 s
 # for a session writing, merging and reading an Iceberg table), and on 2 cores CPU is what the suite waits on.
-# Production keeps the JVM's defaults, made for long runs.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# On so few rows, compiling each query's generated Java costs more than it saves: Spark's interpreted
+# operators and expressions (a driver reads `-Dspark.*` as its settings) cut a module's JVM CPU by about a
+# sixth (tests/test_merge_windows.py, 130-155 s to 98-116 s). Production keeps the JVM's and Spark's
+# defaults, made for long runs on many rows.
+os.environ.setdefault(
+    "SPARK_SUBMIT_OPTS",
+    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN",
+)
 
 # The fixtures that start or reach a real server; a test using any of them, directly or through another
 # fixture, is an integration test.
