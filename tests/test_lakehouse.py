@@ -27,7 +27,7 @@ from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
-from medallion_assets.storage.lake.metadata import table_info
+from medallion_assets.storage.lake.metadata import snapshots_by_id, table_info
 from medallion_assets.storage.lake.tables import LakeTables, branch_name
 from tests.conftest import Medallion
 from tests.lake import add_new_events, lake_rows, lake_snapshots
@@ -178,6 +178,23 @@ def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_pa
         "own on branch run_runtwo; run it again to build on that version"
     )
     assert [row.asDict() for row in lake.read(table).collect()] == [{"id": 1, "v": "a"}]
+
+
+def test_the_rows_of_a_version_with_delete_files_are_not_taken_from_its_summary(spark, tmp_path):
+    # A merge-on-read delete leaves the deleted row in its data file: the summary's records still count it.
+    lake = LakeTables(spark, str(tmp_path / "lake"))
+    table = TableRef("lake", "silver", "merged_on_read")
+    rows = spark.range(10).selectExpr("CAST(id AS STRING) AS k")
+    lake.ensure(table, rows.schema, LakeTable(properties={"write.delete.mode": "merge-on-read"}))
+    lake.append(table, rows, "b1")
+    appended = lake.current_snapshot(table)
+    spark.sql(f"DELETE FROM {table.sql} WHERE k = '3'")
+    deleted = lake.current_snapshot(table)
+
+    assert lake.total_rows(table, appended) == 10
+    assert snapshots_by_id(str(tmp_path / "lake"), table)[deleted].summary["total-position-deletes"] == "1"
+    assert lake.total_rows(table, deleted) is None
+    assert lake.read(table).count() == 9
 
 
 def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the_table_in_one_commit(
