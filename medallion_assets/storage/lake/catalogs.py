@@ -76,7 +76,7 @@ class LakeCatalog:
     @property
     def setting(self) -> str:
         """The environment variable that configures this catalog."""
-        return CATALOG_ENV if self.name == DEFAULT_CATALOG else f"{_NAMED_PREFIX}{self.name.upper()}"
+        return catalog_setting(self.name)
 
     @property
     def shown(self) -> str:
@@ -155,6 +155,11 @@ def _pyiceberg(name: str, properties: tuple[tuple[str, str], ...]) -> Catalog:
     from pyiceberg.catalog import load_catalog
 
     return load_catalog(name, **dict(properties))
+
+
+def catalog_setting(name: str) -> str:
+    """The environment variable that configures catalog `name`."""
+    return CATALOG_ENV if name == DEFAULT_CATALOG else f"{_NAMED_PREFIX}{name.upper()}"
 
 
 def configured_catalogs(lake_root: str) -> dict[str, LakeCatalog]:
