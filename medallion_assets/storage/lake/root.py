@@ -43,6 +43,7 @@ class Lake:
         return configured_catalogs(self.root)
 
     def catalog(self, name: str) -> LakeCatalog:
+        """The catalog a table's `lake_table.catalog` names; one line naming the setting when unknown."""
         if name not in self.catalogs:
             raise LakeCatalogError(
                 f"lake catalog {name!r} is not configured: set {catalog_setting(name)} "
