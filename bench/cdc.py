@@ -68,6 +68,7 @@ from medallion_assets.engine.stage import StageOutcome, StageRunner, merge, repl
 from medallion_assets.engine.stage import runner as stage_runner  # noqa: E402
 from medallion_assets.recovery.routes import CatalogRoutes  # noqa: E402
 from medallion_assets.storage.lake.layout import TableRef, table_of  # noqa: E402
+from medallion_assets.storage.lake.root import Lake  # noqa: E402
 from medallion_assets.storage.lake.tables import LakeTables  # noqa: E402
 
 COLUMNS = {
@@ -149,7 +150,7 @@ class Dimension:
             target_id="silver_customers",
         )
         self.snapshot.add("stages", self.stage)
-        self.lake = LakeTables(spark, str(root / "lake"))
+        self.lake = LakeTables(spark, Lake.resolve(root / "lake"))
         self.bronze = table_of(self.snapshot.targets["bronze_customers"])
         self.silver = table_of(DIMENSION)
         self.bronze_schema = bronze_schema(SOURCE)
@@ -170,7 +171,7 @@ class Dimension:
             self.spark,
             self.snapshot,
             self.store,
-            str(self.root / "lake"),
+            self.lake.lake,
             None,
             throttle=CatalogThrottles(self.store),
             recovery=CatalogRoutes(self.store, self.snapshot),

@@ -77,6 +77,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.dagster_compat import ReconstructableRepository, RepositorySnap
 from medallion_assets.definitions import build_definitions
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
+from medallion_assets.storage.lake.root import Lake
 
 LAYERS = ("raw", "bronze", "silver", "gold")
 DATASETS_PER_PIPELINE = len(LAYERS)
@@ -449,7 +450,7 @@ def build_breakdown(catalog_url: str, lake_root: str, warehouse_url: str) -> dic
     snapshot = store.snapshot()
     seconds["catalog read"] = time.perf_counter() - start
     start = time.perf_counter()
-    assets = build_assets(snapshot, lake_root)
+    assets = build_assets(snapshot, Lake.resolve(lake_root))
     seconds["asset factory"] = time.perf_counter() - start
     start = time.perf_counter()
     Definitions(assets=assets)

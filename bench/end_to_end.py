@@ -68,6 +68,7 @@ from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import TIME_PARTS, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -118,7 +119,7 @@ def validation_seconds(spark: SparkSession, store: CatalogStore, lake_root: str)
     which costs little, and read the written data back only for the rules an observation cannot compute.
     """
     snapshot = store.snapshot()
-    lake = LakeTables(spark, lake_root)
+    lake = LakeTables(spark, Lake.resolve(lake_root))
     seconds = {}
     for stage in snapshot.stages(PIPELINE):
         target = snapshot.targets[stage.target_id]

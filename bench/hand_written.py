@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from medallion_assets.engine.spark import spark_session  # noqa: E402
 from medallion_assets.storage.lake.catalogs import LakeCatalog  # noqa: E402
+from medallion_assets.storage.lake.root import Lake  # noqa: E402
 from medallion_assets.storage.lake.tables import LakeTables  # noqa: E402
 
 BUCKET = "medallion-raw"  # the seed's sources live under s3://medallion-raw/
@@ -169,7 +170,7 @@ class HandWritten:
 
     def __init__(self, spark: SparkSession, folder: Path, lake_root: str):
         self.spark, self.folder = spark, folder
-        LakeTables(spark, lake_root)  # registers the lake's catalog on the session
+        LakeTables(spark, Lake.resolve(lake_root))  # registers the lake's catalog on the session
         spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.handwritten")
         spark.sql(f"CREATE TABLE IF NOT EXISTS {self.BRONZE} ({self.RAW}, _day int) USING iceberg")
         spark.sql(

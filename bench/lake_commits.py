@@ -31,9 +31,9 @@ from medallion_assets.catalog.models import Rule
 from medallion_assets.engine.spark import spark_session
 from medallion_assets.engine.transform import deduplicate
 from medallion_assets.engine.validation import observe_rules
-from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import table_info
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 
 RULES = [
@@ -80,7 +80,7 @@ def silver_stage(lake: LakeTables, table: TableRef, frame: DataFrame, wap: bool)
 
 
 def commit_overhead(spark: SparkSession, root: str, rows: int, repeats: int) -> None:
-    lake = LakeTables(spark, root)
+    lake = LakeTables(spark, Lake.resolve(root))
     frame = events(spark, rows).cache()
     frame.count()
     table = TableRef("lake", "silver", "events")
@@ -97,7 +97,8 @@ def commit_overhead(spark: SparkSession, root: str, rows: int, repeats: int) -> 
 
 
 def metadata_reads(root: str, snapshots: int, reads: int) -> None:
-    catalog = configured_catalogs(root)["lake"].metadata()
+    lake = Lake.resolve(root)
+    catalog = lake.catalog("lake").metadata()
     catalog.create_namespace_if_not_exists("history")
     batch = pa.table({"id": pa.array([1], pa.int64())})
     medians = {}
@@ -112,7 +113,7 @@ def metadata_reads(root: str, snapshots: int, reads: int) -> None:
         seconds = []
         for _ in range(reads):
             start = time.perf_counter()
-            info = table_info(root, ref)
+            info = table_info(lake, ref)
             seconds.append(time.perf_counter() - start)
             assert info is not None and len(info.history) == count
         medians[count] = statistics.median(seconds)

@@ -34,6 +34,7 @@ from sqlalchemy import insert
 from medallion_assets.catalog.schema import LOADABLE_TABLES
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.openlineage.server import ENDPOINT, LineageServer
+from medallion_assets.storage.lake.root import Lake
 
 
 def catalog(folder: Path, datasets: int) -> CatalogStore:
@@ -98,7 +99,9 @@ def serve(folder: str, datasets: int, port, measuring, stop, results) -> None:
     started = time.perf_counter()
     store = catalog(Path(folder), datasets)
     generated = time.perf_counter() - started
-    server = LineageServer(("127.0.0.1", 0), store, f"{folder}/lake", f"duckdb:///{folder}/warehouse.duckdb")
+    server = LineageServer(
+        ("127.0.0.1", 0), store, Lake.resolve(f"{folder}/lake"), f"duckdb:///{folder}/warehouse.duckdb"
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port.put(server.server_port)
     measuring.wait()

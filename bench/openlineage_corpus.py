@@ -24,6 +24,7 @@ from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.loading import validate_files  # noqa: E402
 from medallion_assets.openlineage.ingest import ingest_events, lines  # noqa: E402
 from medallion_assets.openlineage.schema_validation import EventInvalid, validate_event  # noqa: E402
+from medallion_assets.storage.lake.root import Lake  # noqa: E402
 from tests.conftest import REPO, SEED  # noqa: E402
 
 CORPUS = REPO / "tests" / "openlineage_corpus"
@@ -40,7 +41,9 @@ def bench_producers() -> None:
             with path.open("rb") as events:
                 documents = list(lines(events, path.name))
             try:
-                report = ingest_events(store, documents, f"{folder}/lake", f"duckdb:///{folder}/wh.duckdb")
+                report = ingest_events(
+                    store, documents, Lake.resolve(f"{folder}/lake"), f"duckdb:///{folder}/wh.duckdb"
+                )
                 row = [len(documents), report.accepted, len(report.rejected), 0, len(report.edges)]
                 reasons = [str(rejection) for rejection in report.rejected]
             except Exception as error:  # noqa: BLE001 (a crash is what this counts)

@@ -50,6 +50,7 @@ from medallion_assets.openlineage import emitter, events
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
 from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.root import Lake
 
 SEED = Path(__file__).resolve().parents[1] / "metadata_seed"
 BUCKET, PIPELINE = "medallion-raw", "user_events_etl"
@@ -140,7 +141,7 @@ def run_once(mode: str, scratch: Path, endpoints: dict[str, str], warnings: Warn
     start = time.perf_counter()
     sent.close()
     flush = time.perf_counter() - start
-    building = event_building_seconds(store.snapshot(), str(workdir / "lake"))
+    building = event_building_seconds(store.snapshot(), Lake.resolve(workdir / "lake"))
     store.engine.dispose()
     return {
         "total": total,
@@ -154,12 +155,12 @@ def run_once(mode: str, scratch: Path, endpoints: dict[str, str], warnings: Warn
     }
 
 
-def event_building_seconds(snapshot, lake_root: str) -> float:
+def event_building_seconds(snapshot, lake: Lake) -> float:
     """What building the run's events costs (the stages' START and closing events): a run pays it in every
     mode, `off` included, since only the transport is disabled."""
     start = time.perf_counter()
     for stage in snapshot.stages(PIPELINE):
-        run = events.stage_asset_run(snapshot, stage, str(uuid.uuid4()), lake_root, "duckdb:///b.duckdb")
+        run = events.stage_asset_run(snapshot, stage, str(uuid.uuid4()), lake, "duckdb:///b.duckdb")
         outcome = StageOutcome(table=str(table_of(snapshot.targets[stage.target_id])))
         run.start()
         run.finish(events.asset_result(outcome, None))

@@ -52,6 +52,7 @@ from bench.definitions import GOLD_SQL, catalog_rows  # noqa: E402
 from medallion_assets.catalog.store import CatalogStore  # noqa: E402
 from medallion_assets.change.plan import plan_files  # noqa: E402
 from medallion_assets.loading import validate_files  # noqa: E402
+from medallion_assets.storage.lake.root import Lake  # noqa: E402
 
 SEED = REPO / "metadata_seed"
 STAGES = 1_000
@@ -98,7 +99,7 @@ main(["plan", sys.argv[1]])
 """
 
 
-def time_in_process(store: CatalogStore, folder: Path, lake: str) -> tuple[float, float]:
+def time_in_process(store: CatalogStore, folder: Path, lake: Lake) -> tuple[float, float]:
     """Seconds to read and validate, and to plan."""
     start = time.perf_counter()
     stored = store.snapshot()
@@ -131,7 +132,7 @@ def measure(name: str, stored_folder: Path, planned_folder: Path, work: Path, re
     lake = str(work / "lake")
     store = loaded_catalog(url, stored_folder)
     env = {**os.environ, "MEDALLION_CATALOG_URL": url, "MEDALLION_LAKE_URL": lake, "PYTHONPATH": str(REPO)}
-    in_process = [time_in_process(store, planned_folder, lake) for _ in range(repeats)]
+    in_process = [time_in_process(store, planned_folder, Lake.resolve(lake)) for _ in range(repeats)]
     command = [time_command(env, planned_folder) for _ in range(repeats)]
     stages = len(store.snapshot().stages())
     validate, plan = (statistics.median(t[part] for t in in_process) for part in (0, 1))
@@ -185,7 +186,7 @@ def measure_environments(work: Path, repeats: int, events: int) -> None:
 
     url, lake, warehouse_url = (
         f"sqlite:///{work}/env.db",
-        str(work / "env_lake"),
+        Lake.resolve(work / "env_lake"),
         f"duckdb:///{work}/env.duckdb",
     )
     with local_s3(buckets=("medallion-raw",)):
@@ -194,7 +195,11 @@ def measure_environments(work: Path, repeats: int, events: int) -> None:
         store = loaded_catalog(url, SEED)
         with DagsterInstance.ephemeral() as instance:
             ran = run_pipeline(
-                build_definitions(url, lake, warehouse_url), store.snapshot(), store, "orders_etl", instance
+                build_definitions(url, lake.root, warehouse_url),
+                store.snapshot(),
+                store,
+                "orders_etl",
+                instance,
             )
         assert ran.status == "success", ran
     tracker = spark.sparkContext.statusTracker()

@@ -28,7 +28,7 @@ from medallion_assets.engine.refresh import EVERY_DATASET, FULL_REFRESH_TAG  # n
 from medallion_assets.engine.restatement import RESTATE_TAG  # noqa: E402
 from medallion_assets.engine.spark import spark_session  # noqa: E402
 from medallion_assets.local_s3 import local_s3  # noqa: E402
-from medallion_assets.storage.lake.catalogs import configured_catalogs  # noqa: E402
+from medallion_assets.storage.lake.root import Lake  # noqa: E402
 
 BUCKET = "medallion-raw"
 GOLD = "gold_daily_user_events"
@@ -37,7 +37,7 @@ TABLES = (("silver", "user_events"), ("gold", "daily_user_events"))
 
 def written_bytes(lake: str) -> int:
     """The bytes the last commit of silver and of gold added (their snapshot summaries)."""
-    catalog = configured_catalogs(lake)["lake"].metadata()
+    catalog = Lake.resolve(lake).catalog("lake").metadata()
     return sum(
         int(catalog.load_table(table).current_snapshot().summary["added-files-size"]) for table in TABLES
     )

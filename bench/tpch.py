@@ -53,6 +53,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.local_s3 import local_s3
 from medallion_assets.runner import run_pipeline
 from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -104,7 +105,7 @@ def run_medallion(spark: SparkSession, workdir: Path, profile: cProfile.Profile 
         [run] = instance.get_runs()
         steps = {step.step_key: step for step in instance.get_run_step_stats(run.run_id)}
     assert report.status == "success", report
-    snapshot, lake = store.snapshot(), LakeTables(spark, lake_root)
+    snapshot, lake = store.snapshot(), LakeTables(spark, Lake.resolve(lake_root))
     gold = {
         name: [tuple(row) for row in lake.read(table_of(snapshot.targets[name])).collect()]
         for name in tpch.QUERIES

@@ -32,6 +32,7 @@ from medallion_assets.sensors.healing import build_healing_sensor
 from medallion_assets.sensors.launcher import build_launcher_sensor
 from medallion_assets.sensors.maintenance import build_maintenance_schedules
 from medallion_assets.sensors.notifications import build_notification_sensor
+from medallion_assets.storage.lake.root import Lake
 
 # The reconstruction-metadata key of the catalog snapshot a code location was built from.
 SNAPSHOT_KEY = "medallion/catalog_snapshot"
@@ -59,7 +60,7 @@ class _Settings:
     """Where a code location's definitions read and write, resolved from arguments and the environment."""
 
     catalog_url: str
-    lake_root: str
+    lake: Lake
     warehouse_url: str
     domain: str | None
     # The environment variables the catalog and warehouse URLs come from, when they do: Dagster keeps and
@@ -93,7 +94,7 @@ def build_definitions(
     """
     settings = _Settings(
         catalog_url or config.catalog_url(),
-        lake_root or config.lake_url(),
+        Lake.resolve(lake_root or config.lake_url()),
         warehouse_url or config.warehouse_url(),
         domain,
         _from_environment(catalog_url, config.CATALOG_ENV),
@@ -123,13 +124,13 @@ def _reconstructed(packed_snapshot: str, settings: _Settings) -> Definitions:
 
 def _assemble(snapshot: CatalogSnapshot, store: CatalogStore, settings: _Settings) -> Definitions:
     translator, interval = settings.translator, settings.sensor_interval_seconds
-    assets = build_assets(snapshot, settings.lake_root, translator)
+    assets = build_assets(snapshot, settings.lake, translator)
     sensors = [build_control_sensor(snapshot, store, translator, interval)]
     if snapshot.stages():  # with no asset to run there is nothing to launch or heal, nor Dagster's asset job
         sensors += [
             build_launcher_sensor(snapshot, store, translator, interval),
             build_healing_sensor(
-                snapshot, store, settings.lake_root, settings.warehouse_url, translator, interval
+                snapshot, store, settings.lake, settings.warehouse_url, translator, interval
             ),
             build_notification_sensor(store, interval),
         ]
@@ -139,7 +140,7 @@ def _assemble(snapshot: CatalogSnapshot, store: CatalogStore, settings: _Setting
         schedules=build_maintenance_schedules(snapshot),
         resources={
             "spark": SparkResource(),
-            "lake": LakeResource(root=settings.lake_root),
+            "lake": LakeResource(root=settings.lake.root),
             "warehouse": WarehouseResource(url=settings.warehouse_variable or settings.warehouse_url),
             "catalog": CatalogResource(url=settings.catalog_variable or settings.catalog_url),
         },

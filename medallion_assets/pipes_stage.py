@@ -24,6 +24,7 @@ from medallion_assets.engine.spark import SESSION_CONF
 from medallion_assets.engine.stage import StageRunner
 from medallion_assets.errors import StageHalted
 from medallion_assets.recovery.routes import CatalogRoutes
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.warehouse import warehouse_from_url
 
 
@@ -50,7 +51,7 @@ def run(pipes: PipesContext) -> None:
             builder.getOrCreate(),
             snapshot,
             store,
-            config.lake_url(),
+            Lake.resolve(),
             warehouse,
             halt_reason,
             throttle=CatalogThrottles(store),

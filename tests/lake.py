@@ -11,7 +11,7 @@ from typing import TypeVar
 import boto3
 from pyspark.sql import SparkSession
 
-from medallion_assets.storage.lake.catalogs import configured_catalogs
+from medallion_assets.storage.lake.root import Lake
 
 T = TypeVar("T")
 
@@ -19,14 +19,14 @@ T = TypeVar("T")
 def lake_rows(lake: Path | str, table: str) -> list[dict]:
     """Every row of `namespace.table` (e.g. `silver.user_events`) in the lake's default catalog, read with
     pyiceberg."""
-    catalog = configured_catalogs(str(lake))["lake"].metadata()
+    catalog = Lake.resolve(lake).catalog("lake").metadata()
     namespace, name = table.split(".")
     return catalog.load_table((namespace, name)).scan().to_arrow().to_pylist()
 
 
 def lake_snapshots(lake: Path | str, table: str) -> list[int]:
     """The snapshots `main` of `namespace.table` went through, oldest first."""
-    catalog = configured_catalogs(str(lake))["lake"].metadata()
+    catalog = Lake.resolve(lake).catalog("lake").metadata()
     namespace, name = table.split(".")
     return [entry.snapshot_id for entry in catalog.load_table((namespace, name)).metadata.snapshot_log]
 

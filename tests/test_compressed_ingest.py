@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from medallion_assets.engine.ingest import _write_rejected
 from medallion_assets.errors import CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import list_objects
 from tests.reference import expected_daily_user_events
@@ -118,7 +119,7 @@ def test_a_second_read_that_rejects_other_records_than_the_first_fails_the_batch
     # counted three rejects where the object holds one.
     with pytest.raises(RuntimeError) as raised:
         _write_rejected(
-            LakeTables(spark, str(tmp_path / "lake")),
+            LakeTables(spark, Lake.resolve(tmp_path / "lake")),
             src,
             objects,
             3,

@@ -37,6 +37,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import cancel_disabled_queued_runs
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
@@ -243,7 +244,7 @@ def test_a_switch_flipped_during_a_stage_stops_it_before_the_load(tmp_path, spar
         [("e1", "u1", "view", "2026-11-01 10:00:00", 1.0)],
         "event_id string, user_id string, event_type string, event_ts string, value double",
     ).selectExpr("event_id", "user_id", "event_type", "CAST(event_ts AS TIMESTAMP) AS event_ts", "value")
-    tables, silver_table = LakeTables(spark, str(lake)), TableRef("lake", "silver", "user_events")
+    tables, silver_table = LakeTables(spark, Lake.resolve(lake)), TableRef("lake", "silver", "user_events")
     tables.ensure(silver_table, silver.schema, None)
     tables.append(silver_table, silver, "b1")
     warehouse = warehouse_from_url(f"duckdb:///{tmp_path}/wh.duckdb")
@@ -257,7 +258,7 @@ def test_a_switch_flipped_during_a_stage_stops_it_before_the_load(tmp_path, spar
         spark,
         snapshot,
         store,
-        str(lake),
+        Lake.resolve(lake),
         warehouse,
         halt_reason,
         throttle=CatalogThrottles(store),

@@ -22,10 +22,11 @@ from medallion_assets.loading import validate_files
 from medallion_assets.openlineage.datahub import DataHubConfig, metadata
 from medallion_assets.openlineage.emitter import Emitter
 from medallion_assets.openlineage.events import stage_asset_run
+from medallion_assets.storage.lake.root import Lake
 from tests.conftest import SEED
 
 TOKEN = "dh-token-0123456789"
-LAKE = "s3://lake"
+LAKE = Lake.resolve("s3://lake")
 ORDERS = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/bronze/orders,PROD)"
 CUSTOMERS = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/bronze/customers,PROD)"
 SILVER = "urn:li:dataset:(urn:li:dataPlatform:s3,lake/silver/orders,PROD)"

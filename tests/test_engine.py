@@ -16,6 +16,7 @@ from medallion_assets.engine.transform import conform, deduplicate, to_spark_sql
 from medallion_assets.errors import SourceSchemaDrift
 from medallion_assets.naming import InvalidIdentifier, quote_qualified, spark_identifier
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import ObjectInfo, list_objects
 from tests.lake import lake_rows
@@ -36,7 +37,9 @@ def run_ingest(spark, tmp_path, src: Source):
     quarantine's rows, read with pyiceberg."""
     lake = tmp_path / "lake"
     table = TableRef("lake", "bronze", "s")
-    result = ingest(LakeTables(spark, str(lake)), src, list_objects(src.s3_path), (table, None), "b1")
+    result = ingest(
+        LakeTables(spark, Lake.resolve(lake)), src, list_objects(src.s3_path), (table, None), "b1"
+    )
     bronze = sorted(lake_rows(lake, "bronze.s"), key=lambda r: (r["_source_file"], r["_source_line"]))
     quarantine = lake_rows(lake, "bronze.s_quarantine") if result.rows_quarantined else []
     return result, bronze, quarantine

@@ -23,6 +23,7 @@ from medallion_assets.change.plan import plan_schema
 from medallion_assets.cli.main import main
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import load_table
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED, Medallion, fill_raw_bucket
@@ -92,7 +93,7 @@ def warehouse_schemas(medallion: Medallion) -> set[str]:
 
 
 def refs(lake: Path, snapshot: CatalogSnapshot, dataset: str) -> dict[str, int]:
-    loaded = load_table(str(lake), table_of(snapshot.targets[dataset]))
+    loaded = load_table(Lake.resolve(lake), table_of(snapshot.targets[dataset]))
     assert loaded is not None
     return {name: ref.snapshot_id for name, ref in loaded.refs().items()}
 
@@ -132,7 +133,7 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     assert medallion.store.lake_commits("gold_daily_revenue") == commits_before
     # The environment's gold is the new SQL over main's silver, in the branch and in the env's schema.
     gold = table_of(snapshot.targets["gold_daily_revenue"])
-    LakeTables(spark, str(medallion.lake))
+    LakeTables(spark, Lake.resolve(medallion.lake))
     expected = {
         (r.order_date, r.country): (r.revenue, r.orders)
         for r in spark.sql(
@@ -165,11 +166,11 @@ def test_a_preview_leaves_main_alone_and_its_diff_matches_main(
     assert f"    changed columns: {shown}" in result.output.splitlines()
 
     # Gold's quarantine gets no branch: the preview rejected nothing into a quarantine that holds nothing.
-    quarantine = load_table(str(medallion.lake), gold.quarantine())
+    quarantine = load_table(Lake.resolve(medallion.lake), gold.quarantine())
     assert quarantine is not None and "env_review" not in quarantine.refs()
     # Its size, from the branch's data files as pyiceberg plans them, and its expiry: the branch's retention,
     # which the lake's maintenance (expire_snapshots) enforces as it does for a run's unpublished branch.
-    loaded = load_table(str(medallion.lake), gold)
+    loaded = load_table(Lake.resolve(medallion.lake), gold)
     assert loaded is not None
     branch = loaded.refs()["env_review"]
     assert branch.max_ref_age_ms == timedelta(days=STAGED_BRANCH_RETENTION_DAYS) // timedelta(milliseconds=1)
@@ -236,7 +237,7 @@ def test_a_stage_whose_input_was_never_built_is_not_previewed_and_the_rest_is(
     environment = shown["environment"]
     assert environment["not_previewed"] == [{"dataset": "gold_daily_revenue_by_segment", "why": NEVER_BUILT}]
     # The rest is previewed: silver loses the US orders, gold is made from the environment's silver.
-    LakeTables(spark, str(medallion.lake))
+    LakeTables(spark, Lake.resolve(medallion.lake))
     amounts = spark.table(silver.sql).selectExpr("count(*)", "count_if(country <> 'US')").first()
     gold = table_of(snapshot.targets["gold_daily_revenue"])
     expected_gold = {tuple(r) for r in spark.table(gold.sql).where("country <> 'US'").collect()}
@@ -257,7 +258,7 @@ def test_a_stage_whose_input_was_never_built_is_not_previewed_and_the_rest_is(
     for dataset, before in main_refs.items():
         now = refs(medallion.lake, snapshot, dataset)
         assert (now["main"], set(now)) == (before["main"], {*before, "env_breaking"})
-    assert load_table(str(medallion.lake), by_segment) is None
+    assert load_table(Lake.resolve(medallion.lake), by_segment) is None
     in_env_schema = medallion.gold("information_schema.tables WHERE table_schema = 'analytics__breaking'")
     assert [r["table_name"] for r in in_env_schema] == ["daily_revenue_by_country"]
 
@@ -275,7 +276,7 @@ def test_a_stage_whose_input_was_never_built_is_not_previewed_and_the_rest_is(
 
 def new_gold(spark, lake: Path, snapshot: CatalogSnapshot) -> set[tuple]:
     """gold_daily_revenue as the changed SQL makes it from main's silver: what a full run would publish."""
-    LakeTables(spark, str(lake))
+    LakeTables(spark, Lake.resolve(lake))
     silver = table_of(snapshot.targets["silver_orders"]).sql
     return {
         tuple(r)
@@ -297,7 +298,7 @@ def killed_once_published(medallion: Medallion, changed: Path, table: TableRef, 
         start_new_session=True,
     )
     deadline = time.monotonic() + 600
-    while (loaded := load_table(str(medallion.lake), table)) is None or loaded.refs()[
+    while (loaded := load_table(Lake.resolve(medallion.lake), table)) is None or loaded.refs()[
         "main"
     ].snapshot_id != version:
         assert process.poll() is None, process.communicate()[0].decode()

@@ -16,6 +16,7 @@ from medallion_assets.control.healing.failures import (
 from medallion_assets.control.healing.rules import Fault
 from medallion_assets.engine.ingest import BreakingSourceSchemaChange
 from medallion_assets.loading import validate_files
+from medallion_assets.storage.lake.root import Lake
 from tests.conftest import SEED
 
 TOO_LARGE = RuntimeError(
@@ -38,7 +39,12 @@ def test_adjustments_reach_the_next_attempts_through_the_run_tags_and_build_on_e
     def fail(attempt: int) -> Exception:
         fault = Fault.of(TOO_LARGE, gold, "gold", attempt, "run-1")
         return after_failure(
-            store, fault, str(tmp_path / "lake"), "duckdb:///unused.duckdb", dict(run_tags), run_tags.update
+            store,
+            fault,
+            Lake.resolve(tmp_path / "lake"),
+            "duckdb:///unused.duckdb",
+            dict(run_tags),
+            run_tags.update,
         )
 
     assert isinstance(fail(1), RetryRequested)
@@ -64,7 +70,7 @@ def test_a_failure_no_attempt_can_fix_is_not_healed_and_leaves_the_run_tags_alon
     decided = after_failure(
         store,
         Fault.of(breaking, bronze, "bronze", 1, "run-1"),
-        str(tmp_path / "lake"),
+        Lake.resolve(tmp_path / "lake"),
         "duckdb:///unused.duckdb",
         {},
         run_tags.update,

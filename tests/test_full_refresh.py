@@ -17,6 +17,7 @@ from medallion_assets.engine.refresh import FULL_REFRESH_TAG
 from medallion_assets.runner import PipelineReport
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import table_info
+from medallion_assets.storage.lake.root import Lake
 from tests.lake import lake_rows, lake_snapshots
 
 PIPELINE = "user_events_etl"
@@ -102,7 +103,7 @@ def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_ru
     assert lake_state(medallion)[1] == before_maintenance[1]
     for table in ("bronze.user_events", "silver.user_events", "gold.daily_user_events"):
         assert reported[table.replace(".", "_")]["compaction"]["rewritten_data_files_count"] > 0, reported
-        compacted = table_info(str(medallion.lake), TableRef("lake", *table.split(".")))
+        compacted = table_info(Lake.resolve(medallion.lake), TableRef("lake", *table.split(".")))
         assert compacted is not None and compacted.history[-1].operation == "replace", table
     boto3.client("s3").put_object(Bucket="medallion-raw", Key="user_events/day2.jsonl", Body=DAY_2)
     # A new column is a new definition: the next run rebuilds that dataset whole, and its report says why.

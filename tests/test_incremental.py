@@ -22,6 +22,7 @@ from medallion_assets.engine.validation import evaluate_rules
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
@@ -70,7 +71,7 @@ class Lakehouse:
         )
         for order, name in enumerate([*datasets, *(f"{name}_full" for name in datasets)], start=2):
             self.define(order, name, datasets[name.removesuffix("_full")])
-        self.lake = LakeTables(spark, str(root / "lake"))
+        self.lake = LakeTables(spark, Lake.resolve(root / "lake"))
         self.bronze = table_of(self.snapshot.targets["bronze_feed"])
         schema = spark.createDataFrame([], bronze_schema(FEED)).schema
         self.lake.ensure(self.bronze, schema, None)
@@ -109,7 +110,7 @@ class Lakehouse:
             self.spark,
             self.snapshot,
             self.store,
-            str(self.root / "lake"),
+            self.lake.lake,
             self.warehouse,
             throttle=CatalogThrottles(self.store),
             recovery=CatalogRoutes(self.store, self.snapshot),
@@ -242,7 +243,7 @@ def test_the_mode_and_why_full_when_the_definition_or_bronze_history_changes(spa
     before = house.lake.current_snapshot(house.bronze)
     house.append([(1, "a", "3", "U", "z", None)])
     assert house.build("scd1").details["mode"] == "incremental"
-    history.set_current(house.lake.lake_root, house.bronze, before)
+    history.set_current(house.lake.lake, house.bronze, before)
     house.append([(1, "a", "4", "U", "w", None)])
     rebuilt = house.build("scd1")
     assert rebuilt.details["mode"] == "full"

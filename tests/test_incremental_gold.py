@@ -176,7 +176,7 @@ def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver
     assert moved.details["why"].startswith("recomputes the groups (label = NULLIF(w, 'q')) that silver's")
     assert house.rows("by_label", "gold") == [(None, 1, 2)]
     # Silver rolled back: the version gold read is no longer in its line.
-    history.set_current(house.lake.lake_root, TableRef("lake", "silver", "scd1"), before)
+    history.set_current(house.lake.lake, TableRef("lake", "silver", "scd1"), before)
     rebuilt = house.build("by_label", "gold")
     assert rebuilt.details["mode"] == "full" and "not an ancestor" in rebuilt.details["why"]
     assert house.rows("by_label", "gold") == [("p", 2, 3)]

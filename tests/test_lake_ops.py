@@ -29,6 +29,7 @@ from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
 from medallion_assets.storage.lake.metadata import current_snapshot_id
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from tests.conftest import SEED, Medallion
 from tests.lake import add_new_events, lake_rows
@@ -42,7 +43,7 @@ def _sorted(rows: list[dict]) -> list[dict]:
 
 def _current(medallion: Medallion, dataset: str) -> int:
     table = table_of(medallion.store.snapshot().targets[dataset])
-    snapshot_id = current_snapshot_id(str(medallion.lake), table)
+    snapshot_id = current_snapshot_id(Lake.resolve(medallion.lake), table)
     assert snapshot_id is not None
     return snapshot_id
 
@@ -57,7 +58,7 @@ def _cli(medallion: Medallion, *arguments: str):
 
 
 def test_rollback_by_snapshot_and_run_refused_cascaded_healed_and_audited(medallion):
-    store, lake = medallion.store, str(medallion.lake)
+    store, lake = medallion.store, Lake.resolve(medallion.lake)
     assert medallion.run("user_events_etl").status == "success"
     bronze_1, silver_1 = _current(medallion, BRONZE), _current(medallion, SILVER)
     rows_silver_1 = _sorted(medallion.rows("silver.user_events"))
@@ -326,7 +327,7 @@ def test_a_run_with_nothing_new_keeps_its_verdicts_and_a_rollback_reloads_the_wa
         with pytest.raises(WarehouseNotReloaded) as not_reloaded:
             rollback(
                 medallion.store,
-                str(medallion.lake),
+                Lake.resolve(medallion.lake),
                 GOLD,
                 str(gold_2),
                 warehouse_url="postgresql://medallion@127.0.0.1:1/closed",  # nothing listens on port 1
@@ -376,7 +377,7 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
     )
     medallion.load(rows)
     table = table_of(store.snapshot().targets[SILVER])
-    lake = LakeTables(spark, lake_root)
+    lake = LakeTables(spark, Lake.resolve(lake_root))
     frame = spark.createDataFrame(
         [(f"e{i}", f"u{i % 3}", "view", datetime(2024, 1, 1, tzinfo=UTC), float(i)) for i in range(40)],
         "event_id string, user_id string, event_type string, event_ts timestamp, value double",
@@ -384,7 +385,7 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
     lake.ensure(table, frame.schema, None)
     for batch in range(8):  # many small appends: a file and a snapshot each
         lake.append(table, frame.where(frame.value % 8 == batch).coalesce(1), f"batch-{batch}")
-    maintenance = LakeMaintenance(spark, lake_root)
+    maintenance = LakeMaintenance(spark, lake.lake)
     assert maintenance.data_files(table) == 8 and maintenance.snapshot_count(table) == 8
     rows_before = _sorted(medallion.rows("silver.user_events"))
     # A file a crashed write left, four days old: an orphan. (Iceberg refuses to remove younger than a day.)
@@ -394,7 +395,7 @@ def test_maintenance_rows_compact_expire_and_schedule(medallion, spark, tmp_path
     os.utime(orphan, (four_days_ago, four_days_ago))
 
     # Two days on, every snapshot is old enough to expire, but three stay.
-    (report,) = run_maintenance(spark, store, lake_root, [SILVER], now=datetime.now(UTC) + timedelta(days=2))
+    (report,) = run_maintenance(spark, store, lake.lake, [SILVER], now=datetime.now(UTC) + timedelta(days=2))
     assert report.status == "success", report.error
     assert report.reported["compaction"]["rewritten_data_files_count"] == 8
     assert report.reported["data_files_before"] == 8 and report.reported["data_files_after"] == 1
@@ -456,7 +457,7 @@ def test_maintenance_rows_are_checked_at_load(tmp_path):
 
 def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path):
     assert medallion.run("user_events_etl").status == "success"
-    lake = LakeTables(spark, str(medallion.lake))
+    lake = LakeTables(spark, Lake.resolve(medallion.lake))
     targets = medallion.store.snapshot().targets
     bronze = lake.read(table_of(targets[BRONZE]))
     silver = lake.read(table_of(targets[SILVER]))
@@ -488,10 +489,17 @@ def test_migrate_parquet_lake_in_place_then_run_on_it(medallion, spark, tmp_path
     assert len(installation.rows("silver.user_events_quarantine")) == 1
     assert len(lake_rows(old, "bronze.user_events")) == counts["bronze"]
     bronze_table = table_of(targets[BRONZE])
-    assert len(history.lineage(str(old), bronze_table, current_snapshot_id(str(old), bronze_table))) == 2
+    assert (
+        len(
+            history.lineage(
+                Lake.resolve(old), bronze_table, current_snapshot_id(Lake.resolve(old), bronze_table)
+            )
+        )
+        == 2
+    )
     assert {a["status"] for a in migrated.audit_entries(event="lake_migration")} == {"migrated"}
     # In place: the table's files are the old folders' files.
-    LakeTables(spark, str(old))  # the session's catalog `lake` is the old lake's again
+    LakeTables(spark, Lake.resolve(old))  # the session's catalog `lake` is the old lake's again
     files = spark.table(f"{bronze_table.sql}.`files`").collect()
     assert all(f"/bronze/{BRONZE}/medallion_batch=" in row.file_path for row in files)
 

@@ -25,9 +25,9 @@ from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.loading import validate_files
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
-from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import snapshots_by_id, table_info
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables, branch_name
 from tests.conftest import Medallion
 from tests.lake import add_new_events, lake_rows, lake_snapshots
@@ -49,7 +49,7 @@ def sorted_rows(rows: list[dict], *keys: str) -> list[dict]:
 def test_silver_and_gold_read_through_the_catalog_by_another_engine_equal_sparks(medallion, spark):
     report = medallion.run("user_events_etl")
     assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
-    lake = LakeTables(spark, str(medallion.lake))
+    lake = LakeTables(spark, Lake.resolve(medallion.lake))
     for table, keys in (
         (SILVER, ("event_id",)),
         (TableRef("lake", "gold", "daily_user_events"), ("event_date",)),
@@ -66,7 +66,7 @@ def test_every_write_is_one_snapshot_named_in_the_audit_and_the_data_version(med
     report = medallion.run("user_events_etl")
     assert report.status == "success"
     bronze, silver = medallion.stage_audit("bronze_ingest"), medallion.stage_audit("silver_clean")
-    info = table_info(str(medallion.lake), SILVER)
+    info = table_info(Lake.resolve(medallion.lake), SILVER)
     assert info is not None
     # One version of silver, published by fast-forward from the run's branch, which is gone.
     assert [s.snapshot_id for s in info.history] == [info.current_snapshot_id]
@@ -93,14 +93,14 @@ def test_every_write_is_one_snapshot_named_in_the_audit_and_the_data_version(med
         )
         [event] = result.get_asset_materialization_events()
         version = event.materialization.tags["dagster/data_version"]
-    assert version == str(table_info(str(medallion.lake), SILVER).current_snapshot_id)
+    assert version == str(table_info(Lake.resolve(medallion.lake), SILVER).current_snapshot_id)
     assert version == str(info.current_snapshot_id)  # bronze brought nothing new: the same version
 
 
 def test_a_failing_blocking_check_leaves_main_unchanged_and_keeps_the_staged_branch(medallion, raw_data):
     report = medallion.run("user_events_etl")
     assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
-    before = table_info(str(medallion.lake), SILVER)
+    before = table_info(Lake.resolve(medallion.lake), SILVER)
     rows_before = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
     # Another batch arrives, and an operator tightens silver's accepted values so that its check fails.
     write_sample_data(f"{RAW}/day2", rows=600, lines_per_file=300, seed=7)
@@ -115,7 +115,7 @@ def test_a_failing_blocking_check_leaves_main_unchanged_and_keeps_the_staged_bra
     )
     report = medallion.run("user_events_etl")
     assert report.status == "failed"
-    after = table_info(str(medallion.lake), SILVER)
+    after = table_info(Lake.resolve(medallion.lake), SILVER)
     assert after is not None and before is not None
     assert after.current_snapshot_id == before.current_snapshot_id
     assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == rows_before
@@ -150,7 +150,7 @@ def test_rejects_reach_the_quarantine_only_with_their_stage_and_a_fixed_rerun_ad
     assert failed["rows_quarantined"] > 0
     # Main of both tables is as it was; the rejects wait on the failed run's branch, as its rows do.
     assert len(quarantine()) == raw_data.bad_timestamp_events
-    assert list(table_info(str(medallion.lake), SILVER.quarantine()).branches) == [
+    assert list(table_info(Lake.resolve(medallion.lake), SILVER.quarantine()).branches) == [
         failed["details"]["staged_branch"]
     ]
     # The rule fixed, the rerun publishes the batch and its rejects, once.
@@ -164,7 +164,7 @@ def test_rejects_reach_the_quarantine_only_with_their_stage_and_a_fixed_rerun_ad
 
 
 def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_path):
-    lake = LakeTables(spark, str(tmp_path / "lake"))
+    lake = LakeTables(spark, Lake.resolve(tmp_path / "lake"))
     table = TableRef("lake", "silver", "contested")
     first = spark.createDataFrame([(1, "a")], "id bigint, v string")
     lake.ensure(table, first.schema, None)
@@ -182,7 +182,8 @@ def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_pa
 
 def test_the_rows_of_a_version_with_delete_files_are_not_taken_from_its_summary(spark, tmp_path):
     # A merge-on-read delete leaves the deleted row in its data file: the summary's records still count it.
-    lake = LakeTables(spark, str(tmp_path / "lake"))
+    root = Lake.resolve(tmp_path / "lake")
+    lake = LakeTables(spark, root)
     table = TableRef("lake", "silver", "merged_on_read")
     rows = spark.range(10).selectExpr("CAST(id AS STRING) AS k")
     lake.ensure(table, rows.schema, LakeTable(properties={"write.delete.mode": "merge-on-read"}))
@@ -192,7 +193,7 @@ def test_the_rows_of_a_version_with_delete_files_are_not_taken_from_its_summary(
     deleted = lake.current_snapshot(table)
 
     assert lake.total_rows(table, appended) == 10
-    assert snapshots_by_id(str(tmp_path / "lake"), table)[deleted].summary["total-position-deletes"] == "1"
+    assert snapshots_by_id(root, table)[deleted].summary["total-position-deletes"] == "1"
     assert lake.total_rows(table, deleted) is None
     assert lake.read(table).count() == 9
 
@@ -200,7 +201,7 @@ def test_the_rows_of_a_version_with_delete_files_are_not_taken_from_its_summary(
 def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the_table_in_one_commit(
     spark, tmp_path
 ):
-    lake = LakeTables(spark, str(tmp_path / "lake"))
+    lake = LakeTables(spark, Lake.resolve(tmp_path / "lake"))
     table = TableRef("lake", "silver", "replaced")
     schema = "id bigint, v string"
     lake.ensure(table, spark.createDataFrame([], schema).schema, None)
@@ -257,7 +258,7 @@ def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the
 def test_a_table_changed_outside_medallion_is_reported_as_schema_drift(medallion, spark):
     report = medallion.run("user_events_etl")
     assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
-    LakeTables(spark, str(medallion.lake))  # the session now reaches this lake's catalog
+    LakeTables(spark, Lake.resolve(medallion.lake))  # the session now reaches this lake's catalog
     bronze = TableRef("lake", "bronze", "user_events")
     spark.sql(f"ALTER TABLE {bronze.sql} DROP COLUMN user_id")
     write_sample_data(f"{RAW}/day2", rows=300, lines_per_file=300, seed=5)
@@ -295,7 +296,7 @@ def test_partitioning_order_and_properties_come_from_the_catalog(medallion, raw_
     medallion.store.upsert({"targets": [target.model_copy(update={"lake_table": layout})]})
     report = medallion.run("user_events_etl")
     assert report.status == "success", [e["error"] for e in medallion.store.audit_entries() if e.get("error")]
-    catalog = configured_catalogs(str(medallion.lake))["lake"].metadata()
+    catalog = Lake.resolve(medallion.lake).catalog("lake").metadata()
     catalog_table = catalog.load_table(("silver", "user_events"))
     assert [str(field.transform) for field in catalog_table.spec().fields] == ["day", "bucket[4]"]
     assert catalog_table.properties["write.target-file-size-bytes"] == "1048576"
@@ -404,7 +405,9 @@ def test_a_run_killed_mid_merge_changes_nothing_and_the_rerun_merges_the_batch_o
     medallion.move_source("user_events_raw", f"{RAW}/day2/user_events/")
 
     def merging() -> bool:  # silver merges on its run's branch
-        return any(name.startswith("run_") for name in table_info(str(medallion.lake), SILVER).branches)
+        return any(
+            name.startswith("run_") for name in table_info(Lake.resolve(medallion.lake), SILVER).branches
+        )
 
     _kill_run_when(medallion, tmp_path, merging)
     assert lake_snapshots(medallion.lake, "silver.user_events") == before
@@ -423,7 +426,7 @@ def test_rejects_whose_quarantine_write_failed_after_bronze_committed_are_quaran
     medallion, raw_data, spark
 ):
     # A quarantine table someone made with the wrong type for `raw`: bronze commits, the rejects' write fails.
-    lake = LakeTables(spark, str(medallion.lake))
+    lake = LakeTables(spark, Lake.resolve(medallion.lake))
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bronze")
     spark.sql("CREATE TABLE lake.bronze.user_events_quarantine (raw INT) USING iceberg")
     assert medallion.run("user_events_etl").status == "failed"
@@ -494,8 +497,8 @@ def test_an_iceberg_rest_catalog_holds_the_tables_through_runs_and_a_rollback(
     """Iceberg's own REST catalog server on loopback: the seed pipeline, an incremental batch and a rollback
     go through it, and pyiceberg reads back through the same catalog what Spark wrote."""
     monkeypatch.setenv("MEDALLION_LAKE_CATALOG", rest_catalog)
-    lake = str(medallion.lake)
-    catalog = configured_catalogs(lake)["lake"].metadata()
+    lake = Lake.resolve(medallion.lake)
+    catalog = lake.catalog("lake").metadata()
     assert isinstance(catalog, RestCatalog)
 
     first = medallion.run("user_events_etl")
@@ -506,8 +509,8 @@ def test_an_iceberg_rest_catalog_holds_the_tables_through_runs_and_a_rollback(
     assert info is not None and str(info.current_snapshot_id) == silver["details"]["snapshot_id"]
     assert not info.location.startswith(medallion.lake.as_uri())  # the server placed it, in its warehouse
     silver_1 = info.current_snapshot_id
-    rows_1 = sorted_rows(lake_rows(lake, "silver.user_events"), "event_id")
-    gold_1 = sorted_rows(lake_rows(lake, "gold.daily_user_events"), "event_date")
+    rows_1 = sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id")
+    gold_1 = sorted_rows(lake_rows(medallion.lake, "gold.daily_user_events"), "event_date")
     assert len(rows_1) == silver["rows_written"] and gold_1
 
     add_new_events(5)
@@ -516,7 +519,7 @@ def test_an_iceberg_rest_catalog_holds_the_tables_through_runs_and_a_rollback(
     silver_run = next(asset for asset in second.assets if asset.key == "silver/user_events")
     assert silver_run.mode == "incremental", silver_run
     assert silver_run.snapshot_id == table_info(lake, SILVER).current_snapshot_id != silver_1
-    assert len(lake_rows(lake, "silver.user_events")) == len(rows_1) + 5
+    assert len(lake_rows(medallion.lake, "silver.user_events")) == len(rows_1) + 5
 
     moved = rollback(
         medallion.store,
@@ -528,8 +531,8 @@ def test_an_iceberg_rest_catalog_holds_the_tables_through_runs_and_a_rollback(
     )
     assert {m.dataset for m in moved} == {"silver_user_events", "gold_daily_user_events"}
     assert catalog.load_table(("silver", "user_events")).current_snapshot().snapshot_id == silver_1
-    assert sorted_rows(lake_rows(lake, "silver.user_events"), "event_id") == rows_1
-    assert sorted_rows(lake_rows(lake, "gold.daily_user_events"), "event_date") == gold_1
+    assert sorted_rows(lake_rows(medallion.lake, "silver.user_events"), "event_id") == rows_1
+    assert sorted_rows(lake_rows(medallion.lake, "gold.daily_user_events"), "event_date") == gold_1
 
 
 def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, monkeypatch, tmp_path):
@@ -538,8 +541,8 @@ def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, mo
     monkeypatch.setenv("AWS_ENDPOINT_URL_GLUE", s3_endpoint)
     monkeypatch.setenv("MEDALLION_LAKE_CATALOG", "glue")
     boto3.client("s3").create_bucket(Bucket="medallion-lake")
-    lake = "s3://medallion-lake/warehouse"
-    defs = build_definitions(medallion.store.url, lake, medallion.warehouse_url)
+    lake = Lake.resolve("s3://medallion-lake/warehouse")
+    defs = build_definitions(medallion.store.url, lake.root, medallion.warehouse_url)
     with instance_for_test() as instance:
         report = run_pipeline(defs, medallion.store.snapshot(), medallion.store, "user_events_etl", instance)
     assert report.status == "success"
@@ -549,9 +552,7 @@ def test_the_glue_data_catalog_holds_the_tables_on_s3(medallion, s3_endpoint, mo
         "user_events_quarantine",
     }
     [silver] = medallion.stage_audit("silver_clean")
-    rows = (
-        configured_catalogs(lake)["lake"].metadata().load_table(("silver", "user_events")).scan().to_arrow()
-    )
+    rows = lake.catalog("lake").metadata().load_table(("silver", "user_events")).scan().to_arrow()
     assert rows.num_rows == silver["rows_written"]
     info = table_info(lake, SILVER)
     assert info is not None and info.location == "s3://medallion-lake/warehouse/silver.db/user_events"

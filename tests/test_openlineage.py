@@ -33,11 +33,13 @@ from medallion_assets.openlineage.events import AssetResult, CheckResult, pipeli
 from medallion_assets.openlineage.naming import DatasetLocation
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.conftest import SEED
 from tests.openlineage_schema import validate
 
 RUN_ID = "0b0ed1c6-7a57-4a3c-9a43-6c1f1f0c2b51"
+LAKE = Lake.resolve("/data/lake")
 GOLD = "gold_daily_revenue"
 
 
@@ -82,7 +84,7 @@ def _stage(snapshot, target_id):
 def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_environment, monkeypatch):
     monkeypatch.setenv("OPENLINEAGE_NAMESPACE", "medallion_prod")
     run = stage_asset_run(
-        snapshot, _stage(snapshot, "silver_orders"), RUN_ID, "s3://lake", "duckdb:///w.duckdb"
+        snapshot, _stage(snapshot, "silver_orders"), RUN_ID, Lake.resolve("s3://lake"), "duckdb:///w.duckdb"
     )
     checks = [
         CheckResult(
@@ -181,7 +183,7 @@ def test_asset_run_events_validate_and_nest_three_levels_deep(snapshot, clean_en
 def test_failures_aborts_and_pipeline_runs_carry_no_secrets(snapshot, clean_environment, monkeypatch):
     monkeypatch.setenv("MEDALLION_TEST_API_TOKEN", "tok-5e6f7a8b9c")
     warehouse_url = "postgresql://loader:hunter2hunter2@db.example:5433/wh"
-    run = stage_asset_run(snapshot, _stage(snapshot, GOLD), RUN_ID, "/data/lake", warehouse_url)
+    run = stage_asset_run(snapshot, _stage(snapshot, GOLD), RUN_ID, LAKE, warehouse_url)
     try:
         raise ConnectionError(
             f"COPY failed on {warehouse_url} with IAM_ROLE 'arn:aws:iam::123456789012:role/load'"
@@ -396,7 +398,7 @@ def test_a_hanging_endpoint_neither_blocks_nor_breaks_the_caller(
         release.wait(60)
         return 200
 
-    run = stage_asset_run(snapshot, _stage(snapshot, GOLD), RUN_ID, "/data/lake", "duckdb:///w.duckdb")
+    run = stage_asset_run(snapshot, _stage(snapshot, GOLD), RUN_ID, LAKE, "duckdb:///w.duckdb")
     with endpoint(monkeypatch, hang) as server, caplog.at_level(logging.WARNING):
         emitter = Emitter(max_queue=4)
         for _ in range(5):
@@ -419,9 +421,7 @@ def test_an_endpoint_answering_500_is_reported_and_the_caller_carries_on(
     snapshot, clean_environment, monkeypatch, caplog
 ):
     monkeypatch.setenv("OPENLINEAGE__TRANSPORT__RETRY", json.dumps({"total": 0}))
-    run = stage_asset_run(
-        snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb"
-    )
+    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, LAKE, "duckdb:///w.duckdb")
     with endpoint(monkeypatch, lambda body: 500) as server, caplog.at_level(logging.WARNING):
         emitter = Emitter()
         emitter.emit(*run.start(), *run.finish(aborted=True))
@@ -436,9 +436,7 @@ def test_without_configuration_events_are_files_next_to_the_dagster_storage(
     snapshot, clean_environment, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    run = stage_asset_run(
-        snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb"
-    )
+    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, LAKE, "duckdb:///w.duckdb")
     emitter = Emitter()
     assert emitter.transport == "file"
     emitter.emit(*run.start(), *run.finish(AssetResult(rows=3)))
@@ -456,9 +454,7 @@ def test_openlineage_yml_configures_the_transport(snapshot, clean_environment, t
     (tmp_path / "openlineage.yml").write_text(
         f"transport:\n  type: file\n  log_file_path: {tmp_path}/events.ndjson\n  append: true\n"
     )
-    run = stage_asset_run(
-        snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, "/data/lake", "duckdb:///w.duckdb"
-    )
+    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, LAKE, "duckdb:///w.duckdb")
     emitter = Emitter()
     emitter.emit(*run.start())
     assert emitter.close(timeout=30)

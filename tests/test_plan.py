@@ -26,7 +26,7 @@ from medallion_assets.config import DEFAULT_SENSOR_INTERVAL_SECONDS
 from medallion_assets.control.steering.flags import read_control_state
 from medallion_assets.loading import validate_files
 from medallion_assets.sensors.control import build_control_sensor
-from medallion_assets.storage.lake.catalogs import lake_catalog
+from medallion_assets.storage.lake.root import Lake
 from tests.conftest import SEED
 from tests.fixtures.seed import edited_seed
 
@@ -415,8 +415,8 @@ CORPUS = [
 ]
 
 
-def plan_of(stored: CatalogSnapshot, folder: Path, lake_root: str | None = None) -> Plan:
-    return plan_files(stored, validate_files(stored, [folder]), lake_root)
+def plan_of(stored: CatalogSnapshot, folder: Path, lake: Lake | None = None) -> Plan:
+    return plan_files(stored, validate_files(stored, [folder]), lake)
 
 
 def test_the_corpus_covers_every_category() -> None:
@@ -498,22 +498,22 @@ def test_a_full_target_downstream_says_so(stored: CatalogSnapshot, tmp_path: Pat
 
 def test_rows_read_come_from_iceberg_metadata(stored: CatalogSnapshot, tmp_path: Path) -> None:
     """Silver's table holds 3 rows: the gold stage rebuilt in full reads them, as its snapshot says."""
-    lake_root = str(tmp_path / "lake")
-    catalog = lake_catalog("lake", lake_root).metadata()
+    lake = Lake.resolve(tmp_path / "lake")
+    catalog = lake.catalog("lake").metadata()
     catalog.create_namespace("silver")
     rows = pa.table({"event_id": ["a", "b", "c"], "user_id": ["u", "u", "v"]})
     catalog.create_table(("silver", "user_events"), schema=rows.schema).append(rows)
     edits = [(UE, "FROM silver_user_events\n", "FROM silver_user_events WHERE event_type <> 'view'\n")]
-    [gold] = plan_of(stored, edited_seed(tmp_path, edits), lake_root).rebuilds
+    [gold] = plan_of(stored, edited_seed(tmp_path, edits), lake).rebuilds
     assert (gold.mode, gold.rows_read) == ("full", 3)
 
 
 def test_no_lake_yet_reads_unknown_rows_and_creates_nothing(stored: CatalogSnapshot, tmp_path: Path) -> None:
-    lake_root = tmp_path / "lake"
+    folder = tmp_path / "lake"
     edits = [(UE, "FROM silver_user_events\n", "FROM silver_user_events WHERE event_type <> 'view'\n")]
-    [gold] = plan_of(stored, edited_seed(tmp_path, edits), str(lake_root)).rebuilds
+    [gold] = plan_of(stored, edited_seed(tmp_path, edits), Lake.resolve(folder)).rebuilds
     assert gold.rows_read is None
-    assert not (lake_root / "iceberg_catalog.db").exists()
+    assert not (folder / "iceberg_catalog.db").exists()
 
 
 def test_contract_problem_names_the_column_and_its_consumers(stored: CatalogSnapshot, tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from medallion_assets.engine.refresh import FULL_REFRESH_TAG
 from medallion_assets.engine.restatement import RESTATE_TAG
 from medallion_assets.naming import ENV_TAG
 from medallion_assets.sample_data import write_sample_data
-from medallion_assets.storage.lake.catalogs import configured_catalogs
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from tests.conftest import RAW, SEED, Medallion
 from tests.lake import lake_snapshots
@@ -96,7 +96,7 @@ def cli(medallion: Medallion, *args: str) -> Result:
 
 def files_by_day(spark, medallion: Medallion, table: str) -> dict[date, set[str]]:
     """The data files of each day of a lake table (Iceberg's `_file` metadata column)."""
-    LakeTables(spark, str(medallion.lake))  # the session's catalog `lake` is this installation's
+    LakeTables(spark, Lake.resolve(medallion.lake))  # the session's catalog `lake` is this installation's
     namespace, name = table.split(".")
     day = TABLES[table][0]
     rows = spark.sql(f"SELECT DISTINCT {day} AS day, _file FROM {TableRef('lake', namespace, name).sql}")
@@ -107,7 +107,7 @@ def files_by_day(spark, medallion: Medallion, table: str) -> dict[date, set[str]
 
 
 def current_summary(medallion: Medallion, table: str) -> dict[str, str]:
-    catalog = configured_catalogs(str(medallion.lake))["lake"].metadata()
+    catalog = Lake.resolve(medallion.lake).catalog("lake").metadata()
     snapshot = catalog.load_table(tuple(table.split("."))).current_snapshot()
     return {"operation": snapshot.summary.operation.value, **snapshot.summary.additional_properties}
 

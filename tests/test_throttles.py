@@ -41,6 +41,7 @@ from medallion_assets.loading import validate_files
 from medallion_assets.pool_storage import PoolSafePostgresEventLogStorage, PoolSafeSqliteEventLogStorage
 from medallion_assets.recovery.routes import CatalogRoutes
 from medallion_assets.sensors.control import build_control_sensor
+from medallion_assets.storage.lake.root import Lake
 from tests.conftest import REPO, SEED
 from tests.throttle_workers import run_pooled_step, take_in_a_process
 
@@ -303,7 +304,7 @@ def test_an_ingest_waits_for_its_source_rate_and_audits_the_wait(tmp_path, spark
         spark,
         snapshot,
         store,
-        str(tmp_path / "lake"),
+        Lake.resolve(tmp_path / "lake"),
         throttle=CatalogThrottles(store),
         recovery=CatalogRoutes(store, snapshot),
     ).run_stage(stage)

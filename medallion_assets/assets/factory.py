@@ -55,6 +55,7 @@ from medallion_assets.redaction import scrub
 from medallion_assets.resources import CatalogResource, LakeResource, SparkResource, WarehouseResource
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.metadata import TableInfo, table_info
+from medallion_assets.storage.lake.root import Lake
 
 
 def _rule_name(rule: Rule) -> str:
@@ -140,11 +141,11 @@ def _materialize_result(
 
 
 def build_stage_asset(
-    stage: Stage, snapshot: CatalogSnapshot, lake_root: str, translator: MedallionTranslator
+    stage: Stage, snapshot: CatalogSnapshot, lake: Lake, translator: MedallionTranslator
 ) -> AssetsDefinition:
     """The asset a stage materializes, with one check per rule; structure from `snapshot`, switches read
     live, names from `translator`."""
-    spec = translator.get_asset_spec(stage, snapshot, lake_root)
+    spec = translator.get_asset_spec(stage, snapshot, lake)
     key = spec.key
 
     # A one-asset multi_asset, because only there are check outputs optional too (can_subset): a halted
@@ -163,7 +164,7 @@ def build_stage_asset(
         warehouse: WarehouseResource,
         catalog: CatalogResource,
     ) -> Iterator[MaterializeResult[Any]]:
-        step = StageStep(context, stage, snapshot, catalog.get_store(), lake.root, warehouse.url)
+        step = StageStep(context, stage, snapshot, catalog.get_store(), lake.get_lake(), warehouse.url)
         yield step.run(spark, warehouse)
 
     return _stage_asset
@@ -179,11 +180,11 @@ class StageStep:
         stage: Stage,
         snapshot: CatalogSnapshot,
         store: CatalogStore,
-        lake_root: str,
+        lake: Lake,
         warehouse_url: str,
     ) -> None:
         self.context, self.stage, self.snapshot, self.store = context, stage, snapshot, store
-        self.lake_root, self.warehouse_url = lake_root, warehouse_url
+        self.lake, self.warehouse_url = lake, warehouse_url
         self.target = snapshot.targets[stage.target_id]
         self.audit = dict(
             run_id=context.run_id,
@@ -192,7 +193,7 @@ class StageStep:
             dataset=self.target.target_id,
             event="stage",
         )
-        self.lineage = stage_asset_run(snapshot, stage, context.run_id, lake_root, warehouse_url)
+        self.lineage = stage_asset_run(snapshot, stage, context.run_id, lake, warehouse_url)
         self.run_tags = context.instance.get_run_by_id(context.run_id).tags
 
     def run(self, spark: SparkResource, warehouse: WarehouseResource) -> MaterializeResult[Any]:
@@ -215,10 +216,10 @@ class StageStep:
         # left it.
         live = self.store.snapshot() if catalog_healed(self.run_tags) else self.snapshot
         runner = StageRunner(
-            spark.get_session(self.lake_root),
+            spark.get_session(self.lake),
             live,
             self.store,
-            self.lake_root,
+            self.lake,
             warehouse.get_warehouse() if self.target.kind == "warehouse" else None,
             self.halt_reason,
             Adjustments(**adjustments(self.run_tags, self.stage)),
@@ -254,7 +255,7 @@ class StageStep:
             )
             outcome.details["quarantine_reasons"] = top_quarantine_reasons(rejects)
         if outcome.read != self.stage.input_ids():  # re-routed: the closing events name what was really read
-            self.lineage = rerouted(self.lineage, live, self.lake_root, outcome.read)
+            self.lineage = rerouted(self.lineage, live, self.lake, outcome.read)
         return self.succeeded(outcome)
 
     def halt_reason(self, current: Stage) -> str | None:
@@ -286,7 +287,7 @@ class StageStep:
         return after_failure(
             self.store,
             fault,
-            self.lake_root,
+            self.lake,
             self.warehouse_url,
             self.run_tags,
             partial(self.context.instance.add_run_tags, self.context.run_id),
@@ -310,14 +311,14 @@ class StageStep:
                 "verdicts": {o.rule.name: o.verdict() for o in outcome.rule_outcomes},
             },
         )
-        table = table_info(self.lake_root, table_of(self.target))
+        table = table_info(self.lake, table_of(self.target))
         lineage_result = asset_result(outcome, table)
         emitter().emit(*self.lineage.finish(lineage_result, error=outcome.blocking_error()))
         return _materialize_result(outcome, monitoring, table)
 
 
 def build_assets(
-    snapshot: CatalogSnapshot, lake_root: str, translator: MedallionTranslator | None = None
+    snapshot: CatalogSnapshot, lake: Lake, translator: MedallionTranslator | None = None
 ) -> list[AssetsDefinition | AssetSpec]:
     """Every dataset in the catalog as an asset, and every raw source read by a stage as an external asset,
     named by `translator` (by default `MedallionTranslator`'s rules)."""
@@ -330,5 +331,5 @@ def build_assets(
                 sources_seen.add(input_id)
                 pipeline = snapshot.pipelines[stage.pipeline_id]
                 assets.append(translator.get_source_spec(snapshot.sources[input_id], pipeline))
-        assets.append(build_stage_asset(stage, snapshot, lake_root, translator))
+        assets.append(build_stage_asset(stage, snapshot, lake, translator))
     return assets

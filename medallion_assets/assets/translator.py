@@ -36,7 +36,8 @@ from medallion_assets.control.steering.throttles import stage_pool
 from medallion_assets.engine.stage import gold_mode_description
 from medallion_assets.naming import dataset_name
 from medallion_assets.redaction import scrub
-from medallion_assets.storage.lake.layout import TABLE_FORMAT, table_location, table_of
+from medallion_assets.storage.lake.layout import TABLE_FORMAT, table_of
+from medallion_assets.storage.lake.root import Lake
 
 # The layer of the external assets that stand for raw sources: keys read [raw, <source id>].
 RAW_LAYER = "raw"
@@ -78,13 +79,13 @@ class MedallionTranslator:
             return described
         return f"{described}\n\n{gold_mode_description(stage, target, snapshot)}"
 
-    def get_metadata(self, stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> dict[str, Any]:
+    def get_metadata(self, stage: Stage, snapshot: CatalogSnapshot, lake: Lake) -> dict[str, Any]:
         """The pipeline and stage, where the table lives, its declared columns and its table name."""
         target = snapshot.targets[stage.target_id]
         metadata: dict[str, Any] = {
             "pipeline": stage.pipeline_id,
             "stage": stage.stage_name,
-            "location": scrub(table_location(lake_root, target)),
+            "location": scrub(lake.table_location(target)),
         }
         if target.columns:
             metadata["dagster/column_schema"] = TableSchema(
@@ -133,7 +134,7 @@ class MedallionTranslator:
         (`control/steering/throttles.py`): a pool of another name gets the instance's default limit."""
         return stage_pool(stage, snapshot)
 
-    def get_asset_spec(self, stage: Stage, snapshot: CatalogSnapshot, lake_root: str) -> AssetSpec:
+    def get_asset_spec(self, stage: Stage, snapshot: CatalogSnapshot, lake: Lake) -> AssetSpec:
         """The stage's dataset as Dagster shows it."""
         target = snapshot.targets[stage.target_id]
         pipeline = snapshot.pipelines[stage.pipeline_id]
@@ -145,7 +146,7 @@ class MedallionTranslator:
             owners=self.get_owners(target.owner or pipeline.owner),
             code_version=self.get_code_version(stage, snapshot),
             description=self.get_description(stage, snapshot),
-            metadata=self.get_metadata(stage, snapshot, lake_root),
+            metadata=self.get_metadata(stage, snapshot, lake),
             tags=self.get_tags(stage, snapshot),
             freshness_policy=self.get_freshness_policy(stage, snapshot),
             # A halted stage yields no materialization (its step fails with the reason); Dagster skips what

@@ -40,14 +40,16 @@ def apply_environment(runner: StageRunner, name: str) -> list[Applied]:
     """Publish environment `name`'s tables to `main` with the catalog `runner` runs (the one just loaded),
     upstream first; returns what each table did. Tables without a branch left are done already. When every
     table is published, the environment's remaining branches and its warehouse schemas go."""
-    branches = {b.table: b.snapshot_id for b in environments(runner.lake_root, runner.snapshot).get(name, [])}
-    metadata, done = LoadedTables(runner.lake_root), []
+    branches = {
+        b.table: b.snapshot_id for b in environments(runner.resolved_lake, runner.snapshot).get(name, [])
+    }
+    metadata, done = LoadedTables(runner.resolved_lake), []
     for stage in runner.snapshot.stages():
         table = table_of(runner.snapshot.targets[stage.target_id])
         if table in branches:
             done.append(_apply_table(runner, stage, name, branches, metadata))
     if all(a.snapshot_id is not None for a in done):
-        drop_branches(runner.spark, runner.lake_root, list(branches), name)
+        drop_branches(runner.spark, runner.resolved_lake, list(branches), name)
         drop_schemas(runner.warehouse, runner.snapshot, name)
     return done
 
@@ -87,7 +89,7 @@ def _apply_table(
         outcome = runner.run_stage(stage)
         metadata.committed(table)
         # Last, the table's environment branch goes, with the files of the version not published.
-        drop_branches(runner.spark, runner.lake_root, [table], name)
+        drop_branches(runner.spark, runner.resolved_lake, [table], name)
         how = "rebuilt"
     del branches[table]
     runner.store.record_audit(

@@ -29,6 +29,7 @@ from medallion_assets.recovery.graph import build_graph
 from medallion_assets.storage.lake.catalogs import LakeCatalogError
 from medallion_assets.storage.lake.layout import table_of
 from medallion_assets.storage.lake.metadata import current_records
+from medallion_assets.storage.lake.root import Lake
 
 SCHEMA_FILE = Path(__file__).with_name("plan.schema.json")
 # The engine's reason for a target that is always recomputed whole, as engine/stage/plan.py says it: importing
@@ -149,11 +150,9 @@ def datasets_by_row(
     return index
 
 
-def make_plan(
-    old: CatalogSnapshot, new: CatalogSnapshot, rows: list[RowChange], lake_root: str | None
-) -> Plan:
+def make_plan(old: CatalogSnapshot, new: CatalogSnapshot, rows: list[RowChange], lake: Lake | None) -> Plan:
     """The plan of going from `old` to `new`, whose row changes are `rows` (rows.diff_rows). Rows read come
-    from the lake at `lake_root` (None: not asked)."""
+    from `lake` (None: not asked)."""
     datasets: dict[str, list[Finding]] = {}
     other_rows = []
     belongs = datasets_by_row(old, new)
@@ -165,7 +164,7 @@ def make_plan(
             datasets.setdefault(dataset, dataset_findings(old, new, dataset))
     graph = build_graph(new)
     changes = [_dataset_change(new, dataset, findings) for dataset, findings in sorted(datasets.items())]
-    rebuilds = _rebuilds(old, new, graph, changes, lake_root)
+    rebuilds = _rebuilds(old, new, graph, changes, lake)
     return Plan(rows, changes, rebuilds, contract_problems(old, new, graph), other_rows)
 
 
@@ -182,7 +181,7 @@ def _rebuilds(
     new: CatalogSnapshot,
     graph: nx.DiGraph,
     changes: list[DatasetChange],
-    lake_root: str | None,
+    lake: Lake | None,
 ) -> list[Rebuild]:
     """Every asset rebuilt, upstream first: a breaking change's dataset and all stage-made datasets downstream
     of it, a non-breaking one's alone."""
@@ -222,7 +221,7 @@ def _rebuilds(
                 else ("incremental", f"reads what the rebuild of {', '.join(inputs)} changes")
             )
         modes[dataset] = mode
-        rows_read = _rows_read(new, stage.input_ids(), lake_root) if mode == "full" else None
+        rows_read = _rows_read(new, stage.input_ids(), lake) if mode == "full" else None
         warehouse = [t for t in [target.warehouse_table()] if t and target.kind == "warehouse"]
         rebuilds.append(
             Rebuild(
@@ -238,14 +237,14 @@ def _rebuilds(
     return rebuilds
 
 
-def _rows_read(snapshot: CatalogSnapshot, inputs: list[str], lake_root: str | None) -> int | None:
+def _rows_read(snapshot: CatalogSnapshot, inputs: list[str], lake: Lake | None) -> int | None:
     """The rows the inputs' main snapshots hold, from their metadata; None when any is unknown."""
-    if lake_root is None or any(i not in snapshot.targets for i in inputs):
+    if lake is None or any(i not in snapshot.targets for i in inputs):
         return None
     total = 0
     for input_id in inputs:
         try:
-            records = current_records(lake_root, table_of(snapshot.targets[input_id]))
+            records = current_records(lake, table_of(snapshot.targets[input_id]))
         except LakeCatalogError:
             return None
         if records is None:
@@ -254,13 +253,13 @@ def _rows_read(snapshot: CatalogSnapshot, inputs: list[str], lake_root: str | No
     return total
 
 
-def plan_files(stored: CatalogSnapshot, loaded: LoadedRows, lake_root: str | None) -> Plan:
+def plan_files(stored: CatalogSnapshot, loaded: LoadedRows, lake: Lake | None) -> Plan:
     """The plan of loading `loaded` (checked files' rows) into the catalog `stored`. The files speak for the
     tables they hold rows of: a stored row of such a table that they lack is shown removed (`catalog load` is
     an upsert and keeps it: delete it to retire it)."""
     files = {table: {row.key(): row for row in rows} for table, rows in loaded.rows.items() if rows}
     rows = diff_rows(stored.tables, files, files)
-    return make_plan(stored, merged_snapshot(stored, loaded), rows, lake_root)
+    return make_plan(stored, merged_snapshot(stored, loaded), rows, lake)
 
 
 # The tables whose rows make datasets and their metadata: what a plan of an edited catalog compares.
@@ -270,7 +269,7 @@ HELD = "held: a catalog change made by SQL breaks a warehouse contract: "
 WAIVED_EVENT = "contract_waived"
 
 
-def plan_since(loaded: CatalogSnapshot, current: CatalogSnapshot, lake_root: str | None) -> Plan:
+def plan_since(loaded: CatalogSnapshot, current: CatalogSnapshot, lake: Lake | None) -> Plan:
     """The plan of what changed in the catalog since `loaded` (the snapshot the definitions were built
     from: a domain's share of the catalog, or all of it) was read: its rows as they are now, and the stages
     now in its pipelines with the rows they name."""
@@ -290,4 +289,4 @@ def plan_since(loaded: CatalogSnapshot, current: CatalogSnapshot, lake_root: str
     }
     now["stages"] = {stage.key(): stage for stage in stages}
     after = loaded.replaced({table: rows.values() for table, rows in now.items()})
-    return make_plan(loaded, after, diff_rows(loaded.tables, now, PLANNED_TABLES), lake_root)
+    return make_plan(loaded, after, diff_rows(loaded.tables, now, PLANNED_TABLES), lake)

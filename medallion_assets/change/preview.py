@@ -41,6 +41,7 @@ from medallion_assets.naming import ENV_TAG
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.maintenance import LakeMaintenance
 from medallion_assets.storage.lake.metadata import branch_head, load_table, main_snapshot_id
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import STAGED_BRANCH_RETENTION_DAYS, LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
@@ -60,12 +61,12 @@ class EnvironmentLake(LakeTables):
     branch: str = field(kw_only=True)
 
     def current_snapshot(self, table: TableRef) -> int | None:
-        loaded = load_table(self.lake_root, table)  # once: both refs are in its metadata
+        loaded = load_table(self.lake, table)  # once: both refs are in its metadata
         own = loaded.refs().get(self.branch) if loaded else None
         return own.snapshot_id if own else main_snapshot_id(loaded)
 
     def publish(self, table: TableRef, branch: str) -> int:
-        head = branch_head(self.lake_root, table, branch)
+        head = branch_head(self.lake, table, branch)
         assert head is not None, "a run publishes the branch it just wrote"
         snapshot_id = head.snapshot_id
         self.spark.sql(
@@ -137,7 +138,7 @@ class EnvironmentRunner(StageRunner):
     env: str = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        self.lake = EnvironmentLake(self.spark, self.lake_root, branch=env_branch(self.env))
+        self.lake = EnvironmentLake(self.spark, self.resolved_lake, branch=env_branch(self.env))
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ def preview_run(instance: DagsterInstance, runner: EnvironmentRunner, plan: Plan
 def table_diff(lake: LakeTables, target: Target, branch: str, outcome: StageOutcome) -> TableDiff:
     """The table's rows on `branch` against `main`, matched by the target's keys (all columns without)."""
     table = table_of(target)
-    loaded = load_table(lake.lake_root, table)
+    loaded = load_table(lake.lake, table)
     assert loaded is not None, "the preview just wrote the table's branch"
     versions = (loaded.snapshot_by_id(loaded.refs()[branch].snapshot_id), loaded.current_snapshot())
     rows = sum(int(v.summary.additional_properties["total-records"]) for v in versions if v and v.summary)
@@ -285,13 +286,13 @@ class EnvironmentBranch:
     expires_at: datetime | None
 
 
-def environments(lake_root: str, snapshot: CatalogSnapshot) -> dict[str, list[EnvironmentBranch]]:
+def environments(lake: Lake, snapshot: CatalogSnapshot) -> dict[str, list[EnvironmentBranch]]:
     """Every environment's branches in the catalog's silver and gold tables and their quarantine tables, by
     environment name, from the tables' metadata (no Spark)."""
     found: dict[str, list[EnvironmentBranch]] = {}
     for target in snapshot.targets.values():
         for table in (table_of(target), table_of(target).quarantine()) if target.layer != "bronze" else ():
-            loaded = load_table(lake_root, table)
+            loaded = load_table(lake, table)
             for name, ref in (loaded.refs() if loaded else {}).items():
                 written = loaded.snapshot_by_id(ref.snapshot_id) if loaded else None
                 if written is None or not name.startswith("env_"):
@@ -313,20 +314,20 @@ def environments(lake_root: str, snapshot: CatalogSnapshot) -> dict[str, list[En
 
 
 def drop_environment(
-    spark: SparkSession, lake_root: str, warehouse: Warehouse | None, snapshot: CatalogSnapshot, name: str
+    spark: SparkSession, lake: Lake, warehouse: Warehouse | None, snapshot: CatalogSnapshot, name: str
 ) -> list[str]:
     """Remove environment `name`: its branches, with the snapshots only they held and those snapshots' files,
     and its warehouse schemas. Returns what was removed, one line each."""
-    branches = [b.table for b in environments(lake_root, snapshot).get(name, [])]
-    return drop_branches(spark, lake_root, branches, name) + drop_schemas(warehouse, snapshot, name)
+    branches = [b.table for b in environments(lake, snapshot).get(name, [])]
+    return drop_branches(spark, lake, branches, name) + drop_schemas(warehouse, snapshot, name)
 
 
-def drop_branches(spark: SparkSession, lake_root: str, tables: list[TableRef], name: str) -> list[str]:
+def drop_branches(spark: SparkSession, lake: Lake, tables: list[TableRef], name: str) -> list[str]:
     """Drop environment `name`'s branch of each table, with the snapshots only it held and their files; one
     line each of what was removed."""
-    lake, branch, removed = LakeMaintenance(spark, lake_root), env_branch(name), []
+    maintenance, branch, removed = LakeMaintenance(spark, lake), env_branch(name), []
     for table in tables:
-        files = lake.drop_branch(table, branch).get("deleted_data_files_count", 0)
+        files = maintenance.drop_branch(table, branch).get("deleted_data_files_count", 0)
         removed.append(f"branch {branch} of {table} and its {files} data file(s)")
     return removed
 

@@ -33,11 +33,12 @@ def rollback(dataset: str, to: str, cascade: bool, as_json: bool) -> None:
     table it serves is reloaded from that version."""
     from medallion_assets.control.steering.rollback import RollbackRefused
     from medallion_assets.control.steering.rollback import rollback as roll_back
+    from medallion_assets.storage.lake.root import Lake
 
     try:
         moved = roll_back(
             catalog_store(),
-            config.lake_url(),
+            Lake.resolve(),
             dataset,
             to,
             cascade=cascade,
@@ -70,13 +71,14 @@ def history(dataset: str, as_json: bool) -> None:
     metadata only (no Spark)."""
     from medallion_assets.storage.lake.history import LakeHistoryError, table_history
     from medallion_assets.storage.lake.layout import table_of
+    from medallion_assets.storage.lake.root import Lake
 
     store = catalog_store()
     target = store.snapshot().targets.get(dataset)
     if target is None:
         refuse(f"unknown dataset {dataset!r}; datasets: {', '.join(sorted(store.snapshot().targets))}")
     try:
-        found = table_history(config.lake_url(), table_of(target), store.lake_commits(dataset))
+        found = table_history(Lake.resolve(), table_of(target), store.lake_commits(dataset))
     except LakeHistoryError as error:
         refuse(f"{dataset}: {error}")
     if as_json:
@@ -102,11 +104,12 @@ def maintain(datasets: tuple[str, ...], as_json: bool) -> None:
     """Compact, expire snapshots and remove orphan files now, as the table_maintenance rows say: of DATASETS,
     or of every dataset an enabled row covers."""
     from medallion_assets.control.steering.maintenance import chosen_policies, run_maintenance
+    from medallion_assets.storage.lake.root import Lake
 
     store = catalog_store()
     try:
         chosen_policies(store.snapshot(), list(datasets) or None)  # refused before Spark starts, not after
-        reports = run_maintenance(_spark(), store, config.lake_url(), list(datasets) or None)
+        reports = run_maintenance(_spark(), store, Lake.resolve(), list(datasets) or None)
     except ValueError as error:
         refuse(str(error))
     if not reports:
@@ -126,10 +129,11 @@ def migrate() -> None:
     into Iceberg tables in place, counting rows before and after. Run again safely: migrated tables are
     left alone."""
     from medallion_assets.storage.lake.migration import MigrationMismatch, migrate_lake
+    from medallion_assets.storage.lake.root import Lake
 
     store = catalog_store()
     try:
-        migrated = migrate_lake(_spark(), config.lake_url(), store.snapshot())
+        migrated = migrate_lake(_spark(), Lake.resolve(), store.snapshot())
     except MigrationMismatch as error:
         refuse(str(error), EXIT_FAILED)
     if not migrated:

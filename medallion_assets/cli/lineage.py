@@ -133,10 +133,11 @@ def ingest(file: IO[bytes]) -> None:
     """
     from medallion_assets import config
     from medallion_assets.openlineage.ingest import ingest_events, lines
+    from medallion_assets.storage.lake.root import Lake
 
     # Standard input read as bytes has no name of its own everywhere (click's test runner's has none).
     name = getattr(file, "name", "<stdin>")
-    report = ingest_events(catalog_store(), lines(file, name), config.lake_url(), config.warehouse_url())
+    report = ingest_events(catalog_store(), lines(file, name), Lake.resolve(), config.warehouse_url())
     for rejection in report.rejected:
         echo(str(rejection), err=True)
     for warning in report.warnings:
@@ -163,10 +164,11 @@ def serve(host: str, port: int, token: str | None) -> None:
     the catalog graph: 201 for an accepted event, 400 with the schema error for a malformed one."""
     from medallion_assets import config
     from medallion_assets.openlineage.server import ENDPOINT, LineageServer
+    from medallion_assets.storage.lake.root import Lake
 
     try:
         server = LineageServer(
-            (host, port), catalog_store(), config.lake_url(), config.warehouse_url(), token=token
+            (host, port), catalog_store(), Lake.resolve(), config.warehouse_url(), token=token
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from None

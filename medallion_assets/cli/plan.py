@@ -81,11 +81,12 @@ def plan(directory: Path, as_json: bool, allow_breaking: bool, env: str | None, 
     """
     from medallion_assets.catalog.loader import merged_snapshot
     from medallion_assets.change.plan import plan_files
+    from medallion_assets.storage.lake.root import Lake
 
     check_change_arguments(directory, env)
     stored = catalog_store().snapshot()
     loaded = validated(stored, [directory])
-    made = plan_files(stored, loaded, config.lake_url())
+    made = plan_files(stored, loaded, Lake.resolve())
     new = merged_snapshot(stored, loaded)
     refused = made.refused(allow_breaking)
     document = made.as_dict()
@@ -130,6 +131,7 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> Preview:
     from medallion_assets.engine.spark import spark_session
     from medallion_assets.instance import open_instance
     from medallion_assets.recovery.routes import CatalogRoutes
+    from medallion_assets.storage.lake.root import Lake
     from medallion_assets.storage.warehouse import warehouse_from_url
 
     store = catalog_store()
@@ -140,7 +142,7 @@ def _preview(made: Plan, new: CatalogSnapshot, env: str) -> Preview:
             spark_session(app_name=f"medallion-env-{env}"),
             snapshot,
             PreviewLedger(store),
-            config.lake_url(),
+            Lake.resolve(),
             warehouse,
             throttle=CatalogThrottles(store),
             recovery=CatalogRoutes(store, snapshot),
@@ -187,9 +189,10 @@ def env_list() -> None:
     """Every environment: its age, bytes and data files, and when the lake's maintenance drops it; then each
     table's branch."""
     from medallion_assets.change.preview import environments
+    from medallion_assets.storage.lake.root import Lake
 
     now = datetime.now(UTC)
-    found = environments(config.lake_url(), catalog_store().snapshot())
+    found = environments(Lake.resolve(), catalog_store().snapshot())
     if not found:
         echo("no environments")
     for name, branches in sorted(found.items()):
@@ -212,6 +215,7 @@ def env_drop(name: str) -> None:
     from medallion_assets.change.environment import EnvironmentNameRefused, env_name
     from medallion_assets.change.preview import drop_environment
     from medallion_assets.engine.spark import spark_session
+    from medallion_assets.storage.lake.root import Lake
     from medallion_assets.storage.warehouse import warehouse_from_url
 
     try:
@@ -222,7 +226,7 @@ def env_drop(name: str) -> None:
     warehouse = warehouse_from_url(config.warehouse_url())
     try:
         removed = drop_environment(
-            spark_session(app_name="medallion-env"), config.lake_url(), warehouse, snapshot, name
+            spark_session(app_name="medallion-env"), Lake.resolve(), warehouse, snapshot, name
         )
     finally:
         warehouse.close()
@@ -292,18 +296,20 @@ def apply(directory: Path, env: str | None, allow_breaking: bool) -> None:
     store = catalog_store()
     if env is None:
         from medallion_assets.change.plan import plan_files
+        from medallion_assets.storage.lake.root import Lake
 
         stored = store.snapshot()
-        for line in plan_lines(plan_files(stored, validated(stored, [directory]), config.lake_url())):
+        for line in plan_lines(plan_files(stored, validated(stored, [directory]), Lake.resolve())):
             echo(line)
         echo(load_catalog_files(store, [directory], allow_breaking))
         return
     from medallion_assets.catalog.loader import merged_snapshot
     from medallion_assets.change.environment import PREVIEW_EVENT, changed_since_preview
     from medallion_assets.change.preview import environments
+    from medallion_assets.storage.lake.root import Lake
 
     stored = store.snapshot()
-    if env not in environments(config.lake_url(), stored):
+    if env not in environments(Lake.resolve(), stored):
         refuse(f"no environment {env}: `medallion env list` shows those there are")
     files = merged_snapshot(stored, validated(stored, [directory]))
     if changed := changed_since_preview(store.audit_entries(event=PREVIEW_EVENT), env, files):
@@ -323,6 +329,7 @@ def _apply_environment(store: CatalogStore, env: str) -> list[Applied]:
     from medallion_assets.engine.spark import spark_session
     from medallion_assets.engine.stage import StageRunner
     from medallion_assets.recovery.routes import CatalogRoutes
+    from medallion_assets.storage.lake.root import Lake
     from medallion_assets.storage.warehouse import warehouse_from_url
 
     snapshot = store.snapshot()
@@ -332,7 +339,7 @@ def _apply_environment(store: CatalogStore, env: str) -> list[Applied]:
             spark_session(app_name=f"medallion-apply-{env}"),
             snapshot,
             store,
-            config.lake_url(),
+            Lake.resolve(),
             warehouse,
             throttle=CatalogThrottles(store),
             recovery=CatalogRoutes(store, snapshot),

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from medallion_assets import config
 from medallion_assets.engine import raw_reader
 from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
+from medallion_assets.storage.lake.root import Lake
 
 # Settings of the driver Medallion starts itself; a Connect server keeps the ones it was started with (the
 # start command of docs/spark.md sets PYTHON_WORKER_CONF too).
@@ -138,16 +139,16 @@ def is_single_machine() -> bool:
     return not config.spark_remote() and config.spark_master().startswith("local")
 
 
-def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
+def check_lake_visible(spark: SparkSession, lake: Lake) -> None:
     """Refuse, before anything is written, a lake in a local folder that the Spark executors cannot see.
 
     A marker written here must be readable by a task: true of a folder shared by every node (a mount), false
     of a folder on this machine only, which a remote cluster would write into its own disks instead.
     """
     engine = config.spark_remote() or config.spark_master()
-    if "://" in lake_root or is_single_machine() or (lake_root, engine) in _visible_lakes:
+    if not lake.is_local or is_single_machine() or (lake.root, engine) in _visible_lakes:
         return
-    marker = Path(lake_root).absolute() / "_medallion" / f"visible-{uuid.uuid4().hex}"
+    marker = Path(lake.root) / "_medallion" / f"visible-{uuid.uuid4().hex}"
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text("medallion")
     try:
@@ -157,11 +158,11 @@ def check_lake_visible(spark: SparkSession, lake_root: str) -> None:
         marker.unlink(missing_ok=True)
     if not seen:
         raise SparkUnreachable(
-            f"MEDALLION_LAKE_URL={lake_root} is a folder on this machine that the Spark "
+            f"MEDALLION_LAKE_URL={lake.root} is a folder on this machine that the Spark "
             f"executors ({engine_setting()}) cannot see; use storage every node shares "
             "(s3a://…, hdfs://…, or a shared mount)"
         )
-    _visible_lakes.add((lake_root, engine))
+    _visible_lakes.add((lake.root, engine))
 
 
 def engine_setting() -> str:

@@ -50,6 +50,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.openlineage.naming import DatasetLocation, dataset_location, job_name, namespace
 from medallion_assets.redaction import scrub
 from medallion_assets.storage.lake.metadata import TableInfo
+from medallion_assets.storage.lake.root import Lake
 
 if TYPE_CHECKING:  # the engine imports PySpark, which building events does not need
     from medallion_assets.engine.stage import StageOutcome
@@ -449,32 +450,30 @@ class AssetRun:
         ]
 
 
-def rerouted(
-    run: AssetRun, snapshot: CatalogSnapshot, lake_root: str, dataset_ids: Sequence[str]
-) -> AssetRun:
+def rerouted(run: AssetRun, snapshot: CatalogSnapshot, lake: Lake, dataset_ids: Sequence[str]) -> AssetRun:
     """The same asset run reading `dataset_ids`, as a re-route chose them: its closing events name those."""
-    return replace(run, inputs=[dataset_location(snapshot, i, lake_root) for i in dataset_ids])
+    return replace(run, inputs=[dataset_location(snapshot, i, lake) for i in dataset_ids])
 
 
 def stage_asset_run(
     snapshot: CatalogSnapshot,
     stage: Stage,
     dagster_run_id: str,
-    lake_root: str,
+    lake: Lake,
     warehouse_url: str,
     inputs: Sequence[str] | None = None,
 ) -> AssetRun:
     """The AssetRun of a catalog stage. `inputs` are the dataset ids actually read, when a re-route replaced
     the stage's own; the warehouse url only names the table (its credentials never reach an event)."""
     target = snapshot.targets[stage.target_id]
-    outputs = [dataset_location(snapshot, stage.target_id, lake_root)]
+    outputs = [dataset_location(snapshot, stage.target_id, lake)]
     if target.kind == "warehouse":
         outputs.append(DatasetLocation(stage.target_id, warehouse_url, target.location, target.columns or {}))
     return AssetRun(
         pipeline_id=stage.pipeline_id,
         dataset=stage.target_id,
         dagster_run_id=dagster_run_id,
-        inputs=[dataset_location(snapshot, i, lake_root) for i in (inputs or stage.input_ids())],
+        inputs=[dataset_location(snapshot, i, lake) for i in (inputs or stage.input_ids())],
         outputs=outputs,
         queries=[(stage.transform_sql, stage.sql_dialect)] if stage.transform_sql else [],
         source_code=yaml.dump(

@@ -36,6 +36,7 @@ from medallion_assets.openlineage.schema_validation import EventInvalid, validat
 from medallion_assets.recovery.graph import add_external_lineage, build_graph
 from medallion_assets.recovery.paths import RankedPaths, store_recovery_paths
 from medallion_assets.redaction import printable, scrub
+from medallion_assets.storage.lake.root import Lake
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +81,11 @@ class IngestReport:
         )
 
 
-def catalog_names(
-    snapshot: CatalogSnapshot, lake_root: str, warehouse_url: str
-) -> dict[tuple[str, str], str]:
+def catalog_names(snapshot: CatalogSnapshot, lake: Lake, warehouse_url: str) -> dict[tuple[str, str], str]:
     """Medallion's datasets by their OpenLineage (namespace, name), as its own events name them: a source's
     raw prefix, a target's lake folder and, for a warehouse target, its table."""
     locations = [
-        dataset_location(snapshot, dataset_id, lake_root)
-        for dataset_id in (*snapshot.sources, *snapshot.targets)
+        dataset_location(snapshot, dataset_id, lake) for dataset_id in (*snapshot.sources, *snapshot.targets)
     ]
     locations += [
         DatasetLocation(t.target_id, warehouse_url, t.location)
@@ -231,8 +229,8 @@ class CatalogLineage:
     Not thread-safe: one batch at a time.
     """
 
-    def __init__(self, store: CatalogStore, lake_root: str, warehouse_url: str):
-        self.store, self.lake_root, self.warehouse_url = store, lake_root, warehouse_url
+    def __init__(self, store: CatalogStore, lake: Lake, warehouse_url: str):
+        self.store, self.lake, self.warehouse_url = store, lake, warehouse_url
         self.reloads = 0
         self._connection: Connection | None = None
         self._changes: int | None = None  # the catalog's change count where this object's view stands
@@ -279,7 +277,7 @@ class CatalogLineage:
 
     def _read_catalog(self) -> None:
         snapshot = self.store.snapshot()
-        self._names = catalog_names(snapshot, self.lake_root, self.warehouse_url)
+        self._names = catalog_names(snapshot, self.lake, self.warehouse_url)
         self._graph = build_graph(snapshot)
         self._ranked = RankedPaths(self._graph)
         self._paths_stored = False
@@ -326,11 +324,11 @@ class CatalogLineage:
 
 
 def ingest_events(
-    store: CatalogStore, documents: Iterable[tuple[str, str | bytes]], lake_root: str, warehouse_url: str
+    store: CatalogStore, documents: Iterable[tuple[str, str | bytes]], lake: Lake, warehouse_url: str
 ) -> IngestReport:
     """Ingest one batch of events given as (where, JSON text): accepted ones are written together, with the
     recovery paths they change."""
-    with closing(CatalogLineage(store, lake_root, warehouse_url)) as lineage:
+    with closing(CatalogLineage(store, lake, warehouse_url)) as lineage:
         return lineage.ingest(documents)
 
 

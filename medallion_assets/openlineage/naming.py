@@ -21,7 +21,7 @@ from openlineage.client.naming.dataset import S3, DatasetNaming, LocalFileSystem
 from medallion_assets import config
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import check_identifier, split_qualified
-from medallion_assets.storage.lake.layout import table_location
+from medallion_assets.storage.lake.root import Lake
 
 
 def namespace() -> str:
@@ -110,10 +110,10 @@ def _redshift_cluster(host: str) -> tuple[str, str]:
     ) or "unknown"
 
 
-def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake_root: str) -> DatasetLocation:
+def dataset_location(snapshot: CatalogSnapshot, dataset_id: str, lake: Lake) -> DatasetLocation:
     """A source's raw prefix, or a target's table location in the lake, with the columns the catalog
     declares."""
     if source := snapshot.sources.get(dataset_id):
         return DatasetLocation(dataset_id, source.s3_path, columns=source.columns)
     target = snapshot.targets[dataset_id]
-    return DatasetLocation(dataset_id, table_location(lake_root, target), columns=target.columns or {})
+    return DatasetLocation(dataset_id, lake.table_location(target), columns=target.columns or {})

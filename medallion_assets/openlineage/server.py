@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.openlineage.ingest import CatalogLineage, IngestReport
 from medallion_assets.redaction import printable
+from medallion_assets.storage.lake.root import Lake
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class LineageServer(HTTPServer):
         self,
         address: tuple[str, int],
         store: CatalogStore,
-        lake_root: str,
+        lake: Lake,
         warehouse_url: str,
         token: str | None = None,
         workers: int = WORKERS,
@@ -69,7 +70,7 @@ class LineageServer(HTTPServer):
             )
         super().__init__(address, _Handler)
         self.store, self.token, self.read_timeout = store, token, read_timeout
-        self.lineage = CatalogLineage(store, lake_root, warehouse_url)
+        self.lineage = CatalogLineage(store, lake, warehouse_url)
         self._ingesting = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lineage-serve")
 

@@ -21,6 +21,7 @@ from medallion_assets.engine.spark import (
     session_conf,
 )
 from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.runtime import LakeRuntimeMissing, check_lake_runtime
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 
@@ -37,7 +38,7 @@ class SparkResource(LazyPySparkResource):
         "Medallion's defaults, and any of your own, e.g. spark.executor.memory",
     )
 
-    def get_session(self, lake_root: str) -> SparkSession:
+    def get_session(self, lake: Lake) -> SparkSession:
         """The session, once the Connect server answers, has the lake's runtime, and its executors can see the
         lake."""
         prepare_session()
@@ -47,7 +48,7 @@ class SparkResource(LazyPySparkResource):
                 check_lake_runtime(session, engine_setting(), LAKE_SPARK_CONF)
             except LakeRuntimeMissing as missing:
                 raise SparkUnreachable(str(missing)) from None
-        check_lake_visible(session, lake_root)
+        check_lake_visible(session, lake)
         return session
 
 
@@ -57,6 +58,10 @@ class LakeResource(ConfigurableResource["LakeResource"]):
     root: str = Field(
         default_factory=config.lake_url, description="local folder, or s3:// on a cluster with s3a"
     )
+
+    def get_lake(self) -> Lake:
+        """The lake at `root`, resolved in the process that uses it (its catalogs are that environment's)."""
+        return Lake.resolve(self.root)
 
 
 class WarehouseResource(ConfigurableResource["WarehouseResource"]):

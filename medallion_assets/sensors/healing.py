@@ -45,6 +45,7 @@ from medallion_assets.control.healing.rules import rule_problems
 from medallion_assets.control.steering.flags import HALTED_TAGS, STATUS_TAG
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, SerializableErrorInfo
 from medallion_assets.naming import PIPELINE_TAG
+from medallion_assets.storage.lake.root import Lake
 
 # On its first tick the sensor looks this far back; afterwards its cursor says where it stopped.
 FIRST_LOOKBACK = timedelta(hours=1)
@@ -112,7 +113,7 @@ def rerun_requests(
     snapshot: CatalogSnapshot,
     store: CatalogStore,
     runs: list[DagsterRun],
-    lake_root: str,
+    lake: Lake,
     warehouse_url: str,
     translator: MedallionTranslator,
 ) -> list[RunRequest]:
@@ -143,7 +144,7 @@ def rerun_requests(
             if stage is None:
                 continue
             fault = _error_fault(error, stage, snapshot.targets[stage.target_id].layer, attempt, run.run_id)
-            if reexecution(store, fault, lake_root, warehouse_url):
+            if reexecution(store, fault, lake, warehouse_url):
                 tags = {
                     RERUN_OF: run.tags.get(RERUN_OF, run.run_id),
                     RERUN_NUMBER: str(attempt),
@@ -163,7 +164,7 @@ def rerun_requests(
 def build_healing_sensor(
     snapshot: CatalogSnapshot,
     store: CatalogStore,
-    lake_root: str,
+    lake: Lake,
     warehouse_url: str,
     translator: MedallionTranslator,
     interval_seconds: int,
@@ -188,7 +189,7 @@ def build_healing_sensor(
             )
             runs = [record.dagster_run for record in records]
             requests = rerun_requests(
-                context.instance, snapshot, store, runs, lake_root, warehouse_url, translator
+                context.instance, snapshot, store, runs, lake, warehouse_url, translator
             )
         except Exception as error:
             store.record_audit(

@@ -36,8 +36,9 @@ def _maintain_op(dataset: str, pool: str) -> OpDefinition:
     def maintain(
         context: OpExecutionContext, spark: SparkResource, lake: LakeResource, catalog: CatalogResource
     ) -> None:
+        resolved = lake.get_lake()
         (report,) = run_maintenance(
-            spark.get_session(lake.root), catalog.get_store(), lake.root, [dataset], run_id=context.run_id
+            spark.get_session(resolved), catalog.get_store(), resolved, [dataset], run_id=context.run_id
         )
         context.log.info(f"{dataset}: {report.status} {report.reported}")
         if report.status == "failed":

@@ -12,6 +12,7 @@ from medallion_assets.cli import main
 from medallion_assets.openlineage.ingest import MAX_DATASETS_PER_EVENT, catalog_names
 from medallion_assets.openlineage.server import MAX_BODY_BYTES, LineageServer
 from medallion_assets.recovery.routes import CatalogRoutes
+from medallion_assets.storage.lake.root import Lake
 from tests.test_lineage_ingest import AIRFLOW, EXPORT, event
 
 TOKEN = "s3cr3t-lineage-token"
@@ -129,7 +130,7 @@ def test_with_a_token_only_requests_that_carry_it_are_ingested(serve, catalog): 
 
 def test_serving_beyond_loopback_without_a_token_is_refused(catalog, tmp_path):  # noqa: F811
     with pytest.raises(ValueError) as refused:
-        LineageServer(("0.0.0.0", 0), catalog, str(tmp_path), f"duckdb:///{tmp_path}/w.duckdb")
+        LineageServer(("0.0.0.0", 0), catalog, Lake.resolve(tmp_path), f"duckdb:///{tmp_path}/w.duckdb")
     assert str(refused.value) == (
         "lineage serve on 0.0.0.0 needs a bearer token (--token, or the environment variable "
         "MEDALLION_LINEAGE_TOKEN); only a loopback address may go without"
@@ -199,7 +200,7 @@ def test_an_event_naming_the_replica_as_an_output_does_not_change_what_runs_read
     names = {
         dataset: naming
         for naming, dataset in catalog_names(
-            snapshot, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb"
+            snapshot, Lake.resolve(tmp_path / "lake"), f"duckdb:///{tmp_path}/warehouse.duckdb"
         ).items()
     }
     takeover = event(

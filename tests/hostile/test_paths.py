@@ -9,7 +9,8 @@ import pytest
 
 from medallion_assets.naming import InvalidIdentifier
 from medallion_assets.paths import UnsafePath, path_under
-from medallion_assets.storage.lake.layout import TableRef, quarantine_path
+from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.root import Lake
 
 ESCAPES = [
     ("../../etc/passwd", "holds the segment '..'"),
@@ -48,7 +49,7 @@ def test_lake_tables_and_quarantine_paths_take_only_plain_dataset_ids(dataset):
     for build in (
         lambda: TableRef("lake", "silver", dataset),
         lambda: TableRef("lake", dataset, "user_events"),
-        lambda: quarantine_path("/srv/lake", dataset),
+        lambda: Lake.resolve("/srv/lake").quarantine_path(dataset),
     ):
         with pytest.raises(InvalidIdentifier, match="is not a plain name"):
             build()

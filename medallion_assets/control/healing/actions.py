@@ -20,7 +20,6 @@ from medallion_assets.control.steering.flags import set_flag
 from medallion_assets.control.steering.rollback import current_version, previous_version, rollback
 from medallion_assets.errors import CorruptSourceObject, SourceNotFound, SourceSchemaDrift, causes
 from medallion_assets.paths import UnsafePath, path_under
-from medallion_assets.storage.lake.layout import quarantine_path
 
 if TYPE_CHECKING:
     from medallion_assets.storage.warehouse import Warehouse
@@ -98,7 +97,7 @@ def quarantine_object(context: HealingContext[NoParams]) -> Remedy:
     parts = urlsplit(corrupt.url)
     try:
         kept = path_under(
-            quarantine_path(context.lake_root, context.fault.stage.target_id),
+            context.lake.quarantine_path(context.fault.stage.target_id),
             "objects",
             parts.netloc,
             parts.path.removeprefix("/"),
@@ -278,19 +277,19 @@ def rollback_dataset(context: HealingContext[RollbackParams]) -> Remedy:
     kept off `main` by write-audit-publish needs no rollback. The step still fails: the rolled-away version
     stays in the table's history for inspection, and a rerun builds afresh."""
     dataset, run_id = context.fault.stage.target_id, context.fault.run_id
-    current = current_version(context.store, context.lake_root, dataset)
+    current = current_version(context.store, context.lake, dataset)
     if current is not None and run_id is not None and current.get("run_id") != run_id:
         return Remedy(
             "give_up",
             f"{dataset}: run {run_id} published no version (its current one, snapshot "
             f"{current['snapshot_id']}, is run {current.get('run_id')}'s); nothing to roll back",
         )
-    previous = previous_version(context.store, context.lake_root, dataset)
+    previous = previous_version(context.store, context.lake, dataset)
     if previous is None:
         return Remedy("give_up", f"{dataset} has no earlier version to roll back to")
     moved = rollback(
         context.store,
-        context.lake_root,
+        context.lake,
         dataset,
         str(previous),
         cascade=context.params.cascade,

@@ -59,6 +59,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.healing.remedies import Fault, Remedy
 from medallion_assets.control.healing.rules import heal
 from medallion_assets.control.rows import rows_as
+from medallion_assets.storage.lake.root import Lake
 
 # Failures another attempt cannot fix: a malformed name, SQL that does not analyse, a declared field gone.
 # Named, not imported, so the control plane imports neither the engine nor Spark.
@@ -135,7 +136,7 @@ def retry_or_fail(
 def after_failure(
     store: CatalogStore,
     fault: Fault,
-    lake_root: str,
+    lake: Lake,
     warehouse_url: str,
     run_tags: Mapping[str, str],
     add_run_tags: Callable[[dict[str, str]], None],
@@ -145,7 +146,7 @@ def after_failure(
 
     `run_tags` are the run's tags now; `add_run_tags` adds to them (Dagster's instance.add_run_tags)."""
     assert fault.error is not None, "an in-step fault (Fault.of) carries its exception"
-    remedy = None if never_retried(fault.error) else heal(store, fault, lake_root, warehouse_url)
+    remedy = None if never_retried(fault.error) else heal(store, fault, lake, warehouse_url)
     if remedy is not None:
         add_run_tags(adjustment_tags(run_tags, fault.stage, remedy))
     return retry_or_fail(store, fault.stage, fault.error, fault.attempt - 1, remedy)
@@ -178,10 +179,10 @@ def _adjustments_tag(stage: Stage) -> str:
     return ADJUSTMENTS_TAG.format(pipeline_id=stage.pipeline_id, stage_name=stage.stage_name)
 
 
-def reexecution(store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str) -> bool:
+def reexecution(store: CatalogStore, fault: Fault, lake: Lake, warehouse_url: str) -> bool:
     """The run's part of the lifecycle: whether a failed run is re-executed from failure, as the run-level
     healing rule matching its failed step decides (no rule: it is not)."""
-    remedy = heal(store, fault, lake_root, warehouse_url, run_level=True)
+    remedy = heal(store, fault, lake, warehouse_url, run_level=True)
     return remedy is not None and remedy.outcome == "retry"
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from medallion_assets.catalog.models import HealingAction, Stage
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.errors import causes
+from medallion_assets.storage.lake.root import Lake
 
 
 class NoParams(BaseModel):
@@ -72,7 +73,7 @@ class HealingContext(Generic[P]):
     rule: HealingAction
     params: P
     store: CatalogStore
-    lake_root: str
+    lake: Lake
     warehouse_url: str
 
 

@@ -21,6 +21,7 @@ from medallion_assets.control.healing.remedies import ACTIONS, Fault, HealingCon
 from medallion_assets.control.registry import registry_problems
 from medallion_assets.control.rows import rows_as
 from medallion_assets.patterns import compiled
+from medallion_assets.storage.lake.root import Lake
 
 
 def rule_problems(rule: HealingAction) -> list[str]:
@@ -56,7 +57,7 @@ def matching_rule(
 
 
 def heal(
-    store: CatalogStore, fault: Fault, lake_root: str, warehouse_url: str, run_level: bool = False
+    store: CatalogStore, fault: Fault, lake: Lake, warehouse_url: str, run_level: bool = False
 ) -> Remedy | None:
     """Run the action of the rule matching `fault` (an in-step or a run-level one), the rules read fresh from
     the catalog; audit what happened.
@@ -70,9 +71,7 @@ def heal(
     action = ACTIONS[rule.action]
     try:
         remedy = action.run(
-            HealingContext(
-                fault, rule, action.params.model_validate(rule.params), store, lake_root, warehouse_url
-            )
+            HealingContext(fault, rule, action.params.model_validate(rule.params), store, lake, warehouse_url)
         )
     except Exception as error:  # noqa: BLE001 — reported as the remedy's outcome, with the error
         remedy = Remedy("give_up", f"action {rule.action} failed: {type(error).__name__}: {error}")

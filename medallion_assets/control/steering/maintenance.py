@@ -21,6 +21,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.control.steering.throttles import target_system
 from medallion_assets.naming import pool_name
 from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.root import Lake
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -138,7 +139,7 @@ def chosen_policies(snapshot: CatalogSnapshot, datasets: list[str] | None) -> di
 def run_maintenance(
     spark: SparkSession,
     store: CatalogStore,
-    lake_root: str,
+    lake: Lake,
     datasets: list[str] | None = None,
     *,
     now: datetime | None = None,
@@ -154,18 +155,18 @@ def run_maintenance(
     snapshot = store.snapshot()
     chosen = chosen_policies(snapshot, datasets)
     now = now or datetime.now(UTC)
-    lake = LakeMaintenance(spark, lake_root)
+    maintenance = LakeMaintenance(spark, lake)
     reports = []
     for dataset, policy in chosen.items():
         table = table_of(snapshot.targets[dataset])
         started = time.perf_counter()
         report = MaintenanceReport(dataset, str(table), "success")
-        if not lake.exists(table):
+        if not maintenance.exists(table):
             report.status = "skipped"
             report.reported = {"reason": "the table has not been written yet"}
         else:
             try:
-                report.reported = _maintain(lake, table, policy, now)
+                report.reported = _maintain(maintenance, table, policy, now)
             except Exception as error:  # noqa: BLE001 — audited, and the other tables still run
                 report.status, report.error = "failed", f"{type(error).__name__}: {error}"
         producer = snapshot.stage_producing(dataset)

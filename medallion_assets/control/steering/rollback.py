@@ -22,6 +22,7 @@ from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef, table_of
 from medallion_assets.storage.lake.metadata import current_snapshot_id
+from medallion_assets.storage.lake.root import Lake
 
 if TYPE_CHECKING:
     from medallion_assets.storage.warehouse import Warehouse
@@ -63,18 +64,18 @@ def _table(snapshot: CatalogSnapshot, dataset: str) -> TableRef:
     return table_of(target)
 
 
-def _table_snapshots(lake_root: str, dataset: str, table: TableRef) -> set[int]:
+def _table_snapshots(lake: Lake, dataset: str, table: TableRef) -> set[int]:
     try:
-        return history.snapshots(lake_root, table)
+        return history.snapshots(lake, table)
     except history.LakeHistoryError:
         raise RollbackRefused(f"dataset {dataset}: lake table {table} does not exist yet") from None
 
 
-def resolve_version(store: CatalogStore, lake_root: str, dataset: str, to: str) -> int:
+def resolve_version(store: CatalogStore, lake: Lake, dataset: str, to: str) -> int:
     """The snapshot `to` names: a snapshot id in the table's history, or a run that committed a version of
     the dataset (its last one)."""
     table = _table(store.snapshot(), dataset)
-    present = _table_snapshots(lake_root, dataset, table)
+    present = _table_snapshots(lake, dataset, table)
     if to.strip().isdigit() and int(to) in present:
         return int(to)
     by_run = [c for c in store.lake_commits(dataset) if c["run_id"] == to and c["operation"] in _BUILT]
@@ -100,9 +101,7 @@ def _version_row(store: CatalogStore, dataset: str, snapshot_id: int) -> dict[st
     return rows[-1] if rows else None
 
 
-def plan(
-    store: CatalogStore, lake_root: str, dataset: str, snapshot_id: int, cascade: bool
-) -> dict[str, int]:
+def plan(store: CatalogStore, lake: Lake, dataset: str, snapshot_id: int, cascade: bool) -> dict[str, int]:
     """Every dataset the rollback moves, to which snapshot: `dataset` first, then downstream ones (with
     `cascade`). Raises RollbackRefused naming every downstream dataset in the way."""
     snapshot = store.snapshot()
@@ -111,13 +110,13 @@ def plan(
 
     def visit(current_dataset: str, to_snapshot: int) -> None:
         planned[current_dataset] = to_snapshot
-        allowed = set(history.lineage(lake_root, _table(snapshot, current_dataset), to_snapshot))
+        allowed = set(history.lineage(lake, _table(snapshot, current_dataset), to_snapshot))
         for downstream in downstream_of(snapshot, current_dataset):
             if downstream in planned:
                 continue
             table = _table(snapshot, downstream)
             try:
-                current = current_snapshot_id(lake_root, table)
+                current = current_snapshot_id(lake, table)
             except history.LakeHistoryError:
                 continue  # not written yet: built on nothing
             row = _version_row(store, downstream, current) if current is not None else None
@@ -130,7 +129,7 @@ def plan(
                     f"snapshot {built_on[current_dataset]})"
                 )
                 continue
-            present = history.snapshots(lake_root, table)
+            present = history.snapshots(lake, table)
             earlier = [
                 c
                 for c in store.lake_commits(downstream)
@@ -162,7 +161,7 @@ def plan(
 
 def rollback(
     store: CatalogStore,
-    lake_root: str,
+    lake: Lake,
     dataset: str,
     to: str,
     *,
@@ -176,8 +175,8 @@ def rollback(
     so that no reader finds a downstream table newer than what it was built from). Each moved dataset that
     loads into the warehouse (`warehouse_url`) is reloaded from its new version; without a warehouse to
     reload, such a rollback is refused before anything moves."""
-    snapshot_id = resolve_version(store, lake_root, dataset, to)
-    planned = plan(store, lake_root, dataset, snapshot_id, cascade)
+    snapshot_id = resolve_version(store, lake, dataset, to)
+    planned = plan(store, lake, dataset, snapshot_id, cascade)
     snapshot = store.snapshot()
     served = [moved for moved in planned if snapshot.targets[moved].kind == "warehouse"]
     if served and warehouse_url is None:
@@ -188,7 +187,7 @@ def rollback(
     done = []
     for moved, to_snapshot in reversed(list(planned.items())):
         table = _table(snapshot, moved)
-        previous = history.set_current(lake_root, table, to_snapshot)
+        previous = history.set_current(lake, table, to_snapshot)
         producer = snapshot.stage_producing(moved)
         version = _version_row(store, moved, to_snapshot)
         where = dict(
@@ -228,9 +227,7 @@ def rollback(
     try:
         with warehouse_from_url(warehouse_url) as warehouse:
             return [
-                _reload(store, lake_root, warehouse, snapshot.targets[m.dataset], m)
-                if m.dataset in served
-                else m
+                _reload(store, lake, warehouse, snapshot.targets[m.dataset], m) if m.dataset in served else m
                 for m in done
             ]
     except WarehouseError as error:
@@ -245,14 +242,14 @@ def rollback(
 
 
 def _reload(
-    store: CatalogStore, lake_root: str, warehouse: Warehouse, target: Target, moved: RolledBack
+    store: CatalogStore, lake: Lake, warehouse: Warehouse, target: Target, moved: RolledBack
 ) -> RolledBack:
     """Load the warehouse table of `target` whole from the version `moved` put its lake table at, and record
     the version it now holds, as a run's load does (so `medallion status` and the next run's incremental
     load know it)."""
     table = target.warehouse_table()
     assert table is not None, "a warehouse target has a location (Target checks it)"
-    rows = history.rows_at(lake_root, table_of(target), moved.to_snapshot)
+    rows = history.rows_at(lake, table_of(target), moved.to_snapshot)
     loaded = warehouse.load(table, rows, "replace", target.keys)
     producer = store.snapshot().stage_producing(target.target_id)
     store.record_audit(
@@ -275,24 +272,24 @@ def _reload(
     )
 
 
-def previous_version(store: CatalogStore, lake_root: str, dataset: str) -> int | None:
+def previous_version(store: CatalogStore, lake: Lake, dataset: str) -> int | None:
     """The version of `dataset` Medallion committed before its current one (an ancestor of it), or None."""
     table = _table(store.snapshot(), dataset)
-    current = current_snapshot_id(lake_root, table)
+    current = current_snapshot_id(lake, table)
     if current is None:
         return None
-    before = set(history.lineage(lake_root, table, current)[1:])
+    before = set(history.lineage(lake, table, current)[1:])
     earlier = [
         c for c in store.lake_commits(dataset) if c["snapshot_id"] in before and c["operation"] in _BUILT
     ]
     return int(earlier[-1]["snapshot_id"]) if earlier else None
 
 
-def current_version(store: CatalogStore, lake_root: str, dataset: str) -> dict[str, Any] | None:
+def current_version(store: CatalogStore, lake: Lake, dataset: str) -> dict[str, Any] | None:
     """The `lake_commits` record of the dataset's current version (None: no version, or not Medallion's)."""
     table = _table(store.snapshot(), dataset)
     try:
-        current = current_snapshot_id(lake_root, table)
+        current = current_snapshot_id(lake, table)
     except history.LakeHistoryError:
         return None
     return _version_row(store, dataset, current) if current is not None else None

@@ -21,6 +21,7 @@ from medallion_assets.engine.services import Ledger, Recovery, Throttle
 from medallion_assets.engine.stage.outcome import Adjustments
 from medallion_assets.engine.validation import RuleOutcome
 from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.warehouse import Warehouse
 
@@ -36,14 +37,15 @@ def stage_rules(snapshot: CatalogSnapshot, stage: Stage) -> list[Rule]:
 @dataclass
 class StageContext:
     """What a stage needs from the outside world; one per run, shared by its stages. `store` is the ledger it
-    records bookmarks and audit entries in; `throttle` and `recovery` are given by the asset layer (see
-    engine/services.py); `full_refresh` is the one the run's user asked for, if any (engine/refresh.py), and
-    `restatement` the days they asked to restate (engine/restatement.py)."""
+    records bookmarks and audit entries in; `resolved_lake` is the lake, whose tables `lake` reads and
+    writes; `throttle` and `recovery` are given by the asset layer (see engine/services.py); `full_refresh`
+    is the one the run's user asked for, if any (engine/refresh.py), and `restatement` the days they asked
+    to restate (engine/restatement.py)."""
 
     spark: SparkSession
     snapshot: CatalogSnapshot
     store: Ledger
-    lake_root: str
+    resolved_lake: Lake
     warehouse: Warehouse | None = None
     halt_reason: Callable[[Stage], str | None] = lambda stage: None
     adjustments: Adjustments = field(default_factory=Adjustments)
@@ -55,7 +57,7 @@ class StageContext:
     lake: LakeTables = field(init=False)
 
     def __post_init__(self) -> None:
-        self.lake = LakeTables(self.spark, self.lake_root)
+        self.lake = LakeTables(self.spark, self.resolved_lake)
 
     def read_dataset(
         self, target_id: str, snapshot_id: int | None = None, appended_after: int | None = None

@@ -1,5 +1,6 @@
 """The lake: bronze, silver and gold as Iceberg tables in a configured catalog.
 
+- `root`: the lake (`Lake`), resolved once from its configured root: its catalogs, table and quarantine paths;
 - `catalogs`: which catalog holds the tables (embedded JDBC, Glue, REST), for Spark and for pyiceberg;
 - `layout`: table names, partitioning, order and properties, and their checks (no Spark, no pyiceberg);
 - `tables`: reads and commits through Spark: appends, write-audit-publish branches, rollback, time travel;

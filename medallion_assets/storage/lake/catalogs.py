@@ -76,7 +76,7 @@ class LakeCatalog:
     @property
     def setting(self) -> str:
         """The environment variable that configures this catalog."""
-        return CATALOG_ENV if self.name == DEFAULT_CATALOG else f"{_NAMED_PREFIX}{self.name.upper()}"
+        return catalog_setting(self.name)
 
     @property
     def shown(self) -> str:
@@ -157,40 +157,34 @@ def _pyiceberg(name: str, properties: tuple[tuple[str, str], ...]) -> Catalog:
     return load_catalog(name, **dict(properties))
 
 
-def configured_catalogs(lake_root: str) -> dict[str, LakeCatalog]:
-    """Every lake catalog the environment configures: `lake` always, and each MEDALLION_LAKE_CATALOG__NAME."""
-    if "://" not in lake_root:  # a local folder: Spark and pyiceberg resolve it from other working folders
-        lake_root = os.path.abspath(lake_root)
-    catalogs = {DEFAULT_CATALOG: LakeCatalog(DEFAULT_CATALOG, default_catalog_url(lake_root), lake_root)}
+def catalog_setting(name: str) -> str:
+    """The environment variable that configures catalog `name`."""
+    return CATALOG_ENV if name == DEFAULT_CATALOG else f"{_NAMED_PREFIX}{name.upper()}"
+
+
+def configured_catalogs(root: str) -> dict[str, LakeCatalog]:
+    """Every lake catalog the environment configures for the lake at `root` (resolved, by `root.Lake`, which
+    asks once): `lake` always, and each MEDALLION_LAKE_CATALOG__NAME."""
+    catalogs = {DEFAULT_CATALOG: LakeCatalog(DEFAULT_CATALOG, default_catalog_url(root), root)}
     for variable, url in sorted(os.environ.items()):
         if variable.startswith(_NAMED_PREFIX) and url:
             name = check_identifier(
                 variable.removeprefix(_NAMED_PREFIX).lower(), f"{variable}'s catalog name"
             )
-            catalogs[name] = LakeCatalog(name, url, lake_root)
+            catalogs[name] = LakeCatalog(name, url, root)
     return catalogs
 
 
-def lake_catalog(name: str, lake_root: str) -> LakeCatalog:
-    catalogs = configured_catalogs(lake_root)
-    if name not in catalogs:
-        raise LakeCatalogError(
-            f"lake catalog {name!r} is not configured: set {_NAMED_PREFIX}{name.upper()} "
-            f"(configured: {', '.join(sorted(catalogs))})"
-        )
-    return catalogs[name]
-
-
-def default_catalog_url(lake_root: str) -> str:
+def default_catalog_url(root: str) -> str:
     configured = os.environ.get(CATALOG_ENV)
     if configured:
         return configured
-    if "://" in lake_root and not lake_root.startswith("file://"):
+    if "://" in root and not root.startswith("file://"):
         raise LakeCatalogError(
-            f"MEDALLION_LAKE_URL={scrub(lake_root)} is not a local folder, so the lake's tables need a "
+            f"MEDALLION_LAKE_URL={scrub(root)} is not a local folder, so the lake's tables need a "
             f"shared catalog: set {CATALOG_ENV} to glue, a postgresql:// database or an Iceberg REST URL"
         )
-    folder = lake_root.removeprefix("file://")
+    folder = root.removeprefix("file://")
     return f"sqlite:///{os.path.abspath(folder)}/iceberg_catalog.db"
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import BATCH_PROPERTY, RUN_PROPERTY, load_table
+from medallion_assets.storage.lake.root import Lake
 
 # pyiceberg and pyarrow are imported by the functions that read a table: the catalog's checks import this
 # module through the healing actions, and `medallion plan` reads no history (see catalogs.py).
@@ -31,42 +32,42 @@ class LakeHistoryError(RuntimeError):
     """A table or snapshot that is not there: names which."""
 
 
-def _load(lake_root: str, table: TableRef) -> Table:
-    loaded = load_table(lake_root, table)
+def _load(lake: Lake, table: TableRef) -> Table:
+    loaded = load_table(lake, table)
     if loaded is None:
         raise LakeHistoryError(f"lake table {table} does not exist (yet)")
     return loaded
 
 
-def snapshots(lake_root: str, table: TableRef) -> set[int]:
+def snapshots(lake: Lake, table: TableRef) -> set[int]:
     """Every snapshot the table still has (on any branch; expired ones are gone)."""
-    return {snapshot.snapshot_id for snapshot in _load(lake_root, table).metadata.snapshots}
+    return {snapshot.snapshot_id for snapshot in _load(lake, table).metadata.snapshots}
 
 
-def lineage(lake_root: str, table: TableRef, snapshot_id: int) -> list[int]:
+def lineage(lake: Lake, table: TableRef, snapshot_id: int) -> list[int]:
     """`snapshot_id` and the snapshots it was built on (its ancestors), newest first."""
     from pyiceberg.table.snapshots import ancestors_of
 
-    loaded = _load(lake_root, table)
+    loaded = _load(lake, table)
     snapshot = loaded.snapshot_by_id(snapshot_id)
     if snapshot is None:
         raise LakeHistoryError(f"lake table {table} has no snapshot {snapshot_id}")
     return [s.snapshot_id for s in ancestors_of(snapshot, loaded.metadata)]
 
 
-def rows_at(lake_root: str, table: TableRef, snapshot_id: int) -> pa.Table:
+def rows_at(lake: Lake, table: TableRef, snapshot_id: int) -> pa.Table:
     """The rows the table holds at `snapshot_id`, read by pyiceberg (no JVM)."""
-    return _load(lake_root, table).scan(snapshot_id=snapshot_id).to_arrow()
+    return _load(lake, table).scan(snapshot_id=snapshot_id).to_arrow()
 
 
-def set_current(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
+def set_current(lake: Lake, table: TableRef, snapshot_id: int) -> int | None:
     """Point `main` at `snapshot_id` (one commit); returns the snapshot it pointed at before.
 
     A concurrent commit to the table makes the catalog refuse this one (LakeCommitConflict): nothing was
     changed, and the caller may look again and retry."""
     from pyiceberg.exceptions import CommitFailedException
 
-    loaded = _load(lake_root, table)
+    loaded = _load(lake, table)
     if loaded.snapshot_by_id(snapshot_id) is None:
         raise LakeHistoryError(f"lake table {table} has no snapshot {snapshot_id}")
     previous = loaded.current_snapshot()
@@ -111,13 +112,13 @@ class TableHistory:
         }
 
 
-def table_history(lake_root: str, table: TableRef, commits: Iterable[Mapping[str, Any]]) -> TableHistory:
+def table_history(lake: Lake, table: TableRef, commits: Iterable[Mapping[str, Any]]) -> TableHistory:
     """Every snapshot the table still has, newest first, with its branches and tags. `commits` are the
     versions Medallion recorded committing (the catalog's `lake_commits` rows of the dataset): they say which
     run made a snapshot and from which snapshot of each input."""
     from pyiceberg.table.snapshots import ancestors_of
 
-    loaded = _load(lake_root, table)
+    loaded = _load(lake, table)
     metadata = loaded.metadata
     made = {int(c["snapshot_id"]): c for c in commits if c["operation"] != "rollback"}
     refs = {name: ref.snapshot_id for name, ref in sorted(metadata.refs.items())}

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from medallion_assets.catalog.models import LakeTable, Row, Target
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.naming import IDENTIFIER, INGESTION_COLUMNS, check_identifier, dataset_name
-from medallion_assets.paths import path_under
 
 # The lake's table format: what Dagster shows as a lake dataset's kind.
 TABLE_FORMAT = "iceberg"
@@ -94,18 +93,6 @@ class TableRef:
 def table_of(target: Target) -> TableRef:
     layout = target.lake_table or LakeTable()
     return TableRef(layout.catalog, layout.namespace or target.layer, layout.name or dataset_name(target))
-
-
-def table_location(lake_root: str, target: Target) -> str:
-    """Where the table's files go when its catalog places them under the lake root, as the JDBC catalog does:
-    `<lake>/<namespace>/<name>`. Lineage names a lake dataset by it."""
-    table = table_of(target)
-    return path_under(lake_root, table.namespace, table.name)
-
-
-def quarantine_path(lake_root: str, dataset: str) -> str:
-    """The folder where a dataset's unreadable source objects are kept, as they were, under the lake root."""
-    return path_under(lake_root, "_quarantine", check_identifier(dataset, "dataset"))
 
 
 def partition_fields(layout: LakeTable) -> list[str]:

@@ -22,6 +22,7 @@ from pyspark.sql import Row, SparkSession
 
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import branch_only_snapshots
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 
 
@@ -42,12 +43,12 @@ class LakeMaintenance:
     """Iceberg's maintenance procedures on the lake's tables through one Spark session."""
 
     spark: SparkSession
-    lake_root: str
+    lake: Lake
 
     def _tables(self) -> LakeTables:
         """The lake's tables, its catalogs (re)registered on the session: it may have served another lake
         since."""
-        return LakeTables(self.spark, self.lake_root)
+        return LakeTables(self.spark, self.lake)
 
     def exists(self, table: TableRef) -> bool:
         return self._tables().exists(table)
@@ -90,7 +91,7 @@ class LakeMaintenance:
         """Drop `branch` and expire the snapshots no other branch or tag holds, deleting the files only they
         reference; reports the files deleted of each kind. Expiry older than the epoch, so that no other
         snapshot of the table's history goes with them."""
-        only = branch_only_snapshots(self.lake_root, table, branch)
+        only = branch_only_snapshots(self.lake, table, branch)
         self._tables().drop_branch(table, branch)
         if not only:
             return {}

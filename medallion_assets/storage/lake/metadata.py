@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from medallion_assets.storage.lake.catalogs import LakeCatalogError, lake_catalog
+from medallion_assets.storage.lake.catalogs import LakeCatalogError
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.root import Lake
 
 # pyiceberg is imported when a table's metadata is first read, not with this module: `medallion plan` and
 # `catalog validate` import it and, on most catalogs, read none (see catalogs.py).
@@ -44,11 +45,11 @@ class TableInfo:
         return next((s for s in self.history if s.snapshot_id == snapshot_id), None)
 
 
-def load_table(lake_root: str, table: TableRef) -> Table | None:
+def load_table(lake: Lake, table: TableRef) -> Table | None:
     """pyiceberg's table, or None when it does not exist (yet); a catalog that cannot be read is named."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    catalog = lake_catalog(table.catalog, lake_root)
+    catalog = lake.catalog(table.catalog)
     try:
         return catalog.metadata().load_table((table.namespace, table.name))
     except NoSuchTableError:
@@ -64,12 +65,12 @@ class LoadedTables:
     """Tables' metadata as one piece of work reads it: each table loaded once (`load_table`), and again
     only after the caller says it committed to it (`committed`)."""
 
-    lake_root: str
+    lake: Lake
     loaded: dict[TableRef, Table | None] = field(default_factory=dict)
 
     def __call__(self, table: TableRef) -> Table | None:
         if table not in self.loaded:
-            self.loaded[table] = load_table(self.lake_root, table)
+            self.loaded[table] = load_table(self.lake, table)
         return self.loaded[table]
 
     def current(self, table: TableRef) -> int | None:
@@ -80,9 +81,9 @@ class LoadedTables:
         self.loaded.pop(table, None)
 
 
-def current_snapshot_id(lake_root: str, table: TableRef) -> int | None:
+def current_snapshot_id(lake: Lake, table: TableRef) -> int | None:
     """The snapshot `main` of the table is at; None for a table that does not exist or holds none yet."""
-    return main_snapshot_id(load_table(lake_root, table))
+    return main_snapshot_id(load_table(lake, table))
 
 
 def main_snapshot_id(loaded: Table | None) -> int | None:
@@ -91,16 +92,16 @@ def main_snapshot_id(loaded: Table | None) -> int | None:
     return current.snapshot_id if current else None
 
 
-def parent_snapshot_id(lake_root: str, table: TableRef, snapshot_id: int) -> int | None:
+def parent_snapshot_id(lake: Lake, table: TableRef, snapshot_id: int) -> int | None:
     """The snapshot `snapshot_id` was committed on top of; None for a table's first."""
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
     return snapshot.parent_snapshot_id if snapshot else None
 
 
-def batch_snapshots(lake_root: str, table: TableRef, batch_ids: list[str], key: str) -> dict[str, int]:
+def batch_snapshots(lake: Lake, table: TableRef, batch_ids: list[str], key: str) -> dict[str, int]:
     """Which of `batch_ids` the table holds a snapshot of, by the snapshot summary's `key`: id → snapshot."""
-    loaded = load_table(lake_root, table) if batch_ids else None
+    loaded = load_table(lake, table) if batch_ids else None
     if loaded is None:
         return {}
     found = {}
@@ -111,9 +112,9 @@ def batch_snapshots(lake_root: str, table: TableRef, batch_ids: list[str], key: 
     return found
 
 
-def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
+def table_info(lake: Lake, table: TableRef) -> TableInfo | None:
     """The table's metadata, or None when the table does not exist (yet)."""
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     if loaded is None:
         return None
     metadata = loaded.metadata
@@ -135,52 +136,52 @@ def table_info(lake_root: str, table: TableRef) -> TableInfo | None:
     )
 
 
-def dropped_columns(lake_root: str, table: TableRef, names: list[str]) -> list[str]:
+def dropped_columns(lake: Lake, table: TableRef, names: list[str]) -> list[str]:
     """Which of `names`, absent from the table now, some earlier schema of it had: columns someone dropped."""
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     if loaded is None:
         return []
     earlier = {field.name for schema in loaded.schemas().values() for field in schema.fields}
     return [name for name in names if name in earlier]
 
 
-def snapshots_by_id(lake_root: str, table: TableRef) -> dict[int, SnapshotInfo]:
+def snapshots_by_id(lake: Lake, table: TableRef) -> dict[int, SnapshotInfo]:
     """Every snapshot the table still has, by id: its parent, its operation (append, overwrite, …) and its
     summary."""
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     if loaded is None:
         return {}
     return {s.snapshot_id: _snapshot_info(s) for s in loaded.metadata.snapshots}
 
 
-def snapshot_total(lake_root: str, table: TableRef, snapshot_id: int, total: str) -> int | None:
+def snapshot_total(lake: Lake, table: TableRef, snapshot_id: int, total: str) -> int | None:
     """A total the snapshot's summary keeps of the table at `snapshot_id` (`total-records`,
     `total-data-files`, …)."""
-    value = snapshot_summary(lake_root, table, snapshot_id).get(total)
+    value = snapshot_summary(lake, table, snapshot_id).get(total)
     return int(value) if value is not None else None
 
 
-def snapshot_summary(lake_root: str, table: TableRef, snapshot_id: int) -> dict[str, str]:
+def snapshot_summary(lake: Lake, table: TableRef, snapshot_id: int) -> dict[str, str]:
     """The summary of the table's snapshot `snapshot_id` (empty without the table or the snapshot)."""
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
     summary = snapshot.summary if snapshot else None
     return {k: str(v) for k, v in summary.additional_properties.items()} if summary else {}
 
 
-def branch_head(lake_root: str, table: TableRef, branch: str) -> SnapshotInfo | None:
+def branch_head(lake: Lake, table: TableRef, branch: str) -> SnapshotInfo | None:
     """The snapshot `branch` of the table is at; None without the table or the branch."""
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     snapshot = loaded.snapshot_by_name(branch) if loaded else None
     return _snapshot_info(snapshot) if snapshot else None
 
 
-def branch_only_snapshots(lake_root: str, table: TableRef, branch: str) -> list[int]:
+def branch_only_snapshots(lake: Lake, table: TableRef, branch: str) -> list[int]:
     """The snapshots `branch` went through that no other branch or tag holds: what dropping it leaves to
     expire. Empty without the table or the branch."""
     from pyiceberg.table.snapshots import ancestors_of
 
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     refs = loaded.refs() if loaded else {}
     if loaded is None or branch not in refs:
         return []
@@ -203,14 +204,14 @@ def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
     )
 
 
-def current_records(lake_root: str, table: TableRef) -> int | None:
+def current_records(lake: Lake, table: TableRef) -> int | None:
     """How many rows main holds now, from its snapshot's summary (no data file is read); None for a table
     that does not exist, holds no snapshot, or lives in an embedded catalog not created yet (which reading
     would create)."""
-    url = lake_catalog(table.catalog, lake_root).url
+    url = lake.catalog(table.catalog).url
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
-    loaded = load_table(lake_root, table)
+    loaded = load_table(lake, table)
     current = loaded.current_snapshot() if loaded else None
     records = (
         current.summary.additional_properties.get("total-records") if current and current.summary else None

@@ -18,8 +18,8 @@ from medallion_assets.catalog.models import LakeTable
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import check_identifier
-from medallion_assets.paths import path_under
 from medallion_assets.storage.lake.layout import TableRef, partition_fields, table_of
+from medallion_assets.storage.lake.root import Lake
 from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import list_objects
 
@@ -57,26 +57,26 @@ def parquet_files(folder: str) -> list[str] | None:
 
 
 def migrate_folder(
-    spark: SparkSession, lake_root: str, table: TableRef, folder: str, layout: LakeTable | None = None
+    spark: SparkSession, lake: Lake, table: TableRef, folder: str, layout: LakeTable | None = None
 ) -> Migrated | None:
     """Make `table` of the parquet files under `folder`; None when there is no such folder. A table that
     already has a version is left alone (`already`): the migration may be run again."""
     files = parquet_files(folder)
     if files is None:
         return None
-    lake = LakeTables(spark, lake_root)
-    if lake.exists(table) and lake.current_snapshot(table) is not None:
-        rows = int(lake.read(table).count())
+    tables = LakeTables(spark, lake)
+    if tables.exists(table) and tables.current_snapshot(table) is not None:
+        rows = int(tables.read(table).count())
         return Migrated(str(table), folder, rows, rows, 0, 0, "already")
     # Read as files, not as a folder: partition folders' names (medallion_batch=…) are no table columns.
     frame = spark.read.option("mergeSchema", "true").parquet(*files)
     rows_before, schema = int(frame.count()), frame.schema
-    created = not lake.exists(table)
+    created = not tables.exists(table)
     # The old files are not partitioned, and add_files refuses them in a partitioned table: they are added
     # under an unpartitioned spec, which then evolves to the catalog's (Iceberg's partition evolution: old
     # files keep their spec, new writes follow the new one).
     unpartitioned = (layout or LakeTable()).model_copy(update={"partition_by": []})
-    lake.ensure(table, schema, unpartitioned)
+    tables.ensure(table, schema, unpartitioned)
     folders = sorted({dirname(path) for path in files})
     try:
         for part in folders:
@@ -84,7 +84,7 @@ def migrate_folder(
                 f"CALL `{table.catalog}`.system.add_files(table => '{table.in_catalog}', "
                 f"source_table => '`parquet`.`{_quoted(part)}`')"
             ).collect()
-        rows_after = int(lake.read(table).count())
+        rows_after = int(tables.read(table).count())
         if rows_after != rows_before:
             raise MigrationMismatch(
                 f"{folder} → lake table {table}: {rows_before} row(s) in the parquet files, {rows_after} in "
@@ -99,7 +99,7 @@ def migrate_folder(
     return Migrated(str(table), folder, rows_before, rows_after, len(files), len(folders), "migrated")
 
 
-def migrate_lake(spark: SparkSession, lake_root: str, snapshot: CatalogSnapshot) -> list[Migrated]:
+def migrate_lake(spark: SparkSession, lake: Lake, snapshot: CatalogSnapshot) -> list[Migrated]:
     """Every target's old folder (`<lake>/<layer>/<target_id>`) and quarantine folder
     (`<lake>/_quarantine/<target_id>`) made its Iceberg table, bronze first. Stops at the first mismatch
     (MigrationMismatch); the tables migrated before it were each checked and stay."""
@@ -108,20 +108,20 @@ def migrate_lake(spark: SparkSession, lake_root: str, snapshot: CatalogSnapshot)
     for target in sorted(snapshot.targets.values(), key=lambda t: (order.get(t.layer, 3), t.target_id)):
         table = table_of(target)
         folders = (
-            (table, _old_folder(lake_root, target.layer, target.target_id), target.lake_table),
-            (table.quarantine(), _old_folder(lake_root, "_quarantine", target.target_id), None),
+            (table, _old_folder(lake, target.layer, target.target_id), target.lake_table),
+            (table.quarantine(), _old_folder(lake, "_quarantine", target.target_id), None),
         )
         for destination, folder, layout in folders:
-            migrated = migrate_folder(spark, lake_root, destination, folder, layout)
+            migrated = migrate_folder(spark, lake, destination, folder, layout)
             if migrated is not None:
                 done.append(migrated)
     return done
 
 
-def _old_folder(lake_root: str, parent: str, target_id: str) -> str:
+def _old_folder(lake: Lake, parent: str, target_id: str) -> str:
     """Where the old layout kept a target's parquet: `<lake>/<layer>/<target_id>`, its rejects
     `<lake>/_quarantine/<target_id>`."""
-    return path_under(lake_root, parent, check_identifier(target_id, "target"))
+    return lake.path(parent, check_identifier(target_id, "target"))
 
 
 def _quoted(path: str) -> str:

@@ -30,12 +30,7 @@ from pyspark.sql.types import StructType
 from medallion_assets.catalog.models import LakeTable
 from medallion_assets.errors import LakeCommitConflict, LakeSchemaDrift
 from medallion_assets.redaction import scrub
-from medallion_assets.storage.lake.catalogs import (
-    LakeCatalog,
-    LakeCatalogError,
-    configured_catalogs,
-    lake_catalog,
-)
+from medallion_assets.storage.lake.catalogs import LakeCatalog, LakeCatalogError
 from medallion_assets.storage.lake.layout import (
     TableRef,
     partition_clause,
@@ -55,6 +50,7 @@ from medallion_assets.storage.lake.metadata import (
     snapshot_total,
     snapshots_by_id,
 )
+from medallion_assets.storage.lake.root import Lake
 
 # How long a branch a run staged and did not publish (its checks failed) is kept for inspection.
 STAGED_BRANCH_RETENTION_DAYS = 7
@@ -94,10 +90,10 @@ class LakeTables:
     """
 
     spark: SparkSession
-    lake_root: str
+    lake: Lake
 
     def __post_init__(self) -> None:
-        for catalog in configured_catalogs(self.lake_root).values():
+        for catalog in self.lake.catalogs.values():
             _register(self.spark, catalog)
 
     def exists(self, table: TableRef) -> bool:
@@ -109,7 +105,7 @@ class LakeTables:
             unreachable = _UNREACHABLE.search(str(error))
             if not unreachable:
                 raise
-            catalog = lake_catalog(table.catalog, self.lake_root)
+            catalog = self.lake.catalog(table.catalog)
             raise LakeCatalogError(
                 f"{catalog.setting}={catalog.shown}: the lake catalog does not answer "
                 f"({scrub(unreachable.group(0))}); nothing was written"
@@ -201,7 +197,7 @@ class LakeTables:
         `refusal` of one of them (of `start` too with `including_start`); None when they can."""
         if end is None:
             return "the table has no current snapshot"
-        snapshots = snapshots_by_id(self.lake_root, table)
+        snapshots = snapshots_by_id(self.lake, table)
         if start_read and start != end and start not in snapshots:
             return f"snapshot {start} is no longer in the table's history (expired)"
         current: int | None = end
@@ -232,7 +228,7 @@ class LakeTables:
         """How many rows `read_appended(table, start, end)` reads: the records the appends after snapshot
         `start` up to `end` added, from their summaries (no data file read). `appended_between` must have
         said that those snapshots are appends (or compactions, which the read skips)."""
-        snapshots = snapshots_by_id(self.lake_root, table)
+        snapshots = snapshots_by_id(self.lake, table)
         rows, current = 0, end
         while current != start:
             snapshot = snapshots[current]
@@ -280,7 +276,7 @@ class LakeTables:
             return
         # A column the catalog has just gained is added; one the table had and lost was dropped by someone
         # else, and adding it back would hide its old values.
-        dropped = dropped_columns(self.lake_root, table, added.fieldNames())
+        dropped = dropped_columns(self.lake, table, added.fieldNames())
         if dropped:
             raise _drift(table, dropped)
         self.spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({_column_list(added)})")
@@ -300,7 +296,7 @@ class LakeTables:
     def batch_rows(self, table: TableRef, batch_id: str) -> DataFrame:
         """The rows one appended batch added to the table: Iceberg's incremental read of its snapshot."""
         snapshot_id = self.batch_snapshots(table, [batch_id])[batch_id]
-        parent = parent_snapshot_id(self.lake_root, table, snapshot_id)
+        parent = parent_snapshot_id(self.lake, table, snapshot_id)
         if parent is None:
             return self.read(table, snapshot_id=snapshot_id)
         reader = self.spark.read.format("iceberg").option("start-snapshot-id", str(parent))
@@ -309,7 +305,7 @@ class LakeTables:
     def batch_snapshots(self, table: TableRef, batch_ids: list[str]) -> dict[str, int]:
         """Which of `batch_ids` the table holds a snapshot of: batch id → snapshot id (from its metadata,
         without a Spark job)."""
-        return batch_snapshots(self.lake_root, table, batch_ids, BATCH_PROPERTY)
+        return batch_snapshots(self.lake, table, batch_ids, BATCH_PROPERTY)
 
     def stage(
         self, table: TableRef, frame: DataFrame, run_id: str, *, from_snapshot: int | None = None
@@ -414,7 +410,7 @@ class LakeTables:
         """How many rows the append of `stage_replacing` (its last commit on `branch`, tagged with the run)
         added, from the commit's summary; None when the branch's last commit is another (the table written
         whole, which holds its other rows too)."""
-        head = branch_head(self.lake_root, table, branch)
+        head = branch_head(self.lake, table, branch)
         if head is None or head.operation != "append" or head.summary.get(RUN_PROPERTY) != run_id:
             return None
         return int(head.summary.get("added-records", "0"))
@@ -463,13 +459,13 @@ class LakeTables:
 
     def has_snapshot(self, table: TableRef, snapshot_id: int) -> bool:
         """Whether the table's history still holds `snapshot_id` (not expired), from its metadata."""
-        return snapshot_id in snapshots_by_id(self.lake_root, table)
+        return snapshot_id in snapshots_by_id(self.lake, table)
 
     def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
         """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata, no Spark job).
         None when the summary cannot tell: no such snapshot, or delete files (a merge-on-read table), whose
         deleted rows its `total-records` still counts."""
-        summary = snapshot_summary(self.lake_root, table, snapshot_id)
+        summary = snapshot_summary(self.lake, table, snapshot_id)
         if any(int(summary.get(deletes, "0")) for deletes in _DELETE_TOTALS):
             return None
         records = summary.get("total-records")
@@ -477,7 +473,7 @@ class LakeTables:
 
     def data_files(self, table: TableRef, snapshot_id: int) -> int | None:
         """The data files the table holds at `snapshot_id`, from the snapshot's summary."""
-        return snapshot_total(self.lake_root, table, snapshot_id, "total-data-files")
+        return snapshot_total(self.lake, table, snapshot_id, "total-data-files")
 
     def holds_no_rows(self, table: TableRef) -> bool:
         """Whether the table exists and its current version holds no rows (from its metadata)."""
@@ -486,7 +482,7 @@ class LakeTables:
 
     def current_snapshot(self, table: TableRef) -> int | None:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
-        return current_snapshot_id(self.lake_root, table)
+        return current_snapshot_id(self.lake, table)
 
     def stage_quarantine(self, table: TableRef, frame: DataFrame, run_id: str, *, replace: bool) -> str:
         """Write a run's rejects to the run's branch of the quarantine `table`: added to its rows, or, with
