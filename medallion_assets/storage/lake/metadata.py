@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
 
+# The totals of a snapshot's summary that say it holds delete files (merge-on-read writes).
+_DELETE_TOTALS = ("total-position-deletes", "total-equality-deletes")
 # What Medallion writes into the summary of each snapshot it commits: the ingested batch, the run.
 BATCH_PROPERTY = "medallion.batch-id"
 RUN_PROPERTY = "medallion.run-id"
@@ -165,6 +167,24 @@ def snapshot_summary(lake: Lake, table: TableRef, snapshot_id: int) -> dict[str,
     """The summary of the table's snapshot `snapshot_id` (empty without the table or the snapshot)."""
     loaded = load_table(lake, table)
     snapshot = loaded.snapshot_by_id(snapshot_id) if loaded else None
+    return _summary(snapshot)
+
+
+def snapshot_rows(lake: Lake, table: TableRef, snapshot_id: int) -> int | None:
+    """The rows the table holds at `snapshot_id`, from its snapshot's summary (`live_records`)."""
+    return live_records(snapshot_summary(lake, table, snapshot_id))
+
+
+def live_records(summary: dict[str, str]) -> int | None:
+    """The rows a snapshot's summary vouches for: its `total-records`, unless it holds delete files (a
+    merge-on-read table), whose deleted rows those records still count; None when it cannot tell."""
+    if any(int(summary.get(deletes, "0")) for deletes in _DELETE_TOTALS):
+        return None
+    records = summary.get("total-records")
+    return int(records) if records is not None else None
+
+
+def _summary(snapshot: Snapshot | None) -> dict[str, str]:
     summary = snapshot.summary if snapshot else None
     return {k: str(v) for k, v in summary.additional_properties.items()} if summary else {}
 
@@ -205,15 +225,11 @@ def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
 
 
 def current_records(lake: Lake, table: TableRef) -> int | None:
-    """How many rows main holds now, from its snapshot's summary (no data file is read); None for a table
-    that does not exist, holds no snapshot, or lives in an embedded catalog not created yet (which reading
-    would create)."""
+    """How many rows main holds now, from its snapshot's summary (no data file is read, `live_records`);
+    None for a table that does not exist, holds no snapshot, or lives in an embedded catalog not created yet
+    (which reading would create)."""
     url = lake.catalog(table.catalog).url
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
     loaded = load_table(lake, table)
-    current = loaded.current_snapshot() if loaded else None
-    records = (
-        current.summary.additional_properties.get("total-records") if current and current.summary else None
-    )
-    return int(records) if records is not None else None
+    return live_records(_summary(loaded.current_snapshot() if loaded else None))

@@ -43,10 +43,11 @@ from medallion_assets.storage.lake.metadata import (
     SnapshotInfo,
     batch_snapshots,
     branch_head,
+    current_records,
     current_snapshot_id,
     dropped_columns,
     parent_snapshot_id,
-    snapshot_summary,
+    snapshot_rows,
     snapshot_total,
     snapshots_by_id,
 )
@@ -63,8 +64,6 @@ _UNREACHABLE = re.compile(
 _CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
 # The operation of a snapshot that rewrites files without changing the table's rows (compaction).
 _REWRITE = "replace"
-# The totals of a snapshot's summary that say it holds delete files (merge-on-read writes).
-_DELETE_TOTALS = ("total-position-deletes", "total-equality-deletes")
 # Properties every lake table has: a table's version is written whole (copy-on-write) unless the catalog says
 # otherwise, and a full recompute may add columns.
 _DEFAULT_PROPERTIES = {"format-version": "2", "write.spark.accept-any-schema": "true"}
@@ -462,23 +461,17 @@ class LakeTables:
         return snapshot_id in snapshots_by_id(self.lake, table)
 
     def total_rows(self, table: TableRef, snapshot_id: int) -> int | None:
-        """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata, no Spark job).
-        None when the summary cannot tell: no such snapshot, or delete files (a merge-on-read table), whose
-        deleted rows its `total-records` still counts."""
-        summary = snapshot_summary(self.lake, table, snapshot_id)
-        if any(int(summary.get(deletes, "0")) for deletes in _DELETE_TOTALS):
-            return None
-        records = summary.get("total-records")
-        return int(records) if records is not None else None
+        """The rows the table holds at `snapshot_id`, from the snapshot's summary (metadata, no Spark job);
+        None when the summary cannot tell (metadata.live_records)."""
+        return snapshot_rows(self.lake, table, snapshot_id)
 
     def data_files(self, table: TableRef, snapshot_id: int) -> int | None:
         """The data files the table holds at `snapshot_id`, from the snapshot's summary."""
         return snapshot_total(self.lake, table, snapshot_id, "total-data-files")
 
     def holds_no_rows(self, table: TableRef) -> bool:
-        """Whether the table exists and its current version holds no rows (from its metadata)."""
-        snapshot_id = self.current_snapshot(table)
-        return snapshot_id is not None and self.total_rows(table, snapshot_id) == 0
+        """Whether the table exists and its current version holds no rows (from its metadata, read once)."""
+        return current_records(self.lake, table) == 0
 
     def current_snapshot(self, table: TableRef) -> int | None:
         """The snapshot `main` is at (from the table's metadata, without a Spark job)."""
