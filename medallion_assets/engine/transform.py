@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
-from operator import or_
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
@@ -14,9 +12,10 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from medallion_assets.catalog.models.base import COLUMN_TYPE
 from medallion_assets.dialects import redshift_semantics
 from medallion_assets.errors import SqlNotAnalyzable
-from medallion_assets.naming import INGESTION_COLUMNS
+from medallion_assets.naming import INGESTION_COLUMNS, spark_identifier
 from medallion_assets.sql_safety import checked_query
 
 # PySpark logs every SQL error it raises to stderr, with the JVM's whole stack trace, through these loggers of
@@ -254,42 +253,52 @@ def _resolved_key(
 def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     """Cast to the declared schema. A present value that does not cast rejects its row, with the reason."""
     # Each value is cast once, into a column of its own: casts (a timestamp's parse) are the costly part. The
-    # helper columns' names hold a space, which no declared column's name (an identifier) can.
-    typed = {name: f"typed {name}" for name in columns}
-    fails = {name: F.col(name).isNotNull() & F.col(typed[name]).isNull() for name in columns}
+    # helper columns' names hold a space, which no declared column's name (an identifier) can. The
+    # expressions are SQL text, one `selectExpr` for all: a PySpark column expression costs a py4j call per
+    # function (about 1.5 ms each), sixteen casts 66 ms against 11. The text is safe to build: names are
+    # checked identifiers, back-quoted, and types match the catalog's closed list of type spellings.
+    types = {name: _spark_type(type_name) for name, type_name in columns.items()}
+    value = {name: spark_identifier(name) for name in columns}
+    typed = {name: f"`typed {name}`" for name in columns}
+    fails = {name: f"({value[name]} IS NOT NULL AND {typed[name]} IS NULL)" for name in columns}
     try:
-        checked = frame.withColumns(
-            {typed[name]: F.col(name).try_cast(type_name) for name, type_name in columns.items()}
-        ).withColumn("rejected row", reduce(or_, fails.values(), F.lit(False)))  # never null
+        checked = frame.selectExpr(
+            "*", *[f"try_cast({value[name]} AS {types[name]}) AS {typed[name]}" for name in columns]
+        ).selectExpr("*", f"({' OR '.join(['FALSE', *fails.values()])}) AS `rejected row`")  # never null
     except AnalysisException as error:  # a declared column the SQL does not produce
         raise not_analyzable(error, "the casts to its declared columns") from error
-    is_rejected = F.col("rejected row")
     # One observation for both counts: each costs a pass over the rows outside Spark's generated code.
     counts = Observation()
     observed = checked.observe(
-        counts, F.count(F.when(is_rejected, 1)).alias("rows"), F.count(F.lit(1)).alias("rows in")
+        counts, F.expr("count(CASE WHEN `rejected row` THEN 1 END) AS rows"), F.expr("count(1) AS `rows in`")
     )
-    lineage = [c for c in INGESTION_COLUMNS if c in frame.columns]
-    valid = observed.where(~is_rejected).select(
-        *[F.col(typed[name]).alias(name) for name in columns], *lineage
+    lineage = [f"`{c}`" for c in INGESTION_COLUMNS if c in frame.columns]
+    valid = observed.where("NOT `rejected row`").selectExpr(
+        *[f"{typed[name]} AS {value[name]}" for name in columns], *lineage
     )
     # Only rejected rows have their reason spelled out.
-    reason = F.concat_ws(
-        "; ",
-        *[
-            F.when(
-                fails[name],
-                F.concat(
-                    F.lit(f"{name}: cannot cast "), F.col(name).cast("string"), F.lit(f" to {type_name}")
-                ),
-            )
-            for name, type_name in columns.items()
-        ],
-    )
-    rejected = checked.where(is_rejected).select(
-        *lineage, reason.alias("reason"), F.to_json(F.struct(*frame.columns)).alias("raw")
+    reasons = [
+        f"CASE WHEN {fails[name]} THEN "
+        f"concat('{name}: cannot cast ', CAST({value[name]} AS STRING), ' to {types[name]}') END"
+        for name in columns
+    ]
+    everything = ", ".join(_back_quoted(c) for c in frame.columns)
+    rejected = checked.where("`rejected row`").selectExpr(
+        *lineage, f"concat_ws('; ', {', '.join(reasons)}) AS reason", f"to_json(struct({everything})) AS raw"
     )
     return Conformed(valid, rejected, counts)
+
+
+def _spark_type(type_name: str) -> str:
+    """A declared column's type as Spark SQL spells it: one of the catalog's spellings, no other text."""
+    if not COLUMN_TYPE.fullmatch(type_name):
+        raise ValueError(f"unknown column type {type_name!r}")
+    return type_name
+
+
+def _back_quoted(name: str) -> str:
+    """Any column name as a Spark SQL identifier (a back quote in it doubled)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def deduplicate(frame: DataFrame, keys: list[str], keep_latest_by: str | None) -> DataFrame:

@@ -61,7 +61,7 @@ def _write_rejected(
 ) -> tuple[int, str | None]:
     """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole), on
     the run's branch of it, published with the stage. Returns their count and the branch (None: no rules
-    reject rows, or none did and it holds no rows: the quarantine stays as it is).
+    reject rows, or none did and it holds no rows: the quarantine stays as it is, or is created empty).
 
     Call after the write of the kept rows, which counted each kind of reject: kinds without rows are left
     out, so that their part of the plan is not computed again, and with no rejects at all the quarantine
@@ -76,6 +76,11 @@ def _write_rejected(
             # a stage about 0.5 s (bench/tpch.py) to change nothing.
             return 0, None
         empty = rejects[0][0].limit(0)
+        if not context.lake.exists(quarantine):
+            # A first build that rejected nothing: the quarantine is created empty (no version), the same
+            # saving.
+            context.lake.ensure(quarantine, empty.schema, None)
+            return 0, None
         return 0, context.lake.stage_quarantine(quarantine, empty, context.run_id, replace=True)
     combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
     combined, quarantined = counted(combined)

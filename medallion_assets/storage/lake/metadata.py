@@ -225,11 +225,14 @@ def _snapshot_info(snapshot: Snapshot) -> SnapshotInfo:
 
 
 def current_records(lake: Lake, table: TableRef) -> int | None:
-    """How many rows main holds now, from its snapshot's summary (no data file is read, `live_records`);
-    None for a table that does not exist, holds no snapshot, or lives in an embedded catalog not created yet
-    (which reading would create)."""
+    """How many rows main holds now, from its snapshot's summary (no data file is read, `live_records`):
+    none for a table created without a snapshot yet; None for a table that does not exist, or lives in an
+    embedded catalog not created yet (which reading would create)."""
     url = lake.catalog(table.catalog).url
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
     loaded = load_table(lake, table)
-    return live_records(_summary(loaded.current_snapshot() if loaded else None))
+    if loaded is None:
+        return None
+    current = loaded.current_snapshot()
+    return live_records(_summary(current)) if current else 0
