@@ -57,7 +57,9 @@ chromium:
 
 # The tests' PostgreSQL (the production catalog and the Redshift-protocol stand-in): Debian's server, installed
 # when missing and started when not running. Debian's server asks for a password on 127.0.0.1: the tests give
-# TEST_PG_PASSWORD through libpq's PGPASSWORD, set here for the postgres role when it does not already work.
+# TEST_PG_PASSWORD through libpq's PGPASSWORD, set here for the postgres role when it does not already work,
+# as a verifier of few iterations (tests/scram_verifier.py says why).
+TEST_PG_SCRAM_ITERATIONS := 16
 TEST_PG_PASSWORD := pg-test-5e1c9a
 AS_POSTGRES := $(shell [ "$$(id -u)" = 0 ] && echo runuser -u postgres -- || echo sudo -u postgres)
 postgresql:
@@ -65,8 +67,10 @@ postgresql:
 	  $(SUDO) apt-get update && $(SUDO) apt-get install -y postgresql; }
 	@pg_isready -q -h 127.0.0.1 -p 5432 || \
 	  $(SUDO) pg_ctlcluster --skip-systemctl-redirect "$$(ls /etc/postgresql | head -1)" main start
-	@PGPASSWORD=$(TEST_PG_PASSWORD) psql -q -h 127.0.0.1 -U postgres -c 'SELECT 1' >/dev/null 2>&1 || \
-	  $(AS_POSTGRES) psql -q -c "ALTER USER postgres PASSWORD '$(TEST_PG_PASSWORD)'"
+	@PGPASSWORD=$(TEST_PG_PASSWORD) psql -h 127.0.0.1 -U postgres -tAc "SELECT rolpassword LIKE \
+	  'SCRAM-SHA-256\$$$(TEST_PG_SCRAM_ITERATIONS):%' FROM pg_authid WHERE rolname = current_user" 2>/dev/null | \
+	  grep -qx t || $(AS_POSTGRES) psql -q -c "ALTER USER postgres PASSWORD \
+	  '$$(python3 tests/scram_verifier.py $(TEST_PG_PASSWORD) $(TEST_PG_SCRAM_ITERATIONS))'"
 
 # Static checks, one command per line; `make test` runs them first. The layers are the [tool.importlinter]
 # contracts in pyproject.toml (see ARCHITECTURE.md).
