@@ -222,6 +222,27 @@ def test_an_incremental_build_with_sql_counts_the_rows_its_sql_made_of_the_new_r
     assert (rows_judged(outcome), rows_rejected(outcome)) == (2, 1)
 
 
+@pytest.mark.parametrize("name", ["latest", "scd1"])
+def test_an_incremental_batch_whose_every_row_is_rejected_quarantines_each_and_writes_none(
+    spark, tmp_path, name
+):
+    house = Lakehouse(spark, tmp_path, {name: DATASETS[name]})
+    house.append([(1, "a", "1", "I", "x", None)])
+    house.build(name)
+    before = house.rows(name)
+    # Every new row's sequence fails its cast: no row reaches the merge, and the rejects' counts, observed on
+    # the way, must still be theirs.
+    house.append([(2, "a", "late", "I", "x", None), (3, "b", "never", "U", "y", None)])
+    outcome = house.build(name)
+    assert outcome.details["mode"] == "incremental"
+    assert (outcome.rows_read, outcome.rows_written, outcome.rows_quarantined) == (2, 0, 2)
+    assert [reason for reason, _ in house.quarantine(name)] == [
+        "seq: cannot cast late to bigint",
+        "seq: cannot cast never to bigint",
+    ]
+    assert house.rows(name) == before
+
+
 def test_the_mode_and_why_full_when_the_definition_or_bronze_history_changes(spark, tmp_path):
     house = Lakehouse(spark, tmp_path, {"scd1": DATASETS["scd1"]})
     house.append([(1, "a", "1", "I", "x", None)])
