@@ -147,6 +147,20 @@ def test_conform_keeps_columns_named_like_its_helper_columns_apart(spark):
     assert conformed.rejected.collect() == []
 
 
+@pytest.mark.parametrize(
+    ("columns", "refusal"),
+    [
+        ({"a": "int) AS a, current_user() AS (b"}, ValueError),  # a type that would end the cast's SQL
+        ({"a` , current_user() AS `b": "int"}, InvalidIdentifier),  # a name that would end its quotes
+    ],
+)
+def test_conform_refuses_a_name_or_type_that_would_rewrite_its_cast_sql(spark, columns, refusal):
+    # The casts are SQL text: a row that slipped past the catalog's checks is refused before any SQL is made.
+    frame = spark.createDataFrame([("1",)], "a string")
+    with pytest.raises(refusal):
+        conform(frame, columns)
+
+
 def test_deduplicate_keeps_the_latest_by_the_given_column(spark):
     frame = spark.createDataFrame(
         [("a", 1, "old"), ("a", 3, "new"), ("b", 2, "only")], "k string, v int, tag string"
