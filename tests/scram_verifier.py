@@ -3,9 +3,9 @@
 
 The password is the Makefile's, in the clear, so the iterations protect nothing there, while each connection
 pays for them on both sides: about 5 ms of CPU. Dagster's PostgreSQL storage opens a connection per query
-(SQLAlchemy's NullPool), some 20 a second for each deployed instance in the tests, and PostgreSQL took 15% of
-the suite's CPU. PostgreSQL accepts a verifier made by the client, with the iterations it names; a wrong
-password is refused as before (tests/test_deploy.py). Production servers keep their own verifiers.
+(SQLAlchemy's NullPool): 15–38 a second while the deployment tests run (bench/HISTORY.md). PostgreSQL
+accepts a verifier made by the client, with the iterations it names; a wrong password is refused as before
+(tests/test_bad_configuration.py). Production servers keep their own verifiers.
 
     python3 tests/scram_verifier.py PASSWORD ITERATIONS
 """

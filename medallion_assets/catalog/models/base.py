@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
@@ -31,7 +32,12 @@ FileFormat = Literal["jsonl", "csv", "parquet"]
 Compression = Literal["auto", "none", "gzip", "bzip2", "zstd"]
 
 
-def _check_columns(columns: dict[str, str]) -> dict[str, str]:
+DeclaredColumns = TypeVar("DeclaredColumns", bound=Mapping[str, str])
+
+
+def check_columns(columns: DeclaredColumns) -> DeclaredColumns:
+    """Each name an identifier and each type one of `COLUMN_TYPE`'s spellings (ValueError naming the first
+    that is not)."""
     for name, type_name in columns.items():
         check_identifier(name, "column")
         if not COLUMN_TYPE.fullmatch(type_name):
@@ -39,7 +45,7 @@ def _check_columns(columns: dict[str, str]) -> dict[str, str]:
     return columns
 
 
-Columns = Annotated[dict[str, str], AfterValidator(_check_columns)]
+Columns = Annotated[dict[str, str], AfterValidator(check_columns)]
 
 
 class Row(BaseModel):
