@@ -132,7 +132,7 @@ def test_conform_counts_its_rejects_while_the_valid_rows_are_computed(spark):
     conformed = conform(frame, {"id": "int", "ts": "timestamp"})
     assert conformed.valid.columns == ["id", "ts"]
     assert [tuple(r) for r in conformed.valid.collect()] == [(1, dt.datetime(2026, 11, 1, 10)), (None, None)]
-    assert conformed.counts.get == {"rows": 2, "rows in": 4}  # observed by that action: no pass of its own
+    assert conformed.counts.result == {"rows": 2, "rows in": 4}  # observed by that action: no pass of its own
     assert [(r["reason"], r["raw"]) for r in conformed.rejected.collect()] == [
         ("id: cannot cast x to int", '{"id":"x","ts":"2026-11-01T11:00:00Z"}'),
         ("ts: cannot cast later to timestamp", '{"id":"2","ts":"later"}'),

@@ -178,6 +178,38 @@ def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, conne
     assert (details["mode"], details["days_recomputed"]) == ("incremental", 1), details
 
 
+# Run inside another query (a view), an observed plan's metrics never reach a Connect client: the same empty
+# Observation as when the server's 100 ms wait for them runs out under load (SPARK-54279).
+METRICS_THAT_NEVER_ARRIVE = """
+import json
+from pyspark.sql import Observation, SparkSession, functions as F
+from medallion_assets.engine.observed import Observed
+spark = SparkSession.builder.getOrCreate()
+frame = spark.range(10).withColumn("bad", F.col("id") % 3 == 0)
+metrics = (F.count(F.lit(1)).alias("rows"), F.count(F.when(F.col("bad"), 1)).alias("bad"))
+plain, observed = Observation(), Observed(frame, *metrics)
+frame.observe(plain, *metrics).createOrReplaceTempView("plain")
+observed.frame.createOrReplaceTempView("observed")
+spark.sql("SELECT count(*) FROM plain UNION ALL SELECT count(*) FROM observed").collect()
+print(json.dumps({"plain": plain.get, "observed": observed.result}))
+"""
+
+
+@ON_CONNECT
+def test_counts_whose_observed_metrics_never_arrive_through_connect_are_computed_again(connect):
+    """A bronze ingest read its counts from an Observation that Connect left empty, after its rows were
+    committed and before its rejects were quarantined. The engine's counts come back whole."""
+    run = subprocess.run(
+        [sys.executable, "-c", METRICS_THAT_NEVER_ARRIVE],
+        env={**os.environ, "SPARK_REMOTE": connect},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout) == {"plain": {}, "observed": {"rows": 10, "bad": 4}}
+
+
 def put_late_events(key: str, prefix: str, count: int, days: int) -> None:
     """One raw object of `count` click events, numbered after `prefix`, over the first `days` days of 2026."""
     late = [

@@ -19,12 +19,13 @@ from datetime import UTC, datetime
 from functools import reduce
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from medallion_assets.catalog.models import LakeTable, Source
 from medallion_assets.engine import raw_reader
+from medallion_assets.engine.observed import Observed
 from medallion_assets.errors import BreakingSourceSchemaChange, CorruptSourceObject, SourceSchemaDrift
 from medallion_assets.naming import spark_identifier
 from medallion_assets.storage.lake.layout import TableRef
@@ -216,9 +217,8 @@ def _write_rejected(
     (`expected` None) the count is what it is."""
     keep = raw_reader.KEEP_UNPARSED if shaped or not _parsed_by_arrow(source) else raw_reader.KEEP_UNSHAPED
     records = _parse(source, _read_records(lake.spark, source, objects, keep))
-    written = Observation()
-    rejected = records.where(F.col(CORRUPT).isNotNull()).observe(written, F.count(F.lit(1)).alias("rows"))
-    rows = rejected.select(
+    written = Observed(records.where(F.col(CORRUPT).isNotNull()), F.count(F.lit(1)).alias("rows"))
+    rows = written.frame.select(
         "_source_file",
         "_source_line",
         F.col("_reason").alias("reason"),
@@ -228,7 +228,7 @@ def _write_rejected(
     table, batch_id = quarantine
     lake.ensure(table, rows.schema, None)
     lake.append(table, rows, batch_id)
-    count: int = written.get["rows"]
+    count: int = written.result["rows"]
     if expected is not None and count != expected:
         raise RuntimeError(
             f"source {source.source_id} changed while it was ingested: {expected} records were rejected on "
@@ -285,26 +285,25 @@ def ingest(
     try:
         # The bronze write counts every record and the rejected ones as it goes, and names the objects that
         # hold rejects: no pass only to count.
-        counts = Observation()
-        counted = records.observe(
-            counts,
+        counts = Observed(
+            records,
             F.count(F.lit(1)).alias("rows"),
             F.count(F.when(is_corrupt, 1)).alias("corrupt"),
             F.count(F.when(is_corrupt & _object_shaped(F.col(CORRUPT)), 1)).alias("shaped"),
             F.collect_set(F.when(is_corrupt, F.col("_source_file"))).alias("objects"),
         )
-        good = counted.where(~is_corrupt).drop(CORRUPT, "_reason")
+        good = counts.frame.where(~is_corrupt).drop(CORRUPT, "_reason")
         lake.ensure(table, good.schema, layout)
         lake.append(table, good, batch_id)
-        rows_read, quarantined = counts.get["rows"], counts.get["corrupt"]
+        rows_read, quarantined = counts.result["rows"], counts.result["corrupt"]
         if quarantined:
-            holding = set(counts.get["objects"])
+            holding = set(counts.result["objects"])
             _write_rejected(
                 lake,
                 source,
                 [info for info in objects if info.url in holding],
                 quarantined,
-                counts.get["shaped"],
+                counts.result["shaped"],
                 ingested_at,
                 (table.quarantine(), batch_id),
             )

@@ -7,13 +7,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from medallion_assets.catalog.models.base import check_columns
 from medallion_assets.dialects import redshift_semantics
+from medallion_assets.engine.observed import Observed
 from medallion_assets.errors import SqlNotAnalyzable
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.sql_safety import checked_query
@@ -35,15 +36,14 @@ class Conformed:
 
     valid: DataFrame
     rejected: DataFrame
-    counts: Observation
+    counts: Observed
 
 
-def counted(frame: DataFrame, where: Column | None = None) -> tuple[DataFrame, Observation]:
-    """`frame` with its rows (those `where` holds, if given) counted by the first action on it, and the
-    Observation that then holds the count as `rows`: a count without a pass of its own."""
-    observation = Observation()
+def counted(frame: DataFrame, where: Column | None = None) -> Observed:
+    """`frame` with its rows (those `where` holds, if given) counted by the first action on it, as `rows`:
+    a count without a pass of its own."""
     rows = F.count(F.lit(1)) if where is None else F.count(F.when(where, 1))
-    return frame.observe(observation, rows.alias("rows")), observation
+    return Observed(frame, rows.alias("rows"))
 
 
 def to_spark_sql(
@@ -269,12 +269,11 @@ def conform(frame: DataFrame, columns: Mapping[str, str]) -> Conformed:
     except AnalysisException as error:  # a declared column the SQL does not produce
         raise not_analyzable(error, "the casts to its declared columns") from error
     # One observation for both counts: each costs a pass over the rows outside Spark's generated code.
-    counts = Observation()
-    observed = checked.observe(
-        counts, F.expr("count(CASE WHEN `rejected row` THEN 1 END) AS rows"), F.expr("count(1) AS `rows in`")
+    counts = Observed(
+        checked, F.expr("count(CASE WHEN `rejected row` THEN 1 END) AS rows"), F.expr("count(1) AS `rows in`")
     )
     lineage = [f"`{c}`" for c in INGESTION_COLUMNS if c in frame.columns]
-    valid = observed.where("NOT `rejected row`").selectExpr(
+    valid = counts.frame.where("NOT `rejected row`").selectExpr(
         *[f"{typed[name]} AS {value[name]}" for name in columns], *lineage
     )
     # Only rejected rows have their reason spelled out.

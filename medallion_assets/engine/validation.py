@@ -20,13 +20,14 @@ from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Observation, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import BooleanType, StructType
 
 from medallion_assets.catalog.models import HISTORY_RULE_TYPES, Rule, ValidityColumns
 from medallion_assets.engine.expectations import expectations_of, run_expectations
+from medallion_assets.engine.observed import Observed
 from medallion_assets.patterns import compiled
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -201,19 +202,18 @@ def observe_rules(
     outcomes, runnable = _screen(df, rules)
     observable = {index: rule for index, rule in runnable.items() if not reads_written_data(rule, unique_on)}
     known_unique = {index for index, rule in observable.items() if rule.type == "unique"}
-    observation = Observation()
-    df = df.observe(observation, *_aggregates(observable, known_unique))
+    observed = Observed(df, *_aggregates(observable, known_unique))
 
     def finish(written: DataFrame) -> list[RuleOutcome]:
         result = dict(outcomes)
         if observable:
-            result.update(_judge(observable, observation.get, now))
+            result.update(_judge(observable, observed.result, now))
         rest = [index for index in runnable if index not in observable]
         if rest:
             result.update(zip(rest, evaluate_rules(written, [rules[index] for index in rest], now)))
         return [result[index] for index in range(len(rules))]
 
-    return df, finish, lambda: int(observation.get["row_count"])
+    return observed.frame, finish, lambda: int(observed.result["row_count"])
 
 
 def reads_written_data(rule: Rule, unique_on: Sequence[str] = ()) -> bool:

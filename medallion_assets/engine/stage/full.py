@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 
 from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine.observed import Observed
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.inputs import readable_inputs, rows_read
 from medallion_assets.engine.stage.outcome import StageOutcome
@@ -57,7 +58,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
 
 
 def _write_rejected(
-    context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]
+    context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observed]]
 ) -> tuple[int, str | None]:
     """Replace the dataset's quarantine with this run's rejects (silver and gold are recomputed whole), on
     the run's branch of it, published with the stage. Returns their count and the branch (None: no rules
@@ -69,7 +70,7 @@ def _write_rejected(
     """
     if not rejects:
         return 0, None
-    present = [frame for frame, rows in rejects if rows.get["rows"]]
+    present = [frame for frame, rows in rejects if rows.result["rows"]]
     if not present:
         if context.lake.holds_no_rows(quarantine):
             # Already what this run would make it: an empty replacement staged, branched and published cost
@@ -83,7 +84,7 @@ def _write_rejected(
             return 0, None
         return 0, context.lake.stage_quarantine(quarantine, empty, context.run_id, replace=True)
     combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
-    combined, quarantined = counted(combined)
-    branch = context.lake.stage_quarantine(quarantine, combined, context.run_id, replace=True)
-    rows_quarantined: int = quarantined.get["rows"]
+    quarantined = counted(combined)
+    branch = context.lake.stage_quarantine(quarantine, quarantined.frame, context.run_id, replace=True)
+    rows_quarantined: int = quarantined.result["rows"]
     return rows_quarantined, branch

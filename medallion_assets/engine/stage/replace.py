@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Stage, Target
+from medallion_assets.engine.observed import Observed
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
@@ -29,7 +30,7 @@ class Replacement:
     rows: DataFrame
     keys: DataFrame | None
     key_columns: list[str]
-    rejects: list[tuple[DataFrame, Observation]]
+    rejects: list[tuple[DataFrame, Observed]]
     rows_read: int
     within: str | None = None
 
@@ -171,7 +172,7 @@ def judge_merge(
 
 
 def _append_rejected(
-    context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observation]]
+    context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observed]]
 ) -> tuple[int, str | None]:
     """Add this run's rejects, counted directly (see `replace_keys`), to the dataset's quarantine on the
     run's branch of it, published with the stage. Returns their count and the branch (None: no rejects)."""

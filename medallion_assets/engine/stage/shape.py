@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion_assets.catalog.models import Rule, Stage, Target
 from medallion_assets.engine import changes
+from medallion_assets.engine.observed import Observed
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import row_violation
@@ -32,12 +33,12 @@ class Shaped:
     """A stage's rows before they are written, and what the write will count: rows in, each kind of reject."""
 
     frame: DataFrame
-    counts: Observation  # holds `rows_in_metric`, the rows the transformation made
-    rejects: list[tuple[DataFrame, Observation]]
+    counts: Observed  # holds `rows_in_metric`, the rows the transformation made
+    rejects: list[tuple[DataFrame, Observed]]
     rows_in_metric: str = "rows"
 
     def rows_in(self) -> int:
-        return int(self.counts.get[self.rows_in_metric])
+        return int(self.counts.result[self.rows_in_metric])
 
 
 def shape(
@@ -51,13 +52,14 @@ def shape(
         if stage.transform_sql
         else inputs[stage.input_id]
     )
-    rejects: list[tuple[DataFrame, Observation]] = []  # each kind of rejected rows, with its observed count
+    rejects: list[tuple[DataFrame, Observed]] = []  # each kind of rejected rows, with its observed count
     if target.columns:  # conform counts the rows in too: one observation fewer
         conformed = conform(source_frame, target.columns)
         frame, counts, rows_in_metric = conformed.valid, conformed.counts, "rows in"
         rejects.append((conformed.rejected, conformed.counts))
     else:
-        (frame, counts), rows_in_metric = counted(source_frame), "rows"
+        counts, rows_in_metric = counted(source_frame), "rows"
+        frame = counts.frame
     if target.cdc is None:  # a change feed keeps every event until they are applied
         frame = deduplicate(frame, target.keys, target.keep_latest_by)
     for rule in context.rules(stage):
@@ -70,8 +72,9 @@ def shape(
                 F.lit(f"rule {rule.name} failed").alias("reason"),
                 F.to_json(F.struct(*frame.columns)).alias("raw"),
             )
-            frame, violations = counted(frame, violation)
+            violations = counted(frame, violation)
             rejects.append((rejected, violations))
+            frame = violations.frame
         frame = frame.where(~violation)
     if target.cdc is not None and apply:
         frame = changes.apply_changes(changes.events_of(frame, target, frame), target)
