@@ -16,7 +16,7 @@ from medallion_assets.engine.stage.replace import (
     replace_keys,
     replaced_days_to_load,
 )
-from medallion_assets.engine.stage.shape import rows_made, shape
+from medallion_assets.engine.stage.shape import shape
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.storage.lake.layout import table_of
 
@@ -49,8 +49,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
     read_days = changes.spread(days, lookback, 0)
     on_event_days = changes.on_days(event_column, main_rows.schema[event_column].dataType, read_days)
     assert on_event_days is not None, "the event column is a date or timestamp (day_source)"
-    # Cached, as the groups' rows are: read by the count of rows read, by the count of what the SQL makes
-    # of them, and by the SQL.
+    # Cached, as the groups' rows are: read by the count of rows read and by the SQL.
     of_days = main_rows.where(on_event_days).cache()
     inputs = {
         main: of_days,
@@ -83,7 +82,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
             within=on_days,
         ),
         {main: end, **plan.days.dimensions},
-        rows_in=rows_made(context, stage, inputs),
+        rows_in=shaped.rows_in,
     )
     of_days.unpersist()
     outcome.details["days_recomputed"] = len(days)

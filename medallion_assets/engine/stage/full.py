@@ -3,8 +3,6 @@ rule observed while the write computes the rows, and its quarantine replaced by 
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import DataFrame
 
 from medallion_assets.catalog.models import Stage, Target
@@ -14,7 +12,7 @@ from medallion_assets.engine.stage.inputs import readable_inputs, rows_read
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.publish import audit_and_publish
-from medallion_assets.engine.stage.shape import shape
+from medallion_assets.engine.stage.shape import present_rejects, shape
 from medallion_assets.engine.transform import counted
 from medallion_assets.engine.validation import observe_rules
 from medallion_assets.naming import INGESTION_COLUMNS
@@ -70,8 +68,8 @@ def _write_rejected(
     """
     if not rejects:
         return 0, None
-    present = [frame for frame, rows in rejects if rows.result["rows"]]
-    if not present:
+    present = present_rejects(rejects)
+    if present is None:
         if context.lake.holds_no_rows(quarantine):
             # Already what this run would make it: an empty replacement staged, branched and published cost
             # a stage about 0.5 s (bench/tpch.py) to change nothing.
@@ -83,8 +81,7 @@ def _write_rejected(
             context.lake.ensure(quarantine, empty.schema, None)
             return 0, None
         return 0, context.lake.stage_quarantine(quarantine, empty, context.run_id, replace=True)
-    combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
-    quarantined = counted(combined)
+    quarantined = counted(present)
     branch = context.lake.stage_quarantine(quarantine, quarantined.frame, context.run_id, replace=True)
     rows_quarantined: int = quarantined.result["rows"]
     return rows_quarantined, branch

@@ -14,7 +14,7 @@ from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys
-from medallion_assets.engine.stage.shape import rows_made, shape
+from medallion_assets.engine.stage.shape import shape
 from medallion_assets.engine.transform import group_key_column, with_group_keys
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.storage.lake.layout import table_of
@@ -53,7 +53,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
     rows = with_group_keys(
         context.spark, silver_rows.where(within or "TRUE"), silver, plan.groups, stage.sql_dialect
     )
-    # Cached: read by the count of rows read, by the count of what the SQL makes of them, and by the SQL.
+    # Cached: read by the count of rows read and by the SQL.
     of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers).cache()
     shaped = shape(context, stage, target, {silver: of_groups})
     table = table_of(target)
@@ -78,7 +78,7 @@ def build(context: StageContext, stage: Stage, target: Target, plan: Mode) -> tu
             shaped.frame.drop(*INGESTION_COLUMNS), keys, list(plan.groups), shaped.rejects, of_groups.count()
         ),
         {silver: end},
-        rows_in=rows_made(context, stage, {silver: of_groups}),
+        rows_in=shaped.rows_in,
     )
     touched.unpersist()
     of_groups.unpersist()

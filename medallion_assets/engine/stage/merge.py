@@ -15,7 +15,7 @@ from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys
-from medallion_assets.engine.stage.shape import Shaped, rows_made, shape
+from medallion_assets.engine.stage.shape import Shaped, shape
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.storage.lake.layout import table_of
 
@@ -107,7 +107,7 @@ def merge_increment(
             plan,
             Replacement(rows, keys, target.keys, shaped.rejects, rows_read, within),
             {bronze: end},
-            rows_in=rows_made(context, stage, {bronze: new_rows}) if stage.transform_sql else rows_read,
+            rows_in=shaped.rows_in if stage.transform_sql else lambda: rows_read,
         )
     finally:
         if winners is not None:

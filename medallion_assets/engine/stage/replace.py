@@ -4,8 +4,8 @@ branch; or, when its input brought nothing new, the table stays as it is."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -16,6 +16,8 @@ from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.publish import audit_and_publish
+from medallion_assets.engine.stage.shape import present_rejects
+from medallion_assets.engine.transform import counted
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, judges_per_key, reads_written_data
 from medallion_assets.storage.lake.layout import TableRef, table_of
 
@@ -42,16 +44,15 @@ def replace_keys(
     plan: Mode,
     replacement: Replacement,
     input_snapshots: dict[str, int],
-    rows_in: int,
+    rows_in: Callable[[], int],
 ) -> tuple[StageOutcome, DataFrame]:
     """Replace the rows of `replacement.keys` in the table by its rows on the run's branch, judge the
-    rules there, and publish unless a blocking one failed. `rows_in` are the rows the casts and rules
-    judged: what the SQL, if any, made of the input rows read. Returns the outcome and the version
-    written (published, or the staged branch)."""
+    rules there, and publish unless a blocking one failed. `rows_in` says, once the rows are written (the
+    write counts them), how many rows the casts and rules judged: what the SQL, if any, made of the input
+    rows read. Returns the outcome and the version written (published, or the staged branch)."""
     table = table_of(target)
     existing = context.lake.read(table).columns
-    # This run's rows are few: cached by the write, then judged directly, not observed during the write (an
-    # observation is lost when Spark plans an empty result away: a batch whose every row was rejected).
+    # This run's rows are few: cached by the write, then judged directly.
     rows = replacement.rows.cache()
     context.lake.ensure(table, rows.schema, target.lake_table)
     columns = [c for c in existing if c in rows.columns] + [c for c in rows.columns if c not in existing]
@@ -73,7 +74,7 @@ def replace_keys(
         written,
         quarantined,
         quarantine_branch=quarantine_branch,
-        details={"rows_in": rows_in, "rows_merged": written, "mode": plan.mode, "why": plan.why},
+        details={"rows_in": rows_in(), "rows_merged": written, "mode": plan.mode, "why": plan.why},
         read=list(input_snapshots),
         input_snapshots=input_snapshots,
     )
@@ -174,15 +175,12 @@ def judge_merge(
 def _append_rejected(
     context: StageContext, quarantine: TableRef, rejects: list[tuple[DataFrame, Observed]]
 ) -> tuple[int, str | None]:
-    """Add this run's rejects, counted directly (see `replace_keys`), to the dataset's quarantine on the
-    run's branch of it, published with the stage. Returns their count and the branch (None: no rejects)."""
-    if not rejects:
+    """Add this run's rejects to the dataset's quarantine on the run's branch of it, published with the
+    stage; call after the write of the kept rows, which counted each kind. Returns their count and the
+    branch (None: no rejects)."""
+    present = present_rejects(rejects)
+    if present is None:
         return 0, None
-    frames = [frame for frame, _ in rejects]
-    combined = reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), frames).cache()
-    rows = combined.count()
-    branch = (
-        context.lake.stage_quarantine(quarantine, combined, context.run_id, replace=False) if rows else None
-    )
-    combined.unpersist()
-    return rows, branch
+    quarantined = counted(present)
+    branch = context.lake.stage_quarantine(quarantine, quarantined.frame, context.run_id, replace=False)
+    return int(quarantined.result["rows"]), branch

@@ -4,6 +4,7 @@ schema, deduplication, and the rows its drop and quarantine rules take out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
@@ -12,7 +13,6 @@ from pyspark.sql import functions as F
 from medallion_assets.catalog.models import Rule, Stage, Target
 from medallion_assets.engine import changes
 from medallion_assets.engine.observed import Observed
-from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.transform import conform, counted, deduplicate, run_sql
 from medallion_assets.engine.validation import row_violation
 from medallion_assets.naming import INGESTION_COLUMNS
@@ -81,9 +81,11 @@ def shape(
     return Shaped(frame, counts, rejects, rows_in_metric)
 
 
-def rows_made(context: StageContext, stage: Stage, inputs: dict[str, DataFrame]) -> int:
-    """The rows the stage's SQL makes of an incremental run's `inputs` (few), counted: the observation
-    `shape` makes of them is lost when Spark plans an empty result away (see `replace.replace_keys`)."""
-    assert stage.transform_sql, "only a stage with SQL makes rows other than those it reads"
-    declared = context.snapshot.targets[stage.target_id].columns or ()
-    return run_sql(context.spark, inputs, stage.transform_sql, stage.sql_dialect, list(declared)).count()
+def present_rejects(rejects: list[tuple[DataFrame, Observed]]) -> DataFrame | None:
+    """The rejected rows of the kinds that had some, as one frame (None: no kind had any). Call after the
+    write of the kept rows, which counted each kind: a kind without rows is left out, so its part of the
+    plan is not computed again."""
+    present = [frame for frame, rows in rejects if rows.result["rows"]]
+    if not present:
+        return None
+    return reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
