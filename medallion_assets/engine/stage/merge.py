@@ -44,7 +44,7 @@ def build(
     increment.count()
     try:
         return merge_increment(
-            context, stage, target, plan, shaped, without_observations(increment), new_rows, rows_read, end
+            context, stage, target, plan, shaped, without_observations(increment), rows_read, end
         )
     finally:
         increment.unpersist()
@@ -57,7 +57,6 @@ def merge_increment(
     plan: Mode,
     shaped: Shaped,
     increment: DataFrame,
-    new_rows: DataFrame,
     rows_read: int,
     end: int,
 ) -> tuple[StageOutcome, DataFrame] | Mode:

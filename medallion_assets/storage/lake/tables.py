@@ -421,8 +421,11 @@ class LakeTables:
         files = self.data_files(table, snapshot_id)
         if not files:
             return False
+        # One set of names merged, not count(DISTINCT): that takes two shuffles (each an adaptive stage, a
+        # Spark job of its own) where this takes one; the set is at most the table's data files.
         holding = self.spark.sql(
-            f"SELECT count(DISTINCT t._file) FROM {table.sql} VERSION AS OF {snapshot_id} t WHERE {of_keys}"
+            f"SELECT size(collect_set(t._file)) FROM {table.sql} VERSION AS OF {snapshot_id} t "
+            f"WHERE {of_keys}"
         ).first()
         return holding is not None and holding[0] == files
 
