@@ -16,8 +16,7 @@ from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
 from medallion_assets.engine.stage.publish import audit_and_publish
-from medallion_assets.engine.stage.shape import present_rejects
-from medallion_assets.engine.transform import counted
+from medallion_assets.engine.stage.shape import counted_rejects
 from medallion_assets.engine.validation import RuleOutcome, evaluate_rules, judges_per_key, reads_written_data
 from medallion_assets.storage.lake.layout import TableRef, table_of
 
@@ -178,9 +177,8 @@ def _append_rejected(
     """Add this run's rejects to the dataset's quarantine on the run's branch of it, published with the
     stage; call after the write of the kept rows, which counted each kind. Returns their count and the
     branch (None: no rejects)."""
-    present = present_rejects(rejects)
-    if present is None:
+    rejected = counted_rejects(rejects)
+    if rejected is None:
         return 0, None
-    quarantined = counted(present)
-    branch = context.lake.stage_quarantine(quarantine, quarantined.frame, context.run_id, replace=False)
-    return int(quarantined.result["rows"]), branch
+    branch = context.lake.stage_quarantine(quarantine, rejected.frame, context.run_id, replace=False)
+    return int(rejected.result["rows"]), branch

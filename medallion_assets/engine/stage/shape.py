@@ -81,11 +81,11 @@ def shape(
     return Shaped(frame, counts, rejects, rows_in_metric)
 
 
-def present_rejects(rejects: list[tuple[DataFrame, Observed]]) -> DataFrame | None:
-    """The rejected rows of the kinds that had some, as one frame (None: no kind had any). Call after the
-    write of the kept rows, which counted each kind: a kind without rows is left out, so its part of the
-    plan is not computed again."""
+def counted_rejects(rejects: list[tuple[DataFrame, Observed]]) -> Observed | None:
+    """The rejected rows of the kinds that had some, as one frame its write counts (None: no kind had any).
+    Call after the write of the kept rows, which counted each kind: a kind without rows is left out, so its
+    part of the plan is not computed again."""
     present = [frame for frame, rows in rejects if rows.result["rows"]]
     if not present:
         return None
-    return reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present)
+    return counted(reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), present))
