@@ -65,7 +65,7 @@ def _answers(url: str) -> bool:
 
 
 @pytest.fixture
-def ui(tmp_path):
+def ui(tmp_path, shared_spark):
     """The first steps of the README and docs/development.md in a new shell (no variable exported), then
     `medallion ui` on a free port."""
     env = {
