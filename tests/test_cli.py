@@ -105,9 +105,9 @@ def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(
 
 @pytest.mark.integration  # the demo and the commands the README and docs/ print, each a process
 def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path, shared_spark):
-    """`medallion demo`, then the commands the README and docs/ print, from the same folder, with no variable
-    exported: the raw objects outlive the demo (kept on disk, served on a loopback S3 API again), and one home
-    holds it all."""
+    """`medallion demo`, then the commands the README and docs/ print, from the same folder, with no
+    Medallion, Dagster or S3 variable exported (SPARK_REMOTE names the worker's shared Spark): the raw objects
+    outlive the demo (kept on disk, served on a loopback S3 API again), and one home holds it all."""
     env = {
         name: value
         for name, value in os.environ.items()
