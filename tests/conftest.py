@@ -38,7 +38,6 @@ from medallion_assets.runner import PipelineReport, run_pipeline
 from medallion_assets.sample_data import SampleSummary, write_sample_data
 from medallion_assets.storage.warehouse import warehouse_from_url
 from tests.lake import lake_rows
-from tests.spark_servers import serve_connect
 from tests.tiers import UNIT_TEST_GUARD, refuse_in_unit_test
 
 REPO = Path(__file__).resolve().parents[1]
@@ -248,17 +247,6 @@ def spark(s3_endpoint):
     )
     yield session
     session.stop()
-
-
-@pytest.fixture
-def shared_spark(spark, monkeypatch) -> str:
-    """Spark for the processes a test starts (the CLI, `medallion demo`, the daemon's run workers): this
-    worker's own session, reached through Spark Connect as SPARK_REMOTE says, rather than a driver started in
-    each of them. What they run is Medallion's Connect path, which tests/test_spark_anywhere.py also drills
-    against a server of its own."""
-    url = serve_connect(spark)
-    monkeypatch.setenv("SPARK_REMOTE", url)
-    return url
 
 
 @dataclass

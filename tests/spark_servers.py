@@ -1,6 +1,5 @@
 """Real Spark servers on loopback, started from the pyspark wheel: a standalone master with one worker, and a
-Spark Connect server, in a process of its own or in a running driver. Each is stopped by the fixture that
-started it, and only that one."""
+Spark Connect server. Each is stopped by the fixture that started it, and only that one."""
 
 from __future__ import annotations
 
@@ -14,11 +13,9 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
-from pyspark.sql import SparkSession
 
 from medallion_assets.engine.spark import PYTHON_WORKER_CONF, lake_jars
 from medallion_assets.storage.lake.catalogs import LAKE_SPARK_CONF
@@ -199,21 +196,3 @@ def connect_server(
     with _process(command, log, {**_environment(folder, env), "SPARK_CONNECT_MODE": "0"}) as server:
         _wait_until(lambda: _answers(port), "the Spark Connect server", server, log)
         yield f"sc://127.0.0.1:{port}"
-
-
-@cache
-def serve_connect(spark: SparkSession) -> str:
-    """The sc:// URL of a Spark Connect service started in `spark`'s own driver, on first call.
-
-    Processes a test starts (the CLI, the daemon's run workers) then run their Spark work in this driver,
-    whose JVM has started and compiled its hot code already, instead of each starting a driver of its own:
-    about 20 s of CPU each, most of the suite's CPU where processes run pipelines. It lives as long as
-    `spark`.
-    """
-    port = free_port()
-    context = spark.sparkContext._jsc.sc()
-    # The service reads its address from the context's settings when it starts.
-    context.conf().set("spark.connect.grpc.binding.address", "127.0.0.1")
-    context.conf().set("spark.connect.grpc.binding.port", str(port))
-    spark.sparkContext._jvm.org.apache.spark.sql.connect.service.SparkConnectService.start(context)
-    return f"sc://127.0.0.1:{port}"

@@ -65,9 +65,9 @@ def _answers(url: str) -> bool:
 
 
 @pytest.fixture
-def ui(tmp_path, shared_spark):
-    """The first steps of the README and docs/development.md in a new shell (no Medallion, Dagster or S3
-    variable exported; SPARK_REMOTE names the worker's shared Spark), then `medallion ui` on a free port."""
+def ui(tmp_path):
+    """The first steps of the README and docs/development.md in a new shell (no variable exported), then
+    `medallion ui` on a free port."""
     env = {
         name: value
         for name, value in os.environ.items()

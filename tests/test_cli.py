@@ -25,7 +25,7 @@ def medallion(*args: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([*MEDALLION, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint, shared_spark):
+def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint):
     bucket = boto3.resource("s3").Bucket("medallion-raw")
     if bucket.creation_date is None:
         bucket.create()
@@ -66,9 +66,7 @@ def test_catalog_load_then_run_with_json_report(tmp_path, s3_endpoint, shared_sp
     )
 
 
-def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(
-    tmp_path, s3_endpoint, monkeypatch, shared_spark
-):
+def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(tmp_path, s3_endpoint, monkeypatch):
     """DAGSTER_HOME exported to an empty folder, as Dagster's docs set it up: Dagster's defaults queue runs,
     but no daemon runs for them, so the run goes in process, as `dagster asset materialize` would."""
     bucket = boto3.resource("s3").Bucket("medallion-raw")
@@ -104,10 +102,10 @@ def test_run_with_dagster_home_of_dagsters_defaults_runs_in_process(
 
 
 @pytest.mark.integration  # the demo and the commands the README and docs/ print, each a process
-def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path, shared_spark):
-    """`medallion demo`, then the commands the README and docs/ print, from the same folder, with no
-    Medallion, Dagster or S3 variable exported (SPARK_REMOTE names the worker's shared Spark): the raw objects
-    outlive the demo (kept on disk, served on a loopback S3 API again), and one home holds it all."""
+def test_after_the_demo_the_readme_commands_work_in_a_new_shell(tmp_path):
+    """`medallion demo`, then the commands the README and docs/ print, from the same folder, with no variable
+    exported: the raw objects outlive the demo (kept on disk, served on a loopback S3 API again), and one home
+    holds it all."""
     env = {
         name: value
         for name, value in os.environ.items()

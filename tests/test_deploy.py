@@ -150,7 +150,7 @@ class Deployment:
 
 
 @pytest.fixture
-def deployment(tmp_path, monkeypatch, pg_url, pg_database, raw_data, medallion_home, shared_spark):
+def deployment(tmp_path, monkeypatch, pg_url, pg_database, raw_data, medallion_home):
     """A deployment whose environment (the daemon inherits it) names every part; stopped at the end."""
     with fresh_database(pg_url) as dagster_database:
         dagster_db = urlparse(dagster_database)
