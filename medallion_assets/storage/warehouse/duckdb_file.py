@@ -15,9 +15,9 @@ from medallion_assets.storage.warehouse.batches import BatchStream
 # The name under which DuckDB sees each Arrow batch while it is inserted.
 BATCH_VIEW = "medallion_batch"
 # DuckDB's Python module keeps one database per file and process, which every connection to the file shares.
-# Two threads opening a file at once can both try to attach it, and one fails ("Unique file handle conflict:
+# A thread opening the file while another opens or closes it can be refused ("Unique file handle conflict:
 # ... is already attached": 97 of 1,200 opens by 8 threads, duckdb 2.0), as the availability probes of
-# several gold tables did. Opening is one thread at a time; open connections still work in parallel.
+# several gold tables were. Opening is one thread at a time; open connections still work in parallel.
 _OPENING = threading.Lock()
 
 
