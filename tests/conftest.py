@@ -240,9 +240,17 @@ def spark(s3_endpoint):
     Started after the S3 API server, so that its executors' Python workers, which read raw objects through
     boto3, inherit the endpoint and credentials from the environment, as on a cluster's nodes."""
     # The driver's result-size limit is a real Spark limit, set low so a healing test can run into it with
-    # a gold table of a few MB; every other result in the suite is far below it.
+    # a gold table of a few MB; every other result in the suite is far below it. The tests' tables hold a few
+    # thousand rows: one task slot, one shuffle partition and no adaptive re-planning of each query's stages
+    # run them in less CPU (tests/test_merge_windows.py: 220 CPU-s with two slots, four partitions and
+    # adaptive execution; 167 s this way), and six workers share two cores.
     session = spark_session(
-        {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4", "spark.driver.maxResultSize": "8m"},
+        {
+            "spark.master": "local[1]",
+            "spark.sql.shuffle.partitions": "1",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.driver.maxResultSize": "8m",
+        },
         "medallion-tests",
     )
     yield session
