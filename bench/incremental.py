@@ -19,7 +19,7 @@ Prints day N / day 2 (goal <= 1.2) and writes the curve to bench/results/increme
 
     python bench/incremental.py                         # 30 days of 100,000 events
     python bench/incremental.py --days 30 --rows 500000 # the issue's size (long on two cores)
-    python bench/incremental.py --quick --curve /tmp/c.png  # 4 days of 20,000 events, to check it works
+    python bench/incremental.py --quick --curve /tmp/c.png  # 4 days of 5,000 events, to check it works
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--curve", type=Path, default=RESULTS / "incremental.png", help="where the plot goes")
     args = parser.parse_args()
     days, rows, refresh_days = (
-        (4, 20_000, [2, 4]) if args.quick else (args.days, args.rows, args.full_refresh_days)
+        (4, 5_000, [2, 4]) if args.quick else (args.days, args.rows, args.full_refresh_days)
     )
     rng = random.Random(24)
 

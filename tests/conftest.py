@@ -49,11 +49,13 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 # for a session writing, merging and reading an Iceberg table), and on 2 cores CPU is what the suite waits on.
 # On so few rows, compiling each query's generated Java costs more than it saves: Spark's interpreted
 # operators and expressions (a driver reads `-Dspark.*` as its settings) cut a module's JVM CPU by about a
-# sixth (tests/test_merge_windows.py, 130-155 s to 98-116 s). Production keeps the JVM's and Spark's
-# defaults, made for long runs on many rows.
+# sixth (tests/test_merge_windows.py, 130-155 s to 98-116 s). A standalone cluster's executors are started
+# with the JVM options their driver's settings give them. Production keeps the JVM's and Spark's defaults,
+# made for long runs on many rows.
+SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault(
     "SPARK_SUBMIT_OPTS",
-    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    f"{SHORT_JVM_OPTIONS} -Dspark.executor.extraJavaOptions='{SHORT_JVM_OPTIONS}'"
     " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN",
 )
 

@@ -230,14 +230,14 @@ def test_gold_by_day_over_a_dimension_with_windows_equals_a_full_recompute_throu
     connect, tmp_path
 ):
     """tests/test_gold_microbatch.py's batches, through a Connect server: in a process of its own, since a
-    Connect session serves one lake."""
+    Connect session serves one lake; the session has Medallion's settings, as a run's has."""
     script = (
-        "import sys; from pathlib import Path; from pyspark.sql import SparkSession; "
+        "import sys; from pathlib import Path; from medallion_assets.engine.spark import spark_session; "
         "from tests.test_gold_microbatch import build_day_by_day; "
-        "build_day_by_day(SparkSession.builder.remote(sys.argv[1]).getOrCreate(), Path(sys.argv[2]), seed=0)"
+        "build_day_by_day(spark_session(), Path(sys.argv[1]), seed=0)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, connect, str(tmp_path)],
+        [sys.executable, "-c", script, str(tmp_path)],
         env={**os.environ, "SPARK_REMOTE": connect},
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
