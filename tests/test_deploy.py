@@ -195,16 +195,6 @@ def unused_port() -> int:
         return probe.getsockname()[1]
 
 
-def remove_raw_data(*folders: str) -> None:
-    """Empties these folders of the raw bucket: the launcher launches only the pipelines whose raw data is
-    left, and a test waits for no run it does not look at (each starts a run worker and a Spark driver)."""
-    import boto3
-
-    bucket = boto3.resource("s3").Bucket("medallion-raw")
-    for folder in folders:
-        bucket.objects.filter(Prefix=f"{folder}/").delete()
-
-
 def add_user_events(name: str) -> None:
     """A new raw file for user_events_etl: the launcher sees new data and launches the pipeline."""
     import boto3
@@ -217,7 +207,6 @@ def add_user_events(name: str) -> None:
 
 
 def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_frees_its_slots(deployment):
-    remove_raw_data("customer_changes")
     deployment.start_launcher()
     daemon = deployment.start_daemon()
     # The launcher sensor sees the seed pipelines' new raw data; the queued run coordinator dequeues the
@@ -278,13 +267,13 @@ def test_the_daemon_launches_sensor_runs_in_run_workers_and_a_killed_worker_free
 
 
 def test_a_daemon_restarted_mid_run_leaves_no_run_started(deployment):
-    remove_raw_data("orders", "customers", "customer_changes")
     deployment.start_launcher()
     daemon = deployment.start_daemon()
-    [first] = wait_for(
-        "user_events_etl to finish", lambda: [r for r in deployment.runs("user_events_etl") if r.is_finished]
-    )
-    assert first.status == DagsterRunStatus.SUCCESS
+    runs = {
+        p: wait_for(f"{p} to finish", lambda p=p: [r for r in deployment.runs(p) if r.is_finished])[0]
+        for p in ("user_events_etl", "orders_etl")
+    }
+    assert {run.status for run in runs.values()} == {DagsterRunStatus.SUCCESS}
 
     lock = psycopg2.connect(os.environ["MEDALLION_WAREHOUSE_URL"])
     lock.cursor().execute("LOCK TABLE analytics.daily_user_events IN ACCESS EXCLUSIVE MODE")
@@ -293,7 +282,11 @@ def test_a_daemon_restarted_mid_run_leaves_no_run_started(deployment):
         run_id = wait_for(
             "a second user_events_etl run",
             lambda: next(
-                (r.run_id for r in deployment.runs("user_events_etl") if r.run_id != first.run_id),
+                (
+                    r.run_id
+                    for r in deployment.runs("user_events_etl")
+                    if r.run_id != runs["user_events_etl"].run_id
+                ),
                 None,
             ),
         )
@@ -323,12 +316,13 @@ def medallion_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_medallion_run_goes_through_the_daemons_queue_and_reports_the_run(deployment):
-    remove_raw_data("user_events", "customer_changes")
     deployment.start_launcher()
     deployment.start_daemon()
-    [first_run] = wait_for(  # the launcher's own first run
-        "orders_etl's first run", lambda: [r for r in deployment.runs("orders_etl") if r.is_finished]
-    )
+    for pipeline in ("user_events_etl", "orders_etl"):  # the launcher's own first runs
+        [first_run] = wait_for(
+            f"{pipeline}'s first run to finish",
+            lambda p=pipeline: [r for r in deployment.runs(p) if r.is_finished],
+        )
 
     done = medallion_cli("run", "orders_etl", "--json")
 
