@@ -92,6 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    _refuse_a_scattered_group(item)
     with _guarded(item):
         return (yield)
 
@@ -100,6 +101,21 @@ def pytest_runtest_setup(item: pytest.Item):
 def pytest_runtest_call(item: pytest.Item):
     with _guarded(item):
         return (yield)
+
+
+def _refuse_a_scattered_group(item: pytest.Item) -> None:
+    """Under `--dist loadgroup`, a test of an xdist_group carries the group in its id, by which pytest-xdist
+    sends tests to workers. Where pytest and pytest-xdist disagree on how to rename a test, groups scatter
+    silently, and each worker starts its own costly server: fail the test instead."""
+    if (
+        item.config.getoption("loadgroup", default=False)
+        and item.get_closest_marker("xdist_group")
+        and "@" not in item.nodeid.rpartition("]")[2]
+    ):
+        pytest.fail(
+            f"pytest-xdist did not put {item.nodeid} in its xdist_group: this pytest-xdist does not work "
+            "with this pytest; install both from constraints.txt"
+        )
 
 
 @contextlib.contextmanager
