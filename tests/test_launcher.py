@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from medallion_assets.catalog.models import Pipeline, Profile, Source, Stage, Target, Throttle
 from medallion_assets.catalog.store import CatalogStore
+from medallion_assets.control.steering.scheduling import FOCUS_PRIORITY
 from medallion_assets.dagster_compat import (
     RegisteredCodeLocationOrigin,
     RemoteJobOrigin,
@@ -33,11 +34,10 @@ PIPELINES = [
 ]
 
 
-@pytest.fixture
-def store(tmp_path) -> CatalogStore:
-    """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a
-    time."""
-    rows = {
+def pipeline_rows(tmp_path, pipelines, with_gold: bool = False) -> dict[str, list]:
+    """One pipeline per (pipeline, criticality, expected cost, source system): a raw folder holding one file,
+    its bronze stage, and with `with_gold` a gold stage over the bronze."""
+    rows: dict[str, list] = {
         "pipelines": [],
         "sources": [],
         "targets": [],
@@ -45,7 +45,7 @@ def store(tmp_path) -> CatalogStore:
         "profiles": [Profile(profile_id="balanced", is_default=True), Profile(profile_id="focus")],
         "throttles": [Throttle(system_kind="source", system_id="sys_b", metric="concurrency", limit_value=1)],
     }
-    for pipeline_id, criticality, cost, system in PIPELINES:
+    for pipeline_id, criticality, cost, system in pipelines:
         name = pipeline_id.removesuffix("_etl")
         folder = tmp_path / "raw" / name
         folder.mkdir(parents=True)
@@ -72,9 +72,28 @@ def store(tmp_path) -> CatalogStore:
                 target_id=f"bronze_{name}",
             )
         )
+        if with_gold:
+            rows["targets"].append(Target(target_id=f"gold_{name}", layer="gold", keys=["id"]))
+            rows["stages"].append(
+                Stage(
+                    pipeline_id=pipeline_id,
+                    stage_order=2,
+                    stage_name="publish",
+                    input_id=f"bronze_{name}",
+                    target_id=f"gold_{name}",
+                    transform_sql=f"SELECT id FROM bronze_{name}",
+                )
+            )
+    return rows
+
+
+@pytest.fixture
+def store(tmp_path) -> CatalogStore:
+    """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a
+    time."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
-    store.upsert(rows)
+    store.upsert(pipeline_rows(tmp_path, PIPELINES))
     yield store
     store.engine.dispose()
 
@@ -124,8 +143,11 @@ class Deployment:
             self.instance.report_dagster_event(
                 DagsterEvent(event.value, job_name=run.job_name), run_id=run.run_id
             )
-        if failed:
-            return
+        if not failed:
+            self.finish_ingest(pipeline_id)
+
+    def finish_ingest(self, pipeline_id: str) -> None:
+        """The pipeline's raw files are ingested: its bronze stage recorded their bookmarks."""
         source = self.store.snapshot().stages(pipeline_id)[0].input_id
         objects = list_objects(self.store.snapshot().sources[source].s3_path)
         self.store.record_bookmarks(source, [(o.url, o.etag, o.size) for o in objects], "test")
@@ -177,13 +199,17 @@ def test_switching_to_focus_by_a_row_update_reorders_queued_runs_and_holds_the_r
         connection.execute(text("UPDATE profiles SET is_default = (profile_id = 'focus')"))
 
     requeued = {t["medallion/pipeline"]: t for t in deployment.tick()}
+    # A priority is the score rounded (rule 2), and a score grows with the minutes a run has waited: on a
+    # busy machine a tick takes seconds, so each is checked against the score the requeue recorded.
+    score = {e["pipeline_id"]: e["details"]["score"] for e in store.audit_entries(event="requeue")}
     assert {
         p: (t["dagster/priority"], t["medallion/profile"], t["medallion/held"]) for p, t in requeued.items()
     } == {
-        "crit_etl": ("1000", "focus", "false"),
-        "norm_etl": ("2", "focus", "true"),
-        "low_etl": ("1", "focus", "true"),
+        "crit_etl": (str(FOCUS_PRIORITY + round(score["crit_etl"])), "focus", "false"),
+        "norm_etl": (str(round(score["norm_etl"])), "focus", "true"),
+        "low_etl": (str(round(score["low_etl"])), "focus", "true"),
     }
+    assert score["crit_etl"] < score["low_etl"] < score["norm_etl"]  # yet crit_etl dequeues first
     assert {r.status for r in deployment.instance.get_runs() if r.run_id in first_runs} == {
         DagsterRunStatus.CANCELED
     }
@@ -207,3 +233,32 @@ def test_a_pipeline_whose_run_failed_is_not_relaunched_on_every_tick(deployment)
     assert [t["medallion/pipeline"] for t in deployment.tick()] == ["late_etl"]  # sys_b is free: not norm_etl
     deployment.finish("late_etl")
     assert deployment.tick() == []
+
+
+def test_stale_gold_launches_its_pipeline_only_once_its_source_holds_files(tmp_path):
+    """A gold never made is stale; a run over a source that holds nothing would only fail its bronze."""
+    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
+    store.migrate()
+    store.upsert(
+        pipeline_rows(
+            tmp_path,
+            [("full_etl", "normal", 1.0, "sys_a"), ("empty_etl", "normal", 1.0, "sys_c")],
+            with_gold=True,
+        )
+    )
+    (tmp_path / "raw" / "empty" / "part-0.jsonl").unlink()
+    with instance_for_test(overrides=yaml.safe_load((REPO / "dagster.yaml").read_text())) as instance:
+        deployment = Deployment(store, tmp_path, instance)
+        # full_etl's file is ingested already: its gold's staleness alone makes it due.
+        deployment.finish_ingest("full_etl")
+
+        assert [t["medallion/pipeline"] for t in deployment.tick()] == ["full_etl"]
+        assert json.loads(deployment.cursor) == {}
+        assert [e["details"]["due"] for e in store.audit_entries(event="launch")] == ["gold gold_full stale"]
+
+        (tmp_path / "raw" / "empty" / "part-0.jsonl").write_text('{"id": "2"}\n')
+        assert [t["medallion/pipeline"] for t in deployment.tick()] == ["empty_etl"]
+        assert [
+            e["details"]["due"] for e in store.audit_entries(event="launch", pipeline_id="empty_etl")
+        ] == ["gold gold_empty stale"]
+    store.engine.dispose()

@@ -4,7 +4,8 @@ A pipeline is due
   - by its `schedule` (cron, UTC): a tick has passed since its last launch;
   - by new data: its sources hold objects the ingestion bookmarks do not know;
   - by gold staleness: its gold is older than the profile's `max_gold_age_minutes` (or was never made),
-    and it was not launched since.
+    it was not launched since, and its raw sources hold objects (a run over an empty source would only
+    fail its bronze; the SLA monitor reports the stale gold).
 A pipeline with a run queued or in progress is not due again until that run ends, nor for a while after its
 last run failed (`control.healing.failures.backing_off`). What to launch, and each run's `dagster/priority`,
 comes from `control.steering.scheduling.plan_tick` (its docstring is the policy);
@@ -56,7 +57,7 @@ from medallion_assets.control.steering.scheduling import (
 from medallion_assets.dagster_compat import IMPLICIT_ASSET_JOB_NAME, get_latest_completed_cron_tick
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import PIPELINE_TAG
-from medallion_assets.storage.objects import list_objects
+from medallion_assets.storage.objects import ObjectInfo, list_objects
 
 PRIORITY_TAG = "dagster/priority"
 PROFILE_TAG = "medallion/profile"
@@ -106,6 +107,7 @@ class Launcher:
         self.fresh = snapshot.replaced({table: store.read_table(table) for table in LAUNCH_CONTROLS})
         self.policy = SchedulingPolicy.from_snapshot(self.fresh)
         self.control = read_control_state(store)
+        self._listings: dict[str, list[ObjectInfo]] = {}
 
     def work(self, pipeline_id: str, due_since: float, due_reason: str = "") -> Work | None:
         pipeline = self.fresh.pipelines.get(pipeline_id)
@@ -151,27 +153,37 @@ class Launcher:
             if last is None or tick > last:
                 return tick, f"schedule {pipeline.schedule}"
         max_age = self.policy.settings[self.policy.profile_of(pipeline_id)]["max_gold_age_minutes"] * 60
+        sources = [
+            source
+            for stage in self.snapshot.stages(pipeline_id)
+            if (source := self.snapshot.sources.get(stage.input_id)) is not None
+        ]
         for stage in self.snapshot.stages(pipeline_id):
             target = self.snapshot.targets[stage.target_id]
             if target.layer != "gold":
                 continue
             made = self.instance.get_latest_materialization_event(self.translator.get_asset_key(target))
             stale_since = made.timestamp + max_age if made else 0.0
-            if stale_since <= self.now and (last is None or last < stale_since):
+            stale = stale_since <= self.now and (last is None or last < stale_since)
+            if stale and all(self._listing(source) for source in sources):
                 return stale_since or self.now, f"gold {target.target_id} stale"
-        for stage in self.snapshot.stages(pipeline_id):
-            source = self.snapshot.sources.get(stage.input_id)
-            if source and self._new_objects(source):
+        for source in sources:
+            if self._new_objects(source):
                 return self.now, f"new data in {source.source_id}"
         return None
 
+    def _listing(self, source: Source) -> list[ObjectInfo]:
+        """The source's objects, listed once a tick; none where it is missing or empty."""
+        if source.source_id not in self._listings:
+            try:
+                self._listings[source.source_id] = list_objects(source.s3_path, source.source_id)
+            except SourceNotFound:
+                self._listings[source.source_id] = []
+        return self._listings[source.source_id]
+
     def _new_objects(self, source: Source) -> int:
-        try:
-            objects = list_objects(source.s3_path, source.source_id)
-        except SourceNotFound:
-            return 0
         processed = self.store.processed_objects(source.source_id)
-        return sum(1 for o in objects if processed.get(o.url) != o.etag)
+        return sum(1 for o in self._listing(source) if processed.get(o.url) != o.etag)
 
     def in_flight(self) -> list[RunRecord]:
         return [
