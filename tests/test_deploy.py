@@ -21,6 +21,7 @@ import psycopg2
 import pytest
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from sqlalchemy import text
 
 from medallion_assets.assets.translator import MedallionTranslator
 from medallion_assets.catalog.store import CatalogStore
@@ -97,11 +98,10 @@ class Deployment:
         fewer ticks. The seed's third pipeline is switched off in its pipelines row, as an operator would:
         no test here needs its runs, each a run worker and a Spark driver more on two shared cores."""
         self.monkeypatch.setenv(SENSOR_INTERVAL_ENV, "5")
-        with psycopg2.connect(os.environ["MEDALLION_CATALOG_URL"]) as catalog:
-            catalog.cursor().execute(
-                "UPDATE pipelines SET enabled = false WHERE pipeline_id = 'customer_changes_etl'"
+        with self.store.engine.begin() as catalog:
+            catalog.execute(
+                text("UPDATE pipelines SET enabled = false WHERE pipeline_id = 'customer_changes_etl'")
             )
-        catalog.close()
         subprocess.run(
             [
                 str(Path(sys.executable).parent / "dagster"),

@@ -4,7 +4,9 @@ by a profile switch (a plain row update), and held under focus until critical wo
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -62,40 +64,43 @@ def pipeline_rows(tmp_path, pipelines, with_gold: bool = False) -> dict[str, lis
                 system=system,
             )
         )
-        rows["targets"].append(Target(target_id=f"bronze_{name}", layer="bronze"))
-        rows["stages"].append(
-            Stage(
-                pipeline_id=pipeline_id,
-                stage_order=1,
-                stage_name="ingest",
-                input_id=f"{name}_raw",
-                target_id=f"bronze_{name}",
-            )
-        )
+        # (layer, stage, input, SQL, keys): bronze over the raw folder, and gold over bronze if asked.
+        stages = [("bronze", "ingest", f"{name}_raw", None, [])]
         if with_gold:
-            rows["targets"].append(Target(target_id=f"gold_{name}", layer="gold", keys=["id"]))
+            stages.append(("gold", "publish", f"bronze_{name}", f"SELECT id FROM bronze_{name}", ["id"]))
+        for order, (layer, stage_name, input_id, sql, keys) in enumerate(stages, start=1):
+            rows["targets"].append(Target(target_id=f"{layer}_{name}", layer=layer, keys=keys))
             rows["stages"].append(
                 Stage(
                     pipeline_id=pipeline_id,
-                    stage_order=2,
-                    stage_name="publish",
-                    input_id=f"bronze_{name}",
-                    target_id=f"gold_{name}",
-                    transform_sql=f"SELECT id FROM bronze_{name}",
+                    stage_order=order,
+                    stage_name=stage_name,
+                    input_id=input_id,
+                    target_id=f"{layer}_{name}",
+                    transform_sql=sql,
                 )
             )
     return rows
 
 
-@pytest.fixture
-def store(tmp_path) -> CatalogStore:
-    """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a
-    time."""
+@contextlib.contextmanager
+def catalog(tmp_path, pipelines, with_gold: bool = False) -> Iterator[CatalogStore]:
+    """A SQLite catalog holding `pipeline_rows`."""
     store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
     store.migrate()
-    store.upsert(pipeline_rows(tmp_path, PIPELINES))
-    yield store
-    store.engine.dispose()
+    store.upsert(pipeline_rows(tmp_path, pipelines, with_gold))
+    try:
+        yield store
+    finally:
+        store.engine.dispose()
+
+
+@pytest.fixture
+def store(tmp_path) -> Iterator[CatalogStore]:
+    """Four one-stage pipelines, each with fresh raw files in a local folder; sys_b takes one run at a
+    time."""
+    with catalog(tmp_path, PIPELINES) as store:
+        yield store
 
 
 class Deployment:
@@ -153,11 +158,18 @@ class Deployment:
         self.store.record_bookmarks(source, [(o.url, o.etag, o.size) for o in objects], "test")
 
 
-@pytest.fixture
-def deployment(store, tmp_path):
+@contextlib.contextmanager
+def deployed(store, tmp_path) -> Iterator[Deployment]:
+    """The launcher over `store`, on a Dagster instance configured by the shipped dagster.yaml."""
     shipped = yaml.safe_load((REPO / "dagster.yaml").read_text())
     with instance_for_test(overrides=shipped) as instance:
         yield Deployment(store, tmp_path, instance)
+
+
+@pytest.fixture
+def deployment(store, tmp_path) -> Iterator[Deployment]:
+    with deployed(store, tmp_path) as deployment:
+        yield deployment
 
 
 def test_balanced_launches_by_score_within_throttles_and_dagster_dequeues_in_that_order(deployment, store):
@@ -237,18 +249,9 @@ def test_a_pipeline_whose_run_failed_is_not_relaunched_on_every_tick(deployment)
 
 def test_stale_gold_launches_its_pipeline_only_once_its_source_holds_files(tmp_path):
     """A gold never made is stale; a run over a source that holds nothing would only fail its bronze."""
-    store = CatalogStore(f"sqlite:///{tmp_path}/catalog.db")
-    store.migrate()
-    store.upsert(
-        pipeline_rows(
-            tmp_path,
-            [("full_etl", "normal", 1.0, "sys_a"), ("empty_etl", "normal", 1.0, "sys_c")],
-            with_gold=True,
-        )
-    )
-    (tmp_path / "raw" / "empty" / "part-0.jsonl").unlink()
-    with instance_for_test(overrides=yaml.safe_load((REPO / "dagster.yaml").read_text())) as instance:
-        deployment = Deployment(store, tmp_path, instance)
+    pipelines = [("full_etl", "normal", 1.0, "sys_a"), ("empty_etl", "normal", 1.0, "sys_c")]
+    with catalog(tmp_path, pipelines, with_gold=True) as store, deployed(store, tmp_path) as deployment:
+        (tmp_path / "raw" / "empty" / "part-0.jsonl").unlink()
         # full_etl's file is ingested already: its gold's staleness alone makes it due.
         deployment.finish_ingest("full_etl")
 
@@ -261,4 +264,3 @@ def test_stale_gold_launches_its_pipeline_only_once_its_source_holds_files(tmp_p
         assert [
             e["details"]["due"] for e in store.audit_entries(event="launch", pipeline_id="empty_etl")
         ] == ["gold gold_empty stale"]
-    store.engine.dispose()
