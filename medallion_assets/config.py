@@ -11,6 +11,17 @@ class SettingInvalid(ValueError):
     line."""
 
 
+def environment() -> dict[str, str]:
+    """A copy of the environment taken whole. Iterating `os.environ` while another thread sets or unsets a
+    variable (Dagster's instances, this module's DAGSTER_HOME default) raises KeyError or "dictionary changed
+    size during iteration"; a copy that met one is taken again."""
+    while True:
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            continue
+
+
 def home() -> Path:
     """Where the embedded defaults keep their files: MEDALLION_HOME, or .medallion in the working folder."""
     return Path(os.environ.get("MEDALLION_HOME", ".medallion")).resolve()

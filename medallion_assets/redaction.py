@@ -7,10 +7,11 @@ object key) safe to print: control characters are shown escaped, never sent to t
 
 from __future__ import annotations
 
-import os
 import re
 
 import click
+
+from medallion_assets import config
 
 _URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@", re.IGNORECASE)
 _SQL_CREDENTIALS = re.compile(
@@ -28,7 +29,7 @@ def scrub(text: str) -> str:
     """`text` without credentials: URL passwords, secret environment values and COPY/IAM credentials
     masked."""
     text = _SQL_CREDENTIALS.sub(r"\1\2'***'", _URL_CREDENTIALS.sub(r"\1:***@", text))
-    for name, value in os.environ.items():
+    for name, value in config.environment().items():
         if len(value) >= _MIN_SECRET_LENGTH and _SECRET_NAME.search(name):
             text = text.replace(value, "***")
     return text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -461,3 +462,38 @@ def test_openlineage_yml_configures_the_transport(snapshot, clean_environment, t
     [line] = (tmp_path / "events.ndjson").read_text().splitlines()
     assert validate(json.loads(line))["job"]["name"] == "orders_etl.bronze_orders"
     assert not (tmp_path / "home" / "openlineage").exists()
+
+
+def test_variables_set_and_unset_while_events_are_sent_lose_no_event(
+    snapshot, clean_environment, tmp_path, monkeypatch
+):
+    """A run's threads change the environment while the emitter's thread sends (Dagster's instances set and
+    unset DAGSTER_HOME): no event is lost to it."""
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "file")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__LOG_FILE_PATH", str(tmp_path / "events.ndjson"))
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__APPEND", "true")
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter allows
+    run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, LAKE, "duckdb:///w.duckdb")
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            for name in [f"MEDALLION_CHURN_{n}" for n in range(20)]:
+                os.environ[name] = "1"
+            for name in [f"MEDALLION_CHURN_{n}" for n in range(20)]:
+                del os.environ[name]
+
+    emitter = Emitter(max_queue=2000)
+    churner = threading.Thread(target=churn)
+    churner.start()
+    try:
+        for _ in range(500):
+            emitter.emit(*run.start(), *run.finish(AssetResult(rows=1)))
+        assert emitter.close(timeout=120)
+    finally:
+        stop.set()
+        churner.join()
+        sys.setswitchinterval(switch_interval)
+    assert (emitter.sent, emitter.failed, emitter.dropped) == (1000, 0, 0)
+    assert len((tmp_path / "events.ndjson").read_text().splitlines()) == 1000

@@ -34,6 +34,25 @@ def events_folder() -> Path:
     return (config.dagster_home() or config.home()) / "openlineage"
 
 
+class _Client(OpenLineageClient):
+    """The client, reading the environment by name.
+
+    The client's own `_collect_environment_variables` iterates `os.environ` on every emit. The emitter emits
+    from its thread while the run's threads set and unset variables (Dagster's test instances, `config`'s
+    DAGSTER_HOME default), and an iteration that meets a removal raises KeyError or "dictionary changed size
+    during iteration": the event was lost. Looking each wanted name up cannot meet a removal.
+    """
+
+    def _collect_environment_variables(self) -> dict[str, str]:
+        wanted = self.config.facets.environment_variables
+        found = {name: value for name in wanted if (value := os.environ.get(name)) is not None}
+        if missing := set(wanted) - set(found):
+            log.warning(
+                "OpenLineage: the environment variables %s, asked for as facets, are not set", sorted(missing)
+            )
+        return found
+
+
 def configured_client() -> OpenLineageClient:
     """The client as `openlineage.yml` or `OPENLINEAGE_*` configure it (http, file, console, Amazon DataZone,
     …); with no configuration at all, a file transport writing one JSON file per event into
@@ -45,12 +64,10 @@ def configured_client() -> OpenLineageClient:
         or os.environ.get("OPENLINEAGE_URL")
         or os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true"
     ):
-        return OpenLineageClient()
+        return _Client()
     folder = events_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    return OpenLineageClient(
-        transport=FileTransport(FileConfig(log_file_path=str(folder / "ol"), debug_mode=True))
-    )
+    return _Client(transport=FileTransport(FileConfig(log_file_path=str(folder / "ol"), debug_mode=True)))
 
 
 class _Stop(enum.Enum):
@@ -85,7 +102,7 @@ class Emitter:
             self._client = configured_client()
         except Exception as error:  # a broken configuration must not break the run that emits
             log.warning("OpenLineage disabled: its configuration could not be read: %s", scrub(str(error)))
-            self._client = OpenLineageClient(transport=NoopTransport(NoopConfig()))
+            self._client = _Client(transport=NoopTransport(NoopConfig()))
         self._thread = threading.Thread(target=self._run, name="openlineage-emitter", daemon=True)
         self._thread.start()
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlparse
 
+from medallion_assets import config
 from medallion_assets.naming import check_identifier
 from medallion_assets.redaction import scrub
 
@@ -166,7 +167,7 @@ def configured_catalogs(root: str) -> dict[str, LakeCatalog]:
     """Every lake catalog the environment configures for the lake at `root` (resolved, by `root.Lake`, which
     asks once): `lake` always, and each MEDALLION_LAKE_CATALOG__NAME."""
     catalogs = {DEFAULT_CATALOG: LakeCatalog(DEFAULT_CATALOG, default_catalog_url(root), root)}
-    for variable, url in sorted(os.environ.items()):
+    for variable, url in sorted(config.environment().items()):
         if variable.startswith(_NAMED_PREFIX) and url:
             name = check_identifier(
                 variable.removeprefix(_NAMED_PREFIX).lower(), f"{variable}'s catalog name"
