@@ -472,20 +472,21 @@ def test_variables_set_and_unset_while_events_are_sent_lose_no_event(
     monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "file")
     monkeypatch.setenv("OPENLINEAGE__TRANSPORT__LOG_FILE_PATH", str(tmp_path / "events.ndjson"))
     monkeypatch.setenv("OPENLINEAGE__TRANSPORT__APPEND", "true")
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter allows
     run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, LAKE, "duckdb:///w.duckdb")
+    names = [f"MEDALLION_CHURN_{n}" for n in range(20)]
     stop = threading.Event()
 
     def churn() -> None:
         while not stop.is_set():
-            for name in [f"MEDALLION_CHURN_{n}" for n in range(20)]:
+            for name in names:
                 os.environ[name] = "1"
-            for name in [f"MEDALLION_CHURN_{n}" for n in range(20)]:
+            for name in names:
                 del os.environ[name]
 
     emitter = Emitter(max_queue=2000)
     churner = threading.Thread(target=churn)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter allows
     churner.start()
     try:
         for _ in range(500):
