@@ -126,8 +126,8 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     # Gold says how it is built: by the days silver's changes touch, its key an expression of a column.
     assert spec.description == (
         "Events and distinct users per day\n\nIncremental: recomputes only the groups "
-        "(event_date = CAST(event_ts AS DATE)) that silver's changes touch (whole on a first build, after a "
-        "definition change or a rollback)."
+        "(event_date = CAST(event_ts AS DATE)) that silver's changes touch (whole on a first build, a "
+        "definition change, a rollback, or changes that touch a third of its groups or more)."
     )
 
 

@@ -9,10 +9,11 @@ import random
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from medallion_assets.catalog.models import Stage, Target, ValidationRuleSet
-from medallion_assets.engine.stage import gold_groups, gold_mode_description
+from medallion_assets.engine.stage import StageOutcome, gold_groups, gold_mode_description
 from medallion_assets.engine.transform import NotGroupwise, group_keys
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef
@@ -45,7 +46,10 @@ class GoldHouse(Lakehouse):
     def __init__(self, spark: SparkSession, root: Path, warehouse: Warehouse):
         super().__init__(spark, root, {"scd1": DATASETS["scd1"]}, warehouse)
         for order, (name, (sql, fields)) in enumerate(GOLD.items(), start=10):
-            self.define_gold(order, name, sql.format(input="silver_scd1"), fields)
+            # Incremental on every batch, however many of their few groups it touches: the path under test.
+            self.define_gold(
+                order, name, sql.format(input="silver_scd1"), {**fields, "incremental": "when_possible"}
+            )
             full_sql = "WITH whole AS (SELECT * FROM silver_scd1) " + sql.format(input="whole")
             self.define_gold(order + 100, f"{name}_full", full_sql, {})
 
@@ -189,6 +193,43 @@ def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver
     assert redefined.details["mode"] == "full"
     assert redefined.details["why"].startswith("the stage's definition changed (")
     assert house.rows("by_label", "gold") == [("p", 2, 3, 2)]
+
+
+def test_gold_is_recomputed_whole_when_a_batch_touches_a_third_of_its_groups_or_more(
+    spark, tmp_path, warehouse
+):
+    """By default gold by groups chooses the cheaper way: the groups a batch touched, or, from a third of
+    gold's groups on, the whole table; either way it equals a full recompute, and a recompute whole does
+    not keep the next small batch from being incremental."""
+    house = GoldHouse(spark, tmp_path, warehouse)
+    by_k1 = "SELECT k1, COUNT(*) AS events, MAX(seq) AS last_seq FROM silver_scd1 GROUP BY k1"
+    house.define_gold(30, "by_k1", by_k1, {"keys": ["k1"]})
+    house.define_gold(130, "by_k1_full", by_k1, {"incremental": "full"})
+
+    def batch(events: list[tuple]) -> StageOutcome:
+        house.append(events)
+        house.build("scd1")
+        outcome = house.build("by_k1", "gold")
+        house.build("by_k1_full", "gold")
+        assert house.rows("by_k1", "gold") == house.rows("by_k1_full", "gold")
+        return outcome
+
+    batch([(k, "a", str(k), "I", "x", "p") for k in range(1, 7)])  # six groups
+    one = batch([(1, "b", "7", "I", "x", "p")])
+    assert (one.details["mode"], one.details["groups_recomputed"]) == ("incremental", 1)
+    two = batch([(2, "b", "8", "I", "x", "p"), (3, "a", "9", "D", None, None)])
+    assert (two.details["mode"], two.details["why"]) == (
+        "full",
+        "silver's changes touched 2 groups, 33% of the 6 rows gold holds: recomputed whole, which costs less "
+        "than recomputing a third or more of its groups (incremental: when_possible keeps such runs "
+        "incremental)",
+    )
+    assert house.rows("by_k1", "gold") == [(1, 2, 7), (2, 2, 8), (4, 1, 4), (5, 1, 5), (6, 1, 6)]
+    after = batch([(4, "b", "10", "I", "x", "p")])
+    assert (after.details["mode"], after.details["groups_recomputed"]) == ("incremental", 1)
+    # Only gold by groups chooses by cost: a silver merge has no such choice to keep.
+    with pytest.raises(ValidationError, match="incremental: when_possible is for gold targets"):
+        Target(target_id="silver_x", layer="silver", keys=["k"], incremental="when_possible")
 
 
 COLUMNS_OF_SILVER = ["k1", "k2", "seq", "v", "w"]

@@ -207,13 +207,15 @@ class Target(Row):
         default=None,
         description="type 2: names of the validity columns (__valid_from, __valid_to, __is_current)",
     )
-    incremental: Incremental | Literal["full"] | None = Field(
+    incremental: Incremental | Literal["full", "when_possible"] | None = Field(
         default=None,
         description=(
             "full: recompute the dataset whole on every run; {by: COLUMN} (keyed silver): merges search only "
             "the days of `by` their new rows fall on; {by: COLUMN, lookback: DAYS} (gold): recompute the "
-            "days its main input's changes fall on, and the lookback's days after them; by default, what "
-            "the definition allows"
+            "days its main input's changes fall on, and the lookback's days after them; when_possible "
+            "(gold by groups): incremental whenever the definition allows, even when the changes touch so "
+            "many groups that a recompute would cost less; by default, what the definition allows, and "
+            "costs less"
         ),
     )
 
@@ -258,6 +260,11 @@ class Target(Row):
     def _check_incremental(self) -> None:
         """A merge window needs a keyed silver merge and a day to search by; gold's days, a declared day
         column that holds each key's rows to one day."""
+        if self.incremental == "when_possible" and self.layer != "gold":
+            raise ValueError(
+                "incremental: when_possible is for gold targets: only gold by groups chooses a recompute "
+                "by its cost"
+            )
         if not isinstance(self.incremental, Incremental):
             return
         by, lookback = self.incremental.by, self.incremental.lookback

@@ -275,9 +275,15 @@ def gold_mode_description(stage: Stage, target: Target, snapshot: CatalogSnapsho
     except NotGroupwise as not_groupwise:
         return f"Recomputed whole on every run: {not_groupwise}."
     described = describe_groups(groups, stage.sql_dialect)
+    whole_when = (
+        "a first build, a definition change or a rollback"
+        if target.incremental == "when_possible"
+        else "a first build, a definition change, a rollback, or changes that touch a third of its groups "
+        "or more"
+    )
     return (
-        f"Incremental: recomputes only the groups ({described}) that silver's changes touch "
-        "(whole on a first build, after a definition change or a rollback)."
+        f"Incremental: recomputes only the groups ({described}) that silver's changes touch (whole on "
+        f"{whole_when})."
     )
 
 
