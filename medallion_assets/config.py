@@ -148,10 +148,31 @@ DEFAULT_SENSOR_INTERVAL_SECONDS = 30
 
 def sensor_interval_seconds() -> int:
     """The sensors' minimum interval: MEDALLION_SENSOR_INTERVAL_SECONDS, else 30 s."""
-    configured = os.environ.get(SENSOR_INTERVAL_ENV, str(DEFAULT_SENSOR_INTERVAL_SECONDS))
-    if not configured.isdecimal() or int(configured) < 1:
+    return _whole_number(SENSOR_INTERVAL_ENV, DEFAULT_SENSOR_INTERVAL_SECONDS, "seconds", at_least=1)
+
+
+# Gold by groups costs a few seconds whatever its size (the changelog read and counted, a semi join, a
+# delete and an append: 6-7 s a day on this project's 2-core machine), while a recompute of gold costs about
+# 1.1 s and 0.5 s more a million silver rows (1.4, 1.7 and 1.9 s over 0.5, 1 and 1.5 million rows;
+# bench/HISTORY.md, session 25): below about 10 million rows a recompute is cheaper however few groups a
+# batch touches. The default keeps a margin of half; below it, the changelog is not even read.
+GROUPS_FROM_ROWS_ENV = "MEDALLION_GOLD_GROUPS_FROM_ROWS"
+DEFAULT_GROUPS_FROM_ROWS = 5_000_000
+
+
+def gold_groups_from_rows() -> int:
+    """The silver rows under which gold by groups recomputes whole instead: MEDALLION_GOLD_GROUPS_FROM_ROWS,
+    else 5,000,000 (0: by groups at any size)."""
+    return _whole_number(GROUPS_FROM_ROWS_ENV, DEFAULT_GROUPS_FROM_ROWS, "rows", at_least=0)
+
+
+def _whole_number(variable: str, default: int, unit: str, at_least: int) -> int:
+    """The whole number `variable` sets (`default` when unset); SettingInvalid, naming it, when it is not
+    one of at least `at_least`."""
+    configured = os.environ.get(variable, str(default))
+    if not configured.isdecimal() or int(configured) < at_least:
         raise SettingInvalid(
-            f"{SENSOR_INTERVAL_ENV}={configured!r} is not a whole number of seconds of at least 1"
+            f"{variable}={configured!r} is not a whole number of {unit} of at least {at_least}"
         )
     return int(configured)
 

@@ -127,7 +127,8 @@ def test_gold_asset_carries_table_metadata(catalog_url, tmp_path):
     assert spec.description == (
         "Events and distinct users per day\n\nIncremental: recomputes only the groups "
         "(event_date = CAST(event_ts AS DATE)) that silver's changes touch (whole on a first build, a "
-        "definition change, a rollback, or changes that touch a third of its groups or more)."
+        "definition change, a rollback, over fewer than 5,000,000 silver rows, or when changes touch a third "
+        "of its groups or more)."
     )
 
 

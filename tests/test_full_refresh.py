@@ -81,6 +81,7 @@ def lake_state(medallion) -> tuple[dict[str, list[int]], dict[str, list[dict]]]:
 def test_a_full_refresh_rebuilds_in_one_commit_per_table_what_the_incremental_runs_built(
     medallion, tmp_path, monkeypatch
 ):
+    monkeypatch.setenv("MEDALLION_GOLD_GROUPS_FROM_ROWS", "0")  # gold by groups over the seed's small silver
     definition = tmp_path / "event_users.yaml"
     definition.write_text(EVENT_USERS.format(columns="{event_id: string, user_id: string}"))
     medallion.load(definition)

@@ -195,12 +195,12 @@ def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver
     assert house.rows("by_label", "gold") == [("p", 2, 3, 2)]
 
 
-def test_gold_is_recomputed_whole_when_a_batch_touches_a_third_of_its_groups_or_more(
-    spark, tmp_path, warehouse
+def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_third_of_its_groups(
+    spark, tmp_path, warehouse, monkeypatch
 ):
-    """By default gold by groups chooses the cheaper way: the groups a batch touched, or, from a third of
-    gold's groups on, the whole table; either way it equals a full recompute, and a recompute whole does
-    not keep the next small batch from being incremental."""
+    """By default gold by groups chooses the cheaper way: over a silver table too small for its fixed cost,
+    and from a third of gold's groups touched on, the whole table; else the groups a batch touched. Either
+    way it equals a full recompute, and a recompute does not keep the next batch from going by groups."""
     house = GoldHouse(spark, tmp_path, warehouse)
     by_k1 = "SELECT k1, COUNT(*) AS events, MAX(seq) AS last_seq FROM silver_scd1 GROUP BY k1"
     house.define_gold(30, "by_k1", by_k1, {"keys": ["k1"]})
@@ -215,17 +215,24 @@ def test_gold_is_recomputed_whole_when_a_batch_touches_a_third_of_its_groups_or_
         return outcome
 
     batch([(k, "a", str(k), "I", "x", "p") for k in range(1, 7)])  # six groups
-    one = batch([(1, "b", "7", "I", "x", "p")])
+    small = batch([(1, "b", "7", "I", "x", "p")])
+    assert (small.details["mode"], small.details["why"]) == (
+        "full",
+        "silver_scd1 holds 7 rows, fewer than the 5,000,000 from which recomputing only the touched groups "
+        "costs less than recomputing the whole table (MEDALLION_GOLD_GROUPS_FROM_ROWS)",
+    )
+    monkeypatch.setenv("MEDALLION_GOLD_GROUPS_FROM_ROWS", "0")  # by groups at any size: the share decides
+    one = batch([(2, "b", "8", "I", "x", "p")])
     assert (one.details["mode"], one.details["groups_recomputed"]) == ("incremental", 1)
-    two = batch([(2, "b", "8", "I", "x", "p"), (3, "a", "9", "D", None, None)])
+    two = batch([(3, "b", "9", "I", "x", "p"), (4, "a", "10", "D", None, None)])
     assert (two.details["mode"], two.details["why"]) == (
         "full",
         "silver's changes touched 2 groups, 33% of the 6 rows gold holds: recomputed whole, which costs less "
         "than recomputing a third or more of its groups (incremental: when_possible keeps such runs "
         "incremental)",
     )
-    assert house.rows("by_k1", "gold") == [(1, 2, 7), (2, 2, 8), (4, 1, 4), (5, 1, 5), (6, 1, 6)]
-    after = batch([(4, "b", "10", "I", "x", "p")])
+    assert house.rows("by_k1", "gold") == [(1, 2, 7), (2, 2, 8), (3, 2, 9), (5, 1, 5), (6, 1, 6)]
+    after = batch([(5, "b", "11", "I", "x", "p")])
     assert (after.details["mode"], after.details["groups_recomputed"]) == ("incremental", 1)
     # Only gold by groups chooses by cost: a silver merge has no such choice to keep.
     with pytest.raises(ValidationError, match="incremental: when_possible is for gold targets"):
@@ -377,7 +384,10 @@ BY_USER = {
 }
 
 
-def test_a_dagster_run_recomputes_the_users_and_days_a_new_batch_touched_and_the_warehouse_follows(medallion):
+def test_a_dagster_run_recomputes_the_users_and_days_a_new_batch_touched_and_the_warehouse_follows(
+    medallion, monkeypatch
+):
+    monkeypatch.setenv("MEDALLION_GOLD_GROUPS_FROM_ROWS", "0")  # by groups over the seed's small silver
     medallion.store.upsert(BY_USER)
     first = medallion.run("user_events_etl")
     assert first.status == "success"

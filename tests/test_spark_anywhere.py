@@ -158,9 +158,11 @@ def test_seed_pipelines_on_spark_connect_with_gzipped_raw_files(medallion, conne
     summary = write_sample_data(RAW, rows=3000, lines_per_file=1000, gzipped=True)
     assert_seed_pipelines_succeed(medallion, summary, SPARK_REMOTE=connect)
 
-    # Two new days beside gold's seven: under a third of its groups, so recomputed by groups.
+    # Two new days beside gold's seven: under a third of its groups, recomputed by groups at any size.
     put_late_events("user_events/zz-late.jsonl", "late", 40, days=2)
-    assert_run_succeeds(medallion, "user_events_etl", SPARK_REMOTE=connect)
+    assert_run_succeeds(
+        medallion, "user_events_etl", SPARK_REMOTE=connect, MEDALLION_GOLD_GROUPS_FROM_ROWS="0"
+    )
     assert medallion.gold("analytics.daily_user_events") == expected_daily_user_events(RAW)
     modes = {
         stage: medallion.stage_audit(stage)[-1]["details"]["mode"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from medallion_assets import config
 from medallion_assets.catalog.days import NotDaywise, declared_schemas, gold_day_source
 from medallion_assets.catalog.loader import declared_columns
 from medallion_assets.catalog.models import Incremental, Stage, Target
@@ -116,9 +117,27 @@ def _plan_groups(context: StageContext, stage: Stage, target: Target) -> Mode:
     if resumed.since is None:
         return resumed
     since = resumed.since
+    smaller = None if target.incremental == "when_possible" else _too_small_for_groups(context, source)
+    if smaller:
+        return Mode("full", smaller)
     described = describe_groups(groups, stage.sql_dialect)
     touched = f"the groups ({described}) that silver's changes after snapshot {since} touched"
     return Mode("incremental", "recomputes " + touched, since, groups)
+
+
+def _too_small_for_groups(context: StageContext, source: Target) -> str | None:
+    """Why silver is too small for gold by groups to cost less than a recompute, whatever a batch touches
+    (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or cannot tell."""
+    table = table_of(source)
+    current = context.lake.current_snapshot(table)
+    rows = context.lake.total_rows(table, current) if current is not None else None
+    floor = config.gold_groups_from_rows()
+    if rows is None or rows >= floor:
+        return None
+    return (
+        f"{source.target_id} holds {rows:,} rows, fewer than the {floor:,} from which recomputing only the "
+        f"touched groups costs less than recomputing the whole table ({config.GROUPS_FROM_ROWS_ENV})"
+    )
 
 
 def _plan_days(context: StageContext, stage: Stage, target: Target) -> Mode:
@@ -278,8 +297,8 @@ def gold_mode_description(stage: Stage, target: Target, snapshot: CatalogSnapsho
     whole_when = (
         "a first build, a definition change or a rollback"
         if target.incremental == "when_possible"
-        else "a first build, a definition change, a rollback, or changes that touch a third of its groups "
-        "or more"
+        else f"a first build, a definition change, a rollback, over fewer than "
+        f"{config.gold_groups_from_rows():,} silver rows, or when changes touch a third of its groups or more"
     )
     return (
         f"Incremental: recomputes only the groups ({described}) that silver's changes touch (whole on "
