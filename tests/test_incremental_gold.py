@@ -221,6 +221,10 @@ def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_thi
         "silver_scd1 holds 7 rows, fewer than the 5,000,000 from which recomputing only the touched groups "
         "costs less than recomputing the whole table (MEDALLION_GOLD_GROUPS_FROM_ROWS)",
     )
+    # Silver unchanged since: nothing to recompute, whatever its size.
+    unchanged = house.build("by_k1", "gold")
+    assert (unchanged.details["mode"], unchanged.rows_written) == ("incremental", 0)
+    assert unchanged.details["why"].endswith("touched: none")
     monkeypatch.setenv("MEDALLION_GOLD_GROUPS_FROM_ROWS", "0")  # by groups at any size: the share decides
     one = batch([(2, "b", "8", "I", "x", "p")])
     assert (one.details["mode"], one.details["groups_recomputed"]) == ("incremental", 1)

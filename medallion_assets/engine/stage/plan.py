@@ -117,7 +117,7 @@ def _plan_groups(context: StageContext, stage: Stage, target: Target) -> Mode:
     if resumed.since is None:
         return resumed
     since = resumed.since
-    smaller = None if target.incremental == "when_possible" else _too_small_for_groups(context, source)
+    smaller = None if target.incremental == "when_possible" else _too_small_for_groups(context, source, since)
     if smaller:
         return Mode("full", smaller)
     described = describe_groups(groups, stage.sql_dialect)
@@ -125,12 +125,15 @@ def _plan_groups(context: StageContext, stage: Stage, target: Target) -> Mode:
     return Mode("incremental", "recomputes " + touched, since, groups)
 
 
-def _too_small_for_groups(context: StageContext, source: Target) -> str | None:
+def _too_small_for_groups(context: StageContext, source: Target, since: int) -> str | None:
     """Why silver is too small for gold by groups to cost less than a recompute, whatever a batch touches
-    (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or cannot tell."""
+    (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or cannot tell, or
+    when its rows did not change after snapshot `since` (a compaction at most): gold then stays as it is."""
     table = table_of(source)
     current = context.lake.current_snapshot(table)
-    rows = context.lake.total_rows(table, current) if current is not None else None
+    if current is None or context.lake.rewritten_between(table, since, current) is None:
+        return None
+    rows = context.lake.total_rows(table, current)
     floor = config.gold_groups_from_rows()
     if rows is None or rows >= floor:
         return None
