@@ -234,6 +234,25 @@ def test_the_sensors_tick_as_often_as_configured(catalog_url, tmp_path, monkeypa
     )
 
 
+def test_the_size_gold_goes_by_groups_from_is_configured_and_said_in_its_description(
+    catalog_url, tmp_path, monkeypatch
+):
+    def gold_description() -> str:
+        defs = build_definitions(catalog_url, str(tmp_path / "lake"), f"duckdb:///{tmp_path}/wh.duckdb")
+        spec = next(s for s in defs.resolve_all_asset_specs() if s.key.path == ["gold", "daily_user_events"])
+        return spec.description or ""
+
+    monkeypatch.setenv("MEDALLION_GOLD_GROUPS_FROM_ROWS", "20000000")
+    assert "over fewer than 20,000,000 silver rows" in gold_description()
+    monkeypatch.setenv("MEDALLION_GOLD_GROUPS_FROM_ROWS", "5e6")
+    with pytest.raises(ValueError) as refused:
+        gold_description()
+    assert (
+        str(refused.value)
+        == "MEDALLION_GOLD_GROUPS_FROM_ROWS='5e6' is not a whole number of rows of at least 0"
+    )
+
+
 def test_urls_from_the_environment_reach_the_ui_by_name_never_their_password(
     catalog_url, tmp_path, monkeypatch
 ):
