@@ -213,9 +213,9 @@ class Target(Row):
             "full: recompute the dataset whole on every run; {by: COLUMN} (keyed silver): merges search only "
             "the days of `by` their new rows fall on; {by: COLUMN, lookback: DAYS} (gold): recompute the "
             "days its main input's changes fall on, and the lookback's days after them; when_possible "
-            "(gold by groups): incremental whenever the definition allows, even when the changes touch so "
-            "many groups that a recompute would cost less; by default, what the definition allows, and "
-            "costs less"
+            "(gold by groups): incremental whenever the definition allows, even where a recompute would "
+            "cost less (a small silver table, a third of the groups touched); by default, what the "
+            "definition allows, and costs less"
         ),
     )
 
