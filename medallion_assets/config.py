@@ -155,7 +155,7 @@ def sensor_interval_seconds() -> int:
 # delete and an append: 6-7 s a day on this project's 2-core machine), while a recompute of gold costs about
 # 1.1 s and 0.5 s more a million silver rows (1.4, 1.7 and 1.9 s over 0.5, 1 and 1.5 million rows;
 # bench/HISTORY.md, session 25): below about 10 million rows a recompute is cheaper however few groups a
-# batch touches. The default keeps a margin of half; below it, the changelog is not even read.
+# batch touches. The default keeps a margin of half.
 GROUPS_FROM_ROWS_ENV = "MEDALLION_GOLD_GROUPS_FROM_ROWS"
 DEFAULT_GROUPS_FROM_ROWS = 5_000_000
 

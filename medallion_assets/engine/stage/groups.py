@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from medallion_assets import config
 from medallion_assets.catalog.days import day_column
 from medallion_assets.catalog.models import Stage, Target
 from medallion_assets.engine import changes
@@ -35,8 +36,8 @@ def build(
     those groups alone (the rows whose keys' values are a touched group's, a null matching a null). On
     the run's branch the groups' rows are replaced by the recomputed ones, so a group that vanished is
     deleted; checked there, then published. The touched groups stay on the outcome for the warehouse
-    load. When the changes touched so many of gold's groups that a recompute costs less, the full mode
-    instead, saying why (unless the target says `incremental: when_possible`)."""
+    load. When silver is so small, or the changes touched so many of gold's groups, that a recompute costs
+    less, the full mode instead, saying why (unless the target says `incremental: when_possible`)."""
     assert plan.since is not None
     silver = stage.input_id
     silver_table = table_of(context.snapshot.targets[silver])
@@ -58,7 +59,10 @@ def build(
         touched.unpersist()
         return nothing_new(context, stage, target, plan, end)
     costlier = (
-        None if target.incremental == "when_possible" else _costlier_than_recompute(context, target, groups)
+        None
+        if target.incremental == "when_possible"
+        else _too_small_for_groups(context, context.snapshot.targets[silver], end)
+        or _costlier_than_recompute(context, target, groups)
     )
     if costlier:
         touched.unpersist()
@@ -100,6 +104,21 @@ def build(
     outcome.details["groups_recomputed"] = groups
     outcome.changed_groups, outcome.groups_replaced_in = keys, replaced_in
     return outcome, written
+
+
+def _too_small_for_groups(context: StageContext, source: Target, end: int) -> str | None:
+    """Why silver, at snapshot `end`, is too small for gold by groups to cost less than a recompute, whatever
+    a batch touches (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or
+    cannot tell. Asked only once the changelog showed a change: a silver rewritten with the same rows
+    (a rebuild of a stage that reads two bronze tables, a compaction) leaves gold as it is."""
+    rows = context.lake.total_rows(table_of(source), end)
+    floor = config.gold_groups_from_rows()
+    if rows is None or rows >= floor:
+        return None
+    return (
+        f"{source.target_id} holds {rows:,} rows, fewer than the {floor:,} from which recomputing only the "
+        f"touched groups costs less than recomputing the whole table ({config.GROUPS_FROM_ROWS_ENV})"
+    )
 
 
 def _costlier_than_recompute(context: StageContext, target: Target, groups: int) -> str | None:

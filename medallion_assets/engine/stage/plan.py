@@ -117,30 +117,9 @@ def _plan_groups(context: StageContext, stage: Stage, target: Target) -> Mode:
     if resumed.since is None:
         return resumed
     since = resumed.since
-    smaller = None if target.incremental == "when_possible" else _too_small_for_groups(context, source, since)
-    if smaller:
-        return Mode("full", smaller)
     described = describe_groups(groups, stage.sql_dialect)
     touched = f"the groups ({described}) that silver's changes after snapshot {since} touched"
     return Mode("incremental", "recomputes " + touched, since, groups)
-
-
-def _too_small_for_groups(context: StageContext, source: Target, since: int) -> str | None:
-    """Why silver is too small for gold by groups to cost less than a recompute, whatever a batch touches
-    (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or cannot tell, or
-    when its rows did not change after snapshot `since` (a compaction at most): gold then stays as it is."""
-    table = table_of(source)
-    current = context.lake.current_snapshot(table)
-    if current is None or context.lake.rewritten_between(table, since, current) is None:
-        return None
-    rows = context.lake.total_rows(table, current)
-    floor = config.gold_groups_from_rows()
-    if rows is None or rows >= floor:
-        return None
-    return (
-        f"{source.target_id} holds {rows:,} rows, fewer than the {floor:,} from which recomputing only the "
-        f"touched groups costs less than recomputing the whole table ({config.GROUPS_FROM_ROWS_ENV})"
-    )
 
 
 def _plan_days(context: StageContext, stage: Stage, target: Target) -> Mode:
