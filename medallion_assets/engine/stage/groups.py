@@ -58,11 +58,15 @@ def build(
     if not groups:
         touched.unpersist()
         return nothing_new(context, stage, target, plan, end)
+    table = table_of(target)
+    replaced_in = context.lake.current_snapshot(table)
     costlier = (
         None
         if target.incremental == "when_possible"
         else _too_small_for_groups(context, context.snapshot.targets[silver], end)
-        or _costlier_than_recompute(context, target, groups)
+        or _costlier_than_recompute(
+            context.lake.total_rows(table, replaced_in) if replaced_in is not None else None, groups
+        )
     )
     if costlier:
         touched.unpersist()
@@ -75,8 +79,6 @@ def build(
     # Cached: read by the count of rows read and by the SQL.
     of_groups = changes.rows_of_keys(rows, touched, helpers).drop(*helpers).cache()
     shaped = shape(context, stage, target, {silver: of_groups})
-    table = table_of(target)
-    replaced_in = context.lake.current_snapshot(table)
     # The groups' keys named and typed as the gold table's columns, so that their rows are found there;
     # kept until the warehouse load (`run_stage` lets them go).
     types = {f.name.lower(): f.dataType for f in context.lake.read(table).schema.fields}
@@ -121,13 +123,10 @@ def _too_small_for_groups(context: StageContext, source: Target, end: int) -> st
     )
 
 
-def _costlier_than_recompute(context: StageContext, target: Target, groups: int) -> str | None:
-    """Why recomputing `groups` of the gold table costs more than recomputing it whole (None: it does not,
-    or gold's snapshot summary cannot tell its rows): they are at least `RECOMPUTE_FROM_SHARE` of its
+def _costlier_than_recompute(rows: int | None, groups: int) -> str | None:
+    """Why recomputing `groups` of a gold table of `rows` rows costs more than recomputing it whole (None: it
+    does not, or its snapshot summary cannot tell its rows): they are at least `RECOMPUTE_FROM_SHARE` of its
     rows, one a group."""
-    table = table_of(target)
-    current = context.lake.current_snapshot(table)
-    rows = context.lake.total_rows(table, current) if current is not None else None
     if not rows or groups < rows * RECOMPUTE_FROM_SHARE:
         return None
     return (
