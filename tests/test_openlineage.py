@@ -14,9 +14,10 @@ import logging
 import os
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -464,37 +465,52 @@ def test_openlineage_yml_configures_the_transport(snapshot, clean_environment, t
     assert not (tmp_path / "home" / "openlineage").exists()
 
 
+@pytest.mark.parametrize("transport", ["file", "http"])
 def test_variables_set_and_unset_while_events_are_sent_lose_no_event(
-    snapshot, clean_environment, tmp_path, monkeypatch
+    snapshot, clean_environment, tmp_path, monkeypatch, transport
 ):
     """A run's threads change the environment while the emitter's thread sends (Dagster's instances set and
-    unset DAGSTER_HOME): no event is lost to it."""
-    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "file")
-    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__LOG_FILE_PATH", str(tmp_path / "events.ndjson"))
-    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__APPEND", "true")
+    unset DAGSTER_HOME): no event is lost to it, whether the client reads the environment (its facets) or
+    requests does (its proxies, on every HTTP request)."""
     run = stage_asset_run(snapshot, _stage(snapshot, "bronze_orders"), RUN_ID, LAKE, "duckdb:///w.duckdb")
     names = [f"MEDALLION_CHURN_{n}" for n in range(20)]
     stop = threading.Event()
 
     def churn() -> None:
+        """About a thousand changes a second, far more than any run makes."""
         while not stop.is_set():
             for name in names:
                 os.environ[name] = "1"
+                time.sleep(0.001)
             for name in names:
                 del os.environ[name]
+                time.sleep(0.001)
 
-    emitter = Emitter(max_queue=2000)
-    churner = threading.Thread(target=churn)
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter allows
-    churner.start()
-    try:
-        for _ in range(500):
-            emitter.emit(*run.start(), *run.finish(AssetResult(rows=1)))
-        assert emitter.close(timeout=120)
-    finally:
-        stop.set()
-        churner.join()
-        sys.setswitchinterval(switch_interval)
-    assert (emitter.sent, emitter.failed, emitter.dropped) == (1000, 0, 0)
-    assert len((tmp_path / "events.ndjson").read_text().splitlines()) == 1000
+    with ExitStack() as stack:
+        if transport == "http":
+            server = stack.enter_context(endpoint(monkeypatch, lambda body: 200))
+        else:
+            monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "file")
+            monkeypatch.setenv("OPENLINEAGE__TRANSPORT__LOG_FILE_PATH", str(tmp_path / "events.ndjson"))
+            monkeypatch.setenv("OPENLINEAGE__TRANSPORT__APPEND", "true")
+        emitter = Emitter(max_queue=2000)
+        assert emitter.transport == transport
+        churner = threading.Thread(target=churn)
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter allows
+        churner.start()
+        try:
+            for _ in range(100):
+                emitter.emit(*run.start(), *run.finish(AssetResult(rows=1)))
+            assert emitter.close(timeout=120)
+        finally:
+            stop.set()
+            churner.join()
+            sys.setswitchinterval(switch_interval)
+        received = (
+            [body for _, body in server.received]
+            if transport == "http"
+            else (tmp_path / "events.ndjson").read_text().splitlines()
+        )
+    assert (emitter.sent, emitter.failed, emitter.dropped) == (200, 0, 0)
+    assert len(received) == 200

@@ -27,6 +27,7 @@ from medallion_assets.redaction import scrub
 log = logging.getLogger(__name__)
 # `transport: {type: datahub, url: …}` sends lineage to DataHub; named, so that the SDK is imported only then.
 get_default_factory().register_transport("datahub", "medallion_assets.openlineage.datahub.DataHubTransport")
+get_default_factory().register_transport("http", "medallion_assets.openlineage.http_transport.HttpTransport")
 
 
 def events_folder() -> Path:
@@ -39,8 +40,8 @@ class _Client(OpenLineageClient):
 
     The client's own `_collect_environment_variables` iterates `os.environ` on every emit. The emitter emits
     from its thread while the run's threads set and unset variables (Dagster's test instances, `config`'s
-    DAGSTER_HOME default), and an iteration that meets a removal raises KeyError or "dictionary changed size
-    during iteration": the event was lost. Looking each wanted name up cannot meet a removal.
+    DAGSTER_HOME default), and an iteration that meets a removal raises KeyError: the event was lost. Looking
+    each wanted name up cannot meet a removal. (requests' own reading, for http, is in `http_transport`.)
     """
 
     def _collect_environment_variables(self) -> dict[str, str]:
