@@ -18,7 +18,7 @@ from medallion_assets.engine.stage.replace import Replacement, nothing_new, repl
 from medallion_assets.engine.stage.shape import shape
 from medallion_assets.engine.transform import group_key_column, with_group_keys
 from medallion_assets.naming import INGESTION_COLUMNS
-from medallion_assets.storage.lake.layout import table_of
+from medallion_assets.storage.lake.layout import TableRef, table_of
 
 # Recomputing every group the incremental way took 2.7 times a recompute of the whole table (gold of
 # bench/incremental.py, day 4: 9.5 s against 3.5 s: the changelog read, the semi join of silver's rows and
@@ -45,6 +45,13 @@ def build(
     assert end is not None, "the plan found silver's current snapshot"
     if end == plan.since:
         return nothing_new(context, stage, target, plan, end)
+    when_possible = target.incremental == "when_possible"
+    source = context.snapshot.targets[silver]
+    # Rows appended touch a group at least: before reading the changelog, a silver too small for gold by
+    # groups is known to need a recompute from its snapshots' summaries alone.
+    if not when_possible and _appended_only(context, silver_table, plan.since, end):
+        if too_small := _too_small_for_groups(context, source, end):
+            return Mode("full", too_small)
     helpers = [group_key_column(output) for output in plan.groups]
     with context.lake.changelog(silver_table, plan.since, end) as changed:
         # Cached and counted here: the changelog is read once, and its view does not outlive this block.
@@ -62,8 +69,8 @@ def build(
     replaced_in = context.lake.current_snapshot(table)
     costlier = (
         None
-        if target.incremental == "when_possible"
-        else _too_small_for_groups(context, context.snapshot.targets[silver], end)
+        if when_possible
+        else _too_small_for_groups(context, source, end)
         or _costlier_than_recompute(
             context.lake.total_rows(table, replaced_in) if replaced_in is not None else None, groups
         )
@@ -108,11 +115,20 @@ def build(
     return outcome, written
 
 
+def _appended_only(context: StageContext, table: TableRef, since: int, end: int) -> bool:
+    """Whether silver's commits after `since` up to `end` only appended rows, and some: its snapshots'
+    summaries say so, no data file read."""
+    return context.lake.appended_between(table, since, end) is None and bool(
+        context.lake.rows_appended(table, since, end)
+    )
+
+
 def _too_small_for_groups(context: StageContext, source: Target, end: int) -> str | None:
     """Why silver, at snapshot `end`, is too small for gold by groups to cost less than a recompute, whatever
     a batch touches (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or
-    cannot tell. Asked only once the changelog showed a change: a silver rewritten with the same rows
-    (a rebuild of a stage that reads two bronze tables, a compaction) leaves gold as it is."""
+    cannot tell. Asked only once silver is known to hold new rows, appended or in the changelog: a silver
+    rewritten with the same rows (a rebuild of a stage that reads two bronze tables, a compaction) leaves
+    gold as it is."""
     rows = context.lake.total_rows(table_of(source), end)
     floor = config.gold_groups_from_rows()
     if rows is None or rows >= floor:
