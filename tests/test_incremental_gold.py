@@ -17,6 +17,8 @@ from medallion_assets.engine.stage import StageOutcome, gold_groups, gold_mode_d
 from medallion_assets.engine.transform import NotGroupwise, group_keys
 from medallion_assets.storage.lake import history
 from medallion_assets.storage.lake.layout import TableRef
+from medallion_assets.storage.lake.metadata import snapshots_by_id
+from medallion_assets.storage.lake.tables import LakeTables
 from medallion_assets.storage.objects import write_bytes
 from medallion_assets.storage.warehouse import Warehouse, warehouse_from_url
 from tests.test_incremental import DATASETS, Lakehouse, random_batches
@@ -241,6 +243,46 @@ def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_thi
     # Only gold by groups chooses by cost: a silver merge has no such choice to keep.
     with pytest.raises(ValidationError, match="incremental: when_possible is for gold targets"):
         Target(target_id="silver_x", layer="silver", keys=["k"], incremental="when_possible")
+
+
+def test_gold_over_a_silver_only_appended_to_recomputes_without_reading_its_changelog(
+    spark, tmp_path, warehouse, monkeypatch
+):
+    """Rows appended to silver are new rows: over a small silver, gold knows from silver's snapshot summaries
+    that it is recomputed whole, and reads no changelog. A merge that replaced rows may have left them as
+    they were: then the changelog is read first. Each run equals a full recompute."""
+    house = Lakehouse(spark, tmp_path, {"latest": DATASETS["latest"]}, warehouse)
+    by_k1 = "SELECT k1, COUNT(*) AS events, MAX(seq) AS last_seq FROM {input} GROUP BY k1"
+    whole = "WITH whole AS (SELECT * FROM silver_latest) " + by_k1.format(input="whole")
+    by_groups = Target(target_id="gold_by_k1", layer="gold", keys=["k1"])
+    house.add_stage(
+        by_groups, 10, "by_k1", "silver_latest", transform_sql=by_k1.format(input="silver_latest")
+    )
+    recomputed = Target(target_id="gold_by_k1_full", layer="gold", incremental="full")
+    house.add_stage(recomputed, 110, "by_k1_full", "silver_latest", transform_sql=whole)
+    changelogs_read = []
+    changelog = LakeTables.changelog
+    monkeypatch.setattr(
+        LakeTables, "changelog", lambda lake, *args: changelogs_read.append(args) or changelog(lake, *args)
+    )
+
+    def batch(events: list[tuple]) -> StageOutcome:
+        house.append(events)
+        house.build("latest")
+        outcome = house.build("by_k1", "gold")
+        house.build("by_k1_full", "gold")
+        assert house.rows("by_k1", "gold") == house.rows("by_k1_full", "gold")
+        return outcome
+
+    batch([(k, "a", str(k), "I", "x", "p") for k in range(1, 4)])
+    appended = batch([(1, "b", "4", "I", "x", "p")])  # a new key: silver's merge appends it
+    silver = TableRef("lake", "silver", "latest")
+    assert snapshots_by_id(house.lake.lake, silver)[house.lake.current_snapshot(silver)].operation == "append"
+    assert (appended.details["mode"], changelogs_read) == ("full", [])
+    assert appended.details["why"].startswith("silver_latest holds 4 rows, fewer than the 5,000,000")
+    replaced = batch([(2, "a", "5", "U", "y", "q")])  # a newer row of key (2, a) replaces its row
+    assert replaced.details["mode"] == "full" and len(changelogs_read) == 1
+    assert house.rows("by_k1", "gold") == [(1, 2, 4), (2, 1, 5), (3, 1, 3)]
 
 
 COLUMNS_OF_SILVER = ["k1", "k2", "seq", "v", "w"]
