@@ -197,6 +197,17 @@ def test_gold_recomputes_whole_after_a_definition_change_or_a_rollback_of_silver
     assert house.rows("by_label", "gold") == [("p", 2, 3, 2)]
 
 
+def batch_then_by_k1(house: Lakehouse, silver: str, events: list[tuple]) -> StageOutcome:
+    """A bronze batch, silver `silver` built from it, then gold by_k1 and by_k1_full, its full recompute,
+    which it must equal; returns by_k1's outcome."""
+    house.append(events)
+    house.build(silver)
+    outcome = house.build("by_k1", "gold")
+    house.build("by_k1_full", "gold")
+    assert house.rows("by_k1", "gold") == house.rows("by_k1_full", "gold")
+    return outcome
+
+
 def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_third_of_its_groups(
     spark, tmp_path, warehouse, monkeypatch
 ):
@@ -209,12 +220,7 @@ def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_thi
     house.define_gold(130, "by_k1_full", by_k1, {"incremental": "full"})
 
     def batch(events: list[tuple]) -> StageOutcome:
-        house.append(events)
-        house.build("scd1")
-        outcome = house.build("by_k1", "gold")
-        house.build("by_k1_full", "gold")
-        assert house.rows("by_k1", "gold") == house.rows("by_k1_full", "gold")
-        return outcome
+        return batch_then_by_k1(house, "scd1", events)
 
     batch([(k, "a", str(k), "I", "x", "p") for k in range(1, 7)])  # six groups
     small = batch([(1, "b", "7", "I", "x", "p")])
@@ -267,12 +273,7 @@ def test_gold_over_a_silver_only_appended_to_recomputes_without_reading_its_chan
     )
 
     def batch(events: list[tuple]) -> StageOutcome:
-        house.append(events)
-        house.build("latest")
-        outcome = house.build("by_k1", "gold")
-        house.build("by_k1_full", "gold")
-        assert house.rows("by_k1", "gold") == house.rows("by_k1_full", "gold")
-        return outcome
+        return batch_then_by_k1(house, "latest", events)
 
     batch([(k, "a", str(k), "I", "x", "p") for k in range(1, 4)])
     appended = batch([(1, "b", "4", "I", "x", "p")])  # a new key: silver's merge appends it
