@@ -40,18 +40,18 @@ def build(
     less, the full mode instead, saying why (unless the target says `incremental: when_possible`)."""
     assert plan.since is not None
     silver = stage.input_id
-    silver_table = table_of(context.snapshot.targets[silver])
+    source = context.snapshot.targets[silver]
+    silver_table = table_of(source)
     end = context.lake.current_snapshot(silver_table)
     assert end is not None, "the plan found silver's current snapshot"
     if end == plan.since:
         return nothing_new(context, stage, target, plan, end)
     when_possible = target.incremental == "when_possible"
-    source = context.snapshot.targets[silver]
+    too_small = None if when_possible else _too_small_for_groups(context, source, end)
     # Rows appended touch a group at least: before reading the changelog, a silver too small for gold by
     # groups is known to need a recompute from its snapshots' summaries alone.
-    if not when_possible and _appended_only(context, silver_table, plan.since, end):
-        if too_small := _too_small_for_groups(context, source, end):
-            return Mode("full", too_small)
+    if too_small and _appended_only(context, silver_table, plan.since, end):
+        return Mode("full", too_small)
     helpers = [group_key_column(output) for output in plan.groups]
     with context.lake.changelog(silver_table, plan.since, end) as changed:
         # Cached and counted here: the changelog is read once, and its view does not outlive this block.
@@ -70,7 +70,7 @@ def build(
     costlier = (
         None
         if when_possible
-        else _too_small_for_groups(context, source, end)
+        else too_small
         or _costlier_than_recompute(
             context.lake.total_rows(table, replaced_in) if replaced_in is not None else None, groups
         )
@@ -126,9 +126,9 @@ def _appended_only(context: StageContext, table: TableRef, since: int, end: int)
 def _too_small_for_groups(context: StageContext, source: Target, end: int) -> str | None:
     """Why silver, at snapshot `end`, is too small for gold by groups to cost less than a recompute, whatever
     a batch touches (`config.gold_groups_from_rows`), from its snapshot's summary; None when it is not, or
-    cannot tell. Asked only once silver is known to hold new rows, appended or in the changelog: a silver
-    rewritten with the same rows (a rebuild of a stage that reads two bronze tables, a compaction) leaves
-    gold as it is."""
+    cannot tell. Acted on only once silver is known to hold new rows, appended or in the changelog: a
+    silver rewritten with the same rows (a rebuild of a stage that reads two bronze tables, a compaction)
+    leaves gold as it is."""
     rows = context.lake.total_rows(table_of(source), end)
     floor = config.gold_groups_from_rows()
     if rows is None or rows >= floor:
