@@ -74,7 +74,7 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     if options := class_archive_options():
         driver["spark.driver.extraJavaOptions"] = options
     if is_single_machine():  # its Python workers are this interpreter's, which has Medallion
-        driver["spark.python.daemon.module"] = "medallion_assets.engine.python_daemon"
+        driver["spark.python.daemon.module"] = "medallion_assets.python_daemon"
     return {**driver, **SESSION_CONF, **(conf or {})}
 
 
