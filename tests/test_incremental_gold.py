@@ -251,21 +251,23 @@ def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_thi
         Target(target_id="silver_x", layer="silver", keys=["k"], incremental="when_possible")
 
 
+@pytest.mark.parametrize("silver", ["latest", "scd1"])
 def test_gold_over_a_silver_only_appended_to_recomputes_without_reading_its_changelog(
-    spark, tmp_path, warehouse, monkeypatch
+    spark, tmp_path, warehouse, monkeypatch, silver
 ):
     """Rows appended to silver are new rows: over a small silver, gold knows from silver's snapshot summaries
     that it is recomputed whole, and reads no changelog. A merge that replaced rows may have left them as
-    they were: then the changelog is read first. Each run equals a full recompute."""
-    house = Lakehouse(spark, tmp_path, {"latest": DATASETS["latest"]}, warehouse)
+    they were: then the changelog is read first. Each run equals a full recompute. A change feed's merge of
+    new keys alone is an append too: its delete, which matched no row, is not published."""
+    house = Lakehouse(spark, tmp_path, {silver: DATASETS[silver]}, warehouse)
     by_k1 = "SELECT k1, COUNT(*) AS events, MAX(seq) AS last_seq FROM {input} GROUP BY k1"
-    whole = "WITH whole AS (SELECT * FROM silver_latest) " + by_k1.format(input="whole")
+    whole = f"WITH whole AS (SELECT * FROM silver_{silver}) " + by_k1.format(input="whole")
     by_groups = Target(target_id="gold_by_k1", layer="gold", keys=["k1"])
     house.add_stage(
-        by_groups, 10, "by_k1", "silver_latest", transform_sql=by_k1.format(input="silver_latest")
+        by_groups, 10, "by_k1", f"silver_{silver}", transform_sql=by_k1.format(input=f"silver_{silver}")
     )
     recomputed = Target(target_id="gold_by_k1_full", layer="gold", incremental="full")
-    house.add_stage(recomputed, 110, "by_k1_full", "silver_latest", transform_sql=whole)
+    house.add_stage(recomputed, 110, "by_k1_full", f"silver_{silver}", transform_sql=whole)
     changelogs_read = []
     changelog = LakeTables.changelog
     monkeypatch.setattr(
@@ -273,14 +275,16 @@ def test_gold_over_a_silver_only_appended_to_recomputes_without_reading_its_chan
     )
 
     def batch(events: list[tuple]) -> StageOutcome:
-        return batch_then_by_k1(house, "latest", events)
+        return batch_then_by_k1(house, silver, events)
 
     batch([(k, "a", str(k), "I", "x", "p") for k in range(1, 4)])
+    table = TableRef("lake", "silver", silver)
+    before = house.lake.current_snapshot(table)
     appended = batch([(1, "b", "4", "I", "x", "p")])  # a new key: silver's merge appends it
-    silver = TableRef("lake", "silver", "latest")
-    assert snapshots_by_id(house.lake.lake, silver)[house.lake.current_snapshot(silver)].operation == "append"
+    published = snapshots_by_id(house.lake.lake, table)[house.lake.current_snapshot(table)]
+    assert (published.operation, published.parent_id) == ("append", before)
     assert (appended.details["mode"], changelogs_read) == ("full", [])
-    assert appended.details["why"].startswith("silver_latest holds 4 rows, fewer than the 5,000,000")
+    assert appended.details["why"].startswith(f"silver_{silver} holds 4 rows, fewer than the 5,000,000")
     replaced = batch([(2, "a", "5", "U", "y", "q")])  # a newer row of key (2, a) replaces its row
     assert replaced.details["mode"] == "full" and len(changelogs_read) == 1
     assert house.rows("by_k1", "gold") == [(1, 2, 4), (2, 1, 5), (3, 1, 3)]

@@ -25,6 +25,7 @@ from medallion_assets.errors import LakeCommitConflict
 from medallion_assets.loading import validate_files
 from medallion_assets.runner import run_pipeline
 from medallion_assets.sample_data import write_sample_data
+from medallion_assets.storage.lake import tables
 from medallion_assets.storage.lake.layout import TableRef
 from medallion_assets.storage.lake.metadata import snapshots_by_id, table_info
 from medallion_assets.storage.lake.root import Lake
@@ -180,6 +181,31 @@ def test_a_publish_after_another_runs_is_refused_and_loses_nothing(spark, tmp_pa
     assert [row.asDict() for row in lake.read(table).collect()] == [{"id": 1, "v": "a"}]
 
 
+def test_a_delete_that_matched_nothing_is_not_staged_and_a_version_published_meanwhile_still_refuses(
+    spark, tmp_path, monkeypatch
+):
+    """The branch whose delete matched no row is made again where it was made, not at `main`: a row of the
+    same key that another writer published meanwhile makes the publish refuse, rather than be duplicated."""
+    lake = LakeTables(spark, Lake.resolve(tmp_path / "lake"))
+    table = TableRef("lake", "silver", "contested_keys")
+    schema = "id bigint, v string"
+    lake.ensure(table, spark.createDataFrame([], schema).schema, None)
+    lake.append(table, spark.createDataFrame([(1, "a")], schema), "first")
+    head_of = tables.branch_head
+
+    def another_writer_meanwhile(*args):
+        lake.append(table, spark.createDataFrame([(2, "b")], schema), "meanwhile")
+        return head_of(*args)
+
+    monkeypatch.setattr(tables, "branch_head", another_writer_meanwhile)
+    key = spark.createDataFrame([(2,)], "id bigint")
+    branch = lake.stage_replacing(table, key, spark.createDataFrame([(2, "B")], schema), ["id"], "run-late")
+    assert sorted(tuple(r) for r in lake.read(table, branch=branch).collect()) == [(1, "a"), (2, "B")]
+    with pytest.raises(LakeCommitConflict):
+        lake.publish(table, branch)
+    assert sorted(tuple(r) for r in lake.read(table).collect()) == [(1, "a"), (2, "b")]
+
+
 def test_the_rows_of_a_version_with_delete_files_are_not_taken_from_its_summary(spark, tmp_path):
     # A merge-on-read delete leaves the deleted row in its data file: the summary's records still count it.
     root = Lake.resolve(tmp_path / "lake")
@@ -243,6 +269,10 @@ def test_keys_replaced_in_some_files_rewrite_those_and_in_every_file_rewrite_the
     assert rows == {1: "a", 2: "b", 3: "c", None: "N", 4: "d"}
     assert commits == 2 and len(files & before) == 1
     assert written == 2  # the rows the append added, from its commit's summary
+    # Keys no row has: their delete matches nothing, and only the append is staged, no file rewritten.
+    rows, files, commits, written = replaced([7], [(7, "g")], "run-none")
+    assert rows == {1: "a", 2: "b", 3: "c", None: "n", 7: "g"}
+    assert (commits, written, len(files - before)) == (1, 1, 1) and before <= files
     # A key in every file: every file would be rewritten, so the table is written whole, in one commit.
     rows, files, commits, written = replaced([1, 3, 9], [(1, "A"), (9, "z")], "run-every")
     assert rows == {1: "A", 2: "b", None: "n", 9: "z"}

@@ -62,6 +62,15 @@ _UNREACHABLE = re.compile(
 )
 # The columns Iceberg's changelog view adds to a table's own.
 _CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
+# What a snapshot summary says a commit changed in the files; a commit with none of them changed no row.
+_FILE_CHANGES = (
+    "added-data-files",
+    "deleted-data-files",
+    "added-delete-files",
+    "removed-delete-files",
+    "added-dvs",
+    "removed-dvs",
+)
 # The operation of a snapshot that rewrites files without changing the table's rows (compaction).
 _REWRITE = "replace"
 # Properties every lake table has: a table's version is written whole (copy-on-write) unless the catalog says
@@ -402,6 +411,17 @@ class LakeTables:
         branch = self._branch(table, run_id)
         if condition is not None:
             self.spark.sql(f"DELETE FROM {table.branch(branch)} t WHERE {condition}")
+            # A delete that matched no row still commits a snapshot, an `overwrite` of no file: the branch is
+            # made again where it was made, so that what is published is the append alone, which a reader of
+            # the table's history (gold's plan) can tell holds only new rows. Not at `main`, which another
+            # writer may have moved since: publishing must still refuse that.
+            head = branch_head(self.lake, table, branch)
+            if (
+                head is not None
+                and head.parent_id is not None
+                and not any(int(head.summary.get(k, "0")) for k in _FILE_CHANGES)
+            ):
+                self._branch(table, run_id, from_snapshot=head.parent_id)
         self._staged_writer(table, branch, rows, run_id).append()
         return branch
 
