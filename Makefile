@@ -76,8 +76,8 @@ postgresql:
 	  grep -qx t || $(AS_POSTGRES) psql -q -c "ALTER USER postgres PASSWORD \
 	  '$$(python3 tests/scram_verifier.py $(TEST_PG_PASSWORD) $(TEST_PG_SCRAM_ITERATIONS))'"
 
-# Static checks, one command per line; `make test` runs them before the tests. The layers are the [tool.importlinter]
-# contracts in pyproject.toml (see ARCHITECTURE.md).
+# Static checks, one command per line; `make test` runs them before the tests. The layers are the
+# [tool.importlinter] contracts in pyproject.toml (see ARCHITECTURE.md).
 # Layers (import-linter), style (ruff, line length 110) and types (mypy, strict, on medallion_assets/).
 lint: $(VENV)/installed
 	$(VENV)/bin/lint-imports

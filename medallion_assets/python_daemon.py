@@ -15,7 +15,7 @@ It also imports the installed PySpark, whose modules are compiled, rather than S
 `pyspark.zip` and py4j's zip first on its workers' path, and Python compiles a zip's modules afresh in every
 process, 0.85 s of CPU for the daemon alone and more in each worker it forks. Nor do the zips stay on the
 path: a worker invalidates the import caches before each task, which reads a zip's directory again, 13 ms a
-task. On this machine both are the driver's own PySpark, of one version; the zips are dropped unless they are
+task. In local mode both are the driver's own PySpark, of one version; the zips are dropped unless they are
 the only copy. Outside `engine/`, whose package imports PySpark before any module of it would run.
 """
 
