@@ -22,6 +22,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from medallion_assets.catalog.models import LakeTable, Source
 from medallion_assets.engine import raw_reader
@@ -147,8 +148,11 @@ def _read_records(
         f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {spark_schema(source.columns)}, "
         f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
     )
-    # The empty frame is how a DDL schema is parsed in classic Spark and Spark Connect alike.
-    arrow_schema = to_arrow_schema(spark.createDataFrame([], record_schema).schema)
+    # Parsed by the session's own parser (classic Spark and Spark Connect alike); an empty frame of the schema
+    # took 0.56 s in a fresh process, the parser 3 ms.
+    parsed = StructType.fromDDL(record_schema)
+    assert isinstance(parsed, StructType)
+    arrow_schema = to_arrow_schema(parsed)
     declared = pa.schema([arrow_schema.field(name) for name in source.columns])
     endpoint = configured_endpoint()
     check = _head_check(source) if keep == raw_reader.KEEP_ALL else None
