@@ -60,6 +60,14 @@ def spark_schema(columns: dict[str, str]) -> str:
     return ", ".join(f"{spark_identifier(name)} {type_name}" for name, type_name in columns.items())
 
 
+def struct_of(schema: str) -> StructType:
+    """A DDL schema (`spark_schema`'s form) parsed by the session's own parser, in classic Spark and Spark
+    Connect alike: 3 ms, where an empty frame of it took 0.56 s in a fresh process."""
+    parsed = StructType.fromDDL(schema)
+    assert isinstance(parsed, StructType), "a list of columns parses to a struct"
+    return parsed
+
+
 def bronze_schema(source: Source) -> str:
     """The schema of a bronze dataset, in the order its files hold it: where each record came from, the
     source's declared columns, and when it was ingested (the batch partition column is added by Spark)."""
@@ -148,11 +156,7 @@ def _read_records(
         f"`{raw_reader.OBJECT_INDEX}` int, _source_line bigint, {spark_schema(source.columns)}, "
         f"`{raw_reader.RAW_LINE}` string, `{raw_reader.UNREADABLE}` string"
     )
-    # Parsed by the session's own parser (classic Spark and Spark Connect alike); an empty frame of the schema
-    # took 0.56 s in a fresh process, the parser 3 ms.
-    parsed = StructType.fromDDL(record_schema)
-    assert isinstance(parsed, StructType)
-    arrow_schema = to_arrow_schema(parsed)
+    arrow_schema = to_arrow_schema(struct_of(record_schema))
     declared = pa.schema([arrow_schema.field(name) for name in source.columns])
     endpoint = configured_endpoint()
     check = _head_check(source) if keep == raw_reader.KEEP_ALL else None

@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
 
 from medallion_assets.catalog.models import Rule, Stage, Target, history_rules
 from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.versions import stage_fingerprint
-from medallion_assets.engine.ingest import bronze_schema
+from medallion_assets.engine.ingest import bronze_schema, struct_of
 from medallion_assets.engine.refresh import FullRefresh
 from medallion_assets.engine.restatement import Restatement
 from medallion_assets.engine.services import Ledger, Recovery, Throttle
@@ -71,8 +70,7 @@ class StageContext:
         # Read with the catalog's schema: its columns in its order, whatever the table gained meanwhile.
         producer = self.snapshot.stage_producing(target_id)
         assert producer is not None, "a bronze target is made by the stage that ingests its source"
-        schema = StructType.fromDDL(bronze_schema(self.snapshot.sources[producer.input_id]))
-        assert isinstance(schema, StructType)
+        schema = struct_of(bronze_schema(self.snapshot.sources[producer.input_id]))
         return self.lake.read_columns(table, schema, snapshot_id=snapshot_id, appended_after=appended_after)
 
     def rules(self, stage: Stage) -> list[Rule]:
