@@ -26,7 +26,7 @@ from pathlib import Path
 import boto3
 import psycopg2
 import pytest
-from dagster import instance_for_test
+from dagster import DagsterInstance
 from moto.server import ThreadedMotoServer
 
 from medallion_assets.catalog.models import RetryPolicy
@@ -293,10 +293,15 @@ class Medallion:
         return installation
 
     def run(self, pipeline_id: str, tags: dict[str, str] | None = None) -> PipelineReport:
-        """A run of the pipeline on a new Dagster instance; `tags` as a user adds them in the launchpad."""
+        """A run of the pipeline on a throwaway Dagster instance, the one `medallion run` opens without
+        DAGSTER_HOME (instance.py): in memory, a quarter of the CPU of a test instance's SQLite files.
+        `tags` as a user adds them in the launchpad."""
         defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
-        with instance_for_test() as instance:
+        instance = DagsterInstance.ephemeral()
+        try:
             return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance, tags=tags)
+        finally:
+            instance.dispose()
 
     def load(self, *paths) -> None:
         self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)
