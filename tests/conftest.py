@@ -297,11 +297,8 @@ class Medallion:
         DAGSTER_HOME (instance.py): in memory, a quarter of the CPU of a test instance's SQLite files.
         `tags` as a user adds them in the launchpad."""
         defs = build_definitions(self.store.url, str(self.lake), self.warehouse_url)
-        instance = DagsterInstance.ephemeral()
-        try:
+        with DagsterInstance.ephemeral() as instance:
             return run_pipeline(defs, self.store.snapshot(), self.store, pipeline_id, instance, tags=tags)
-        finally:
-            instance.dispose()
 
     def load(self, *paths) -> None:
         self.store.upsert(validate_files(self.store.snapshot(), list(paths)).rows)
