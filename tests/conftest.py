@@ -51,10 +51,10 @@ RAW = "s3://medallion-raw"  # where the seed catalog's sources live
 # operators and expressions (a driver reads `-Dspark.*` as its settings) cut a module's JVM CPU by about a
 # sixth (tests/test_merge_windows.py, 130-155 s to 98-116 s). The first tier alone has the JIT's smaller
 # code cache (48 MB), which Spark and Iceberg fill: the sweeper then flushes compiled methods and the JIT
-# compiles them again. At 256 MB they stay (55 MB used), and a module's JVM CPU falls by a sixth
-# (tests/test_merge_windows.py, 76-90 CPU-s to 64-67). A standalone cluster's executors are started with the
-# JVM options their driver's settings give them. Production keeps the JVM's and Spark's defaults, made for
-# long runs on many rows.
+# compiles them again. At 256 MB they stay (55 MB used) and the sweeper does no work
+# (tests/test_merge_windows.py: 4-5 of its driver's 76-90 CPU-s before; 64-85 CPU-s in four runs after).
+# A standalone cluster's executors are started with the JVM options their driver's settings give them.
+# Production keeps the JVM's and Spark's defaults, made for long runs on many rows.
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC"
 os.environ.setdefault(
     "SPARK_SUBMIT_OPTS",
