@@ -85,10 +85,11 @@ lint: $(VENV)/installed
 	$(VENV)/bin/ruff format --check medallion_assets tests bench
 	$(VENV)/bin/mypy
 
-# The suite spends most of its time waiting (JVMs and daemons starting, runs queued, sensors ticking), so more
-# workers than cores pay off; each worker has its own Spark session and S3 API server (tests/conftest.py).
-# Tests that share a costly server carry an xdist_group mark, and `loadgroup` runs each group on one worker.
-TEST_WORKERS ?= 6
+# Each worker has its own Spark session and S3 API server (tests/conftest.py). The suite now keeps both cores
+# busy, so more workers only share them more thinly: on one machine in one hour, four workers ran it in
+# 1,474 s and six in 1,645 s (bench/HISTORY.md, session 31). Tests that share a costly server carry an
+# xdist_group mark, and `loadgroup` runs each group on one worker.
+TEST_WORKERS ?= 4
 # Where PYTHONDONTWRITEBYTECODE is set (as on this project's machine), each of the suite's few hundred
 # processes (commands, code servers, run workers) would compile Medallion's modules afresh, 0.4 s of CPU
 # each: they are compiled once here. The static checks (one core) run beside the jars and the class archive,

@@ -264,7 +264,7 @@ def spark(s3_endpoint):
     # a gold table of a few MB; every other result in the suite is far below it. The tests' tables hold a few
     # thousand rows: one task slot, one shuffle partition and no adaptive re-planning of each query's stages
     # run them in less CPU (tests/test_merge_windows.py: 220 CPU-s with two slots, four partitions and
-    # adaptive execution; 167 this way), and six workers share two cores.
+    # adaptive execution; 167 this way), and four workers share two cores.
     session = spark_session(
         {
             "spark.master": "local[1]",
