@@ -23,8 +23,10 @@ from moto.server import ThreadedMotoServer
 
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.sample_data import write_sample_data
+from medallion_assets.storage import objects
 from medallion_assets.storage.objects import (
     ObjectInfo,
+    any_object,
     copy_object,
     delete_object,
     list_objects,
@@ -102,6 +104,31 @@ def test_s3_listing_reads_every_page(bucket):
     assert [info.url for info in list_objects(f"s3://{bucket}/many/")] == [
         f"s3://{bucket}/{key}" for key in keys
     ]
+    # Whether a source answers takes one request, not a listing of everything it holds: a probe listing a
+    # large source whole could outlast its timeout and judge it down.
+    requests: list[dict] = []
+
+    def count(params: dict, **_) -> None:
+        requests.append(params)
+
+    events = objects._s3().meta.events
+    events.register("before-parameter-build.s3.ListObjectsV2", count)
+    try:
+        assert any_object(f"s3://{bucket}/many").url == f"s3://{bucket}/many/0000.json"
+    finally:
+        events.unregister("before-parameter-build.s3.ListObjectsV2", count)
+    assert [r["Prefix"] for r in requests] == ["many"]
+
+
+def test_any_object_is_one_that_list_objects_lists(bucket, tmp_path):
+    # Listed before the folder's own keys: a neighbour whose name starts the same, and a folder marker.
+    write_bytes(f"s3://{bucket}/raw-2024/old.jsonl", b"old")
+    boto3.client("s3").put_object(Bucket=bucket, Key="raw/", Body=b"")
+    write_bytes(f"s3://{bucket}/raw/b.jsonl", b"bb")
+    assert any_object(f"s3://{bucket}/raw") == list_objects(f"s3://{bucket}/raw")[0]
+    assert any_object(f"s3://{bucket}/raw/b.jsonl").url == f"s3://{bucket}/raw/b.jsonl"
+    write_bytes(str(tmp_path / "raw" / "deep" / "a.jsonl"), b"a")
+    assert any_object(f"file://{tmp_path}/raw") == list_objects(str(tmp_path / "raw"))[0]
 
 
 def test_local_write_list_read_copy_delete(tmp_path):
@@ -161,6 +188,9 @@ def test_source_not_found_messages(bucket, tmp_path):
     assert message(list_objects, f"file://{tmp_path}/missing", "orders_raw") == (
         f"source orders_raw: {tmp_path}/missing does not exist"
     )
+    missing_or_empty = ("s3://medallion-missing/events/", f"s3://{bucket}/events/", str(tmp_path / "empty"))
+    for url in missing_or_empty:
+        assert message(any_object, url, "a_source") == message(list_objects, url, "a_source")
     assert message(read_bytes, f"s3://{bucket}/no.json") == f"s3://{bucket}/no.json does not exist"
     assert message(read_bytes, "s3://medallion-missing/no.json") == (
         "s3://medallion-missing/no.json does not exist (bucket medallion-missing not found)"

@@ -28,7 +28,7 @@ from medallion_assets.catalog.snapshot import CatalogSnapshot
 from medallion_assets.catalog.store import CatalogStore
 from medallion_assets.errors import SourceNotFound
 from medallion_assets.naming import quote_qualified
-from medallion_assets.storage.objects import list_objects
+from medallion_assets.storage.objects import any_object
 from medallion_assets.storage.warehouse import WarehouseError, warehouse_from_url
 
 FLAG_NAME = "available"
@@ -37,9 +37,10 @@ _PROBE_THREADS = 8
 
 
 def probe_source(source: Source) -> str | None:
-    """None when the source's prefix answers with objects; otherwise why it does not."""
+    """None when the source's prefix answers with objects; otherwise why it does not. One page of its listing
+    tells: a source too large to list within the probe's timeout would be judged down."""
     try:
-        list_objects(source.s3_path, source.source_id)
+        any_object(source.s3_path, source.source_id)
     except (SourceNotFound, BotoCoreError, ClientError, OSError) as error:
         return str(error) or type(error).__name__
     return None

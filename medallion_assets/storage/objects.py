@@ -55,13 +55,20 @@ def list_objects(url: str, source_id: str | None = None) -> list[ObjectInfo]:
     ``s3://b/events_old/...``. Raises SourceNotFound, naming ``source_id`` when given, when the bucket or
     folder does not exist or holds no objects.
     """
-    if _is_s3(url):
-        objects = _list_s3(url, source_id)
-    else:
-        objects = _list_local(url, source_id)
+    objects = sorted(_objects(url, source_id), key=lambda info: info.url)
     if not objects:
         raise SourceNotFound(_message(url, "holds no objects", source_id))
-    return sorted(objects, key=lambda info: info.url)
+    return objects
+
+
+def any_object(url: str, source_id: str | None = None) -> ObjectInfo:
+    """One of the objects ``list_objects`` would list, found from the listing's first page rather than all of
+    them: whether a source answers (availability probes, waits for upstream data) costs one request however
+    many objects it holds. Raises SourceNotFound as ``list_objects`` does."""
+    found = next(_objects(url, source_id), None)
+    if found is None:
+        raise SourceNotFound(_message(url, "holds no objects", source_id))
+    return found
 
 
 def read_bytes(url: str) -> bytes:
@@ -138,10 +145,14 @@ def _s3() -> Any:
     return client
 
 
-def _list_s3(url: str, source_id: str | None) -> list[ObjectInfo]:
+def _objects(url: str, source_id: str | None) -> Iterator[ObjectInfo]:
+    """The objects under ``url`` in the order they are listed, read page by page as they are consumed."""
+    return _list_s3(url, source_id) if _is_s3(url) else _list_local(url, source_id)
+
+
+def _list_s3(url: str, source_id: str | None) -> Iterator[ObjectInfo]:
     bucket, prefix = _split_s3(url)
     folder = prefix if prefix == "" or prefix.endswith("/") else prefix + "/"
-    objects = []
     with _s3_not_found_mapped(url, source_id=source_id):
         for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
@@ -149,23 +160,20 @@ def _list_s3(url: str, source_id: str | None) -> list[ObjectInfo]:
                 # Keys ending in "/" are the empty markers consoles create for folders, not data.
                 if key.endswith("/") or not (key == prefix or key.startswith(folder)):
                     continue
-                objects.append(ObjectInfo(f"s3://{bucket}/{key}", item["Size"], item["ETag"].strip('"')))
-    return objects
+                yield ObjectInfo(f"s3://{bucket}/{key}", item["Size"], item["ETag"].strip('"'))
 
 
-def _list_local(url: str, source_id: str | None) -> list[ObjectInfo]:
+def _list_local(url: str, source_id: str | None) -> Iterator[ObjectInfo]:
     root = _local_path(url)
     if root.is_file():
-        files = [root]
+        files: Iterator[Path] = iter([root])
     elif root.is_dir():
-        files = [path for path in root.rglob("*") if path.is_file()]
+        files = (path for path in root.rglob("*") if path.is_file())
     else:
         raise SourceNotFound(_message(url, "does not exist", source_id))
-    objects = []
     for path in files:
         stat = path.stat()
-        objects.append(ObjectInfo(str(path), stat.st_size, f"{stat.st_size}-{stat.st_mtime_ns}"))
-    return objects
+        yield ObjectInfo(str(path), stat.st_size, f"{stat.st_size}-{stat.st_mtime_ns}")
 
 
 @contextmanager

@@ -70,11 +70,11 @@ def wait_for_upstream(context: HealingContext[WaitParams]) -> Remedy:
     if source is None:
         return Remedy("give_up", f"{stage.input_id} is not a raw source; nothing to wait for")
 
-    from medallion_assets.storage.objects import list_objects  # boto3 only when an action runs, as _warehouse
+    from medallion_assets.storage.objects import any_object  # boto3 only when an action runs, as _warehouse
 
     def objects_missing() -> str | None:
         try:
-            list_objects(source.s3_path, source.source_id)
+            any_object(source.s3_path, source.source_id)
         except SourceNotFound as error:
             return str(error)
         return None
