@@ -166,6 +166,20 @@ def gold_groups_from_rows() -> int:
     return _whole_number(GROUPS_FROM_ROWS_ENV, DEFAULT_GROUPS_FROM_ROWS, "rows", at_least=0)
 
 
+# A keyed silver merge costs a few seconds whatever its batch (the new rows computed and counted, their keys
+# searched for in silver, a delete and an append, its quarantine, each a job), while rebuilding silver from
+# bronze costs about that per million rows: below SILVER_MERGE_FROM_ROWS bronze rows a rebuild is cheaper,
+# the more so as late events widen the days a merge searches (bench/HISTORY.md, session 32).
+SILVER_MERGE_FROM_ROWS_ENV = "MEDALLION_SILVER_MERGE_FROM_ROWS"
+DEFAULT_SILVER_MERGE_FROM_ROWS = 1_000_000
+
+
+def silver_merge_from_rows() -> int:
+    """The bronze rows under which a keyed silver table is rebuilt whole instead of merged:
+    MEDALLION_SILVER_MERGE_FROM_ROWS, else 1,000,000 (0: merged at any size)."""
+    return _whole_number(SILVER_MERGE_FROM_ROWS_ENV, DEFAULT_SILVER_MERGE_FROM_ROWS, "rows", at_least=0)
+
+
 def _whole_number(variable: str, default: int, unit: str, at_least: int) -> int:
     """The whole number `variable` sets (`default` when unset); SettingInvalid, naming it, when it is not
     one of at least `at_least`."""

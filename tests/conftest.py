@@ -62,6 +62,11 @@ os.environ.setdefault(
     " -Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN",
 )
 
+# The tests' tables hold a few rows, under the bronze size from which a keyed silver merges rather than
+# rebuilds (config.silver_merge_from_rows): at 0 they merge at any size, so that the incremental paths are
+# what they test; tests/test_incremental.py checks the floor itself.
+os.environ.setdefault("MEDALLION_SILVER_MERGE_FROM_ROWS", "0")
+
 # The fixtures that start or reach a real server; a test using any of them, directly or through another
 # fixture, is an integration test.
 REAL_PARTS = frozenset({"spark", "s3_endpoint", "pg_url", "rest_catalog"})

@@ -203,6 +203,29 @@ def test_a_late_older_copy_never_overwrites_a_newer_row(spark, tmp_path):
     assert house.rows("latest") == [(1, "a", 5, "U", "new", None), (2, "a", 1, "I", "x", None)]
 
 
+def test_a_keyed_silver_over_a_small_bronze_is_rebuilt_whole_and_merged_from_the_floor_on(
+    spark, tmp_path, monkeypatch
+):
+    """By default a keyed silver merge chooses the cheaper way: under MEDALLION_SILVER_MERGE_FROM_ROWS bronze
+    rows (the tests set 0, tests/conftest.py), a rebuild; from there on, a merge. Either way the same rows."""
+    monkeypatch.delenv("MEDALLION_SILVER_MERGE_FROM_ROWS")
+    house = Lakehouse(spark, tmp_path, {"latest": DATASETS["latest"]})
+    house.append([(1, "a", "5", "U", "new", None)])
+    house.build("latest")
+    house.append([(1, "a", "3", "U", "old", None), (2, "a", "1", "I", "x", None)])
+    small = house.build("latest")
+    assert (small.details["mode"], small.details["why"]) == (
+        "full",
+        "bronze_feed holds 3 rows, fewer than the 1,000,000 from which merging only its new rows costs "
+        "less than rebuilding the table whole (MEDALLION_SILVER_MERGE_FROM_ROWS)",
+    )
+    monkeypatch.setenv("MEDALLION_SILVER_MERGE_FROM_ROWS", "4")
+    house.append([(2, "a", "7", "U", "y", None)])
+    merged = house.build("latest")
+    assert (merged.details["mode"], merged.rows_written) == ("incremental", 1)
+    assert house.rows("latest") == [(1, "a", 5, "U", "new", None), (2, "a", 7, "U", "y", None)]
+
+
 def test_an_incremental_build_with_sql_counts_the_rows_its_sql_made_of_the_new_rows(spark, tmp_path):
     house = Lakehouse(spark, tmp_path, {"latest": DATASETS["latest"]})
     stage = next(s for s in house.snapshot.stages() if s.target_id == "silver_latest")

@@ -246,7 +246,7 @@ def test_gold_recomputes_whole_over_a_small_silver_or_when_a_batch_touches_a_thi
     assert house.rows("by_k1", "gold") == [(1, 2, 7), (2, 2, 8), (3, 2, 9), (5, 1, 5), (6, 1, 6)]
     after = batch([(5, "b", "11", "I", "x", "p")])
     assert (after.details["mode"], after.details["groups_recomputed"]) == ("incremental", 1)
-    # Only gold by groups chooses by cost: a silver merge has no such choice to keep.
+    # `when_possible` is gold's: a silver merge's choice is kept by MEDALLION_SILVER_MERGE_FROM_ROWS=0.
     with pytest.raises(ValidationError, match="incremental: when_possible is for gold targets"):
         Target(target_id="silver_x", layer="silver", keys=["k"], incremental="when_possible")
 

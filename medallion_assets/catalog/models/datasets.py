@@ -262,8 +262,8 @@ class Target(Row):
         column that holds each key's rows to one day."""
         if self.incremental == "when_possible" and self.layer != "gold":
             raise ValueError(
-                "incremental: when_possible is for gold targets: only gold by groups chooses a recompute "
-                "by its cost"
+                "incremental: when_possible is for gold targets (a silver merge is kept at any size by "
+                "MEDALLION_SILVER_MERGE_FROM_ROWS=0)"
             )
         if not isinstance(self.incremental, Incremental):
             return

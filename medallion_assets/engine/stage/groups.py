@@ -48,9 +48,10 @@ def build(
         return nothing_new(context, stage, target, plan, end)
     when_possible = target.incremental == "when_possible"
     too_small = None if when_possible else _too_small_for_groups(context, source, end)
-    # Rows appended touch a group at least: before reading the changelog, a silver too small for gold by
-    # groups is known to need a recompute from its snapshots' summaries alone.
-    if too_small and _appended_only(context, silver_table, plan.since, end):
+    # Rows appended, or a row count that changed (silver rebuilt with new rows), touch a group at least:
+    # before reading the changelog, a silver too small for gold by groups is known to need a recompute from
+    # its snapshots' summaries alone.
+    if too_small and _rows_changed(context, silver_table, plan.since, end):
         return Mode("full", too_small)
     helpers = [group_key_column(output) for output in plan.groups]
     with context.lake.changelog(silver_table, plan.since, end) as changed:
@@ -115,12 +116,14 @@ def build(
     return outcome, written
 
 
-def _appended_only(context: StageContext, table: TableRef, since: int, end: int) -> bool:
-    """Whether silver's commits after `since` up to `end` only appended rows, and some: its snapshots'
-    summaries say so, no data file read."""
-    return context.lake.appended_between(table, since, end) is None and bool(
-        context.lake.rows_appended(table, since, end)
-    )
+def _rows_changed(context: StageContext, table: TableRef, since: int, end: int) -> bool:
+    """Whether silver's rows changed after `since` up to `end`, as its snapshots' summaries say (no data
+    file read): its commits only appended rows, and some, or it holds another number of rows. A silver
+    rewritten with as many rows may hold the same ones: only its changelog can tell."""
+    if context.lake.appended_between(table, since, end) is None:
+        return bool(context.lake.rows_appended(table, since, end))
+    before, after = context.lake.total_rows(table, since), context.lake.total_rows(table, end)
+    return before is not None and after is not None and before != after
 
 
 def _too_small_for_groups(context: StageContext, source: Target, end: int) -> str | None:

@@ -36,6 +36,9 @@ def build(
     rows_read = context.lake.rows_appended(table_of(context.snapshot.targets[bronze]), plan.since, end)
     if not rows_read:
         return nothing_new(context, stage, target, plan, end)
+    too_small = None if target.cdc is not None else _too_small_to_merge(context, stage, end)
+    if too_small:
+        return Mode("full", too_small)
     new_rows = context.read_dataset(bronze, end, appended_after=plan.since)
     shaped = shape(context, stage, target, {bronze: new_rows}, apply=False)
     # The new rows are computed once, here, by an action that completes their counts (observations, which
@@ -143,6 +146,20 @@ def _snapshot_keys(
         .select(*[F.col(f"`{k}`") for k in target.keys])
     )
     return new_keys.unionByName(previous_keys).distinct()
+
+
+def _too_small_to_merge(context: StageContext, stage: Stage, end: int) -> str | None:
+    """Why rebuilding silver from its bronze input, at snapshot `end`, costs less than merging the new rows
+    (`config.silver_merge_from_rows`), from bronze's snapshot summary; None when it does not, or cannot tell.
+    Asked once bronze is known to hold new rows: with none, the table stays as it is."""
+    rows = context.lake.total_rows(table_of(context.snapshot.targets[stage.input_id]), end)
+    floor = config.silver_merge_from_rows()
+    if rows is None or rows >= floor:
+        return None
+    return (
+        f"{stage.input_id} holds {rows:,} rows, fewer than the {floor:,} from which merging only its new "
+        f"rows costs less than rebuilding the table whole ({config.SILVER_MERGE_FROM_ROWS_ENV})"
+    )
 
 
 def _merge_window(target: Target, incoming: DataFrame) -> str | None:
