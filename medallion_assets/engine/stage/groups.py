@@ -14,7 +14,7 @@ from medallion_assets.engine import changes
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
-from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys
+from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys, rows_under
 from medallion_assets.engine.stage.shape import shape
 from medallion_assets.engine.transform import group_key_column, with_group_keys
 from medallion_assets.naming import INGESTION_COLUMNS
@@ -132,9 +132,9 @@ def _too_small_for_groups(context: StageContext, source: Target, end: int) -> st
     cannot tell. Acted on only once silver is known to hold new rows, appended or in the changelog: a
     silver rewritten with the same rows (a rebuild of a stage that reads two bronze tables, a compaction)
     leaves gold as it is."""
-    rows = context.lake.total_rows(table_of(source), end)
     floor = config.gold_groups_from_rows()
-    if rows is None or rows >= floor:
+    rows = rows_under(context, source, end, floor)
+    if rows is None:
         return None
     return (
         f"{source.target_id} holds {rows:,} rows, fewer than the {floor:,} from which recomputing only the "

@@ -14,7 +14,7 @@ from medallion_assets.engine import changes
 from medallion_assets.engine.stage.context import StageContext
 from medallion_assets.engine.stage.outcome import StageOutcome
 from medallion_assets.engine.stage.plan import Mode
-from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys
+from medallion_assets.engine.stage.replace import Replacement, nothing_new, replace_keys, rows_under
 from medallion_assets.engine.stage.shape import Shaped, shape
 from medallion_assets.naming import INGESTION_COLUMNS
 from medallion_assets.storage.lake.layout import table_of
@@ -152,9 +152,9 @@ def _too_small_to_merge(context: StageContext, stage: Stage, end: int) -> str | 
     """Why rebuilding silver from its bronze input, at snapshot `end`, costs less than merging the new rows
     (`config.silver_merge_from_rows`), from bronze's snapshot summary; None when it does not, or cannot tell.
     Asked once bronze is known to hold new rows: with none, the table stays as it is."""
-    rows = context.lake.total_rows(table_of(context.snapshot.targets[stage.input_id]), end)
     floor = config.silver_merge_from_rows()
-    if rows is None or rows >= floor:
+    rows = rows_under(context, context.snapshot.targets[stage.input_id], end, floor)
+    if rows is None:
         return None
     return (
         f"{stage.input_id} holds {rows:,} rows, fewer than the {floor:,} from which merging only its new "

@@ -145,6 +145,14 @@ def nothing_new(
     return outcome, current
 
 
+def rows_under(context: StageContext, dataset: Target, snapshot_id: int, floor: int) -> int | None:
+    """The rows `dataset` holds at `snapshot_id`, from its snapshot's summary (no job), when fewer than
+    `floor`, under which an incremental mode costs more than a recompute; None when not, or it cannot
+    tell."""
+    rows = context.lake.total_rows(table_of(dataset), snapshot_id)
+    return rows if rows is not None and rows < floor else None
+
+
 def judge_merge(
     context: StageContext,
     stage: Stage,
